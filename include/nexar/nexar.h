@@ -1,0 +1,43 @@
+/*
+ * nexar.h - public API of libnexar_pmpi.
+ *
+ * The library needs no calls from the application: loaded with LD_PRELOAD or
+ * linked with -lnexar_pmpi ahead of -lmpi it intercepts MPI_Allreduce.  This
+ * header only lets a program that wants to know ask what the library did.
+ */
+#ifndef NEXAR_NEXAR_H
+#define NEXAR_NEXAR_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NEXAR_VERSION_MAJOR 0
+#define NEXAR_VERSION_MINOR 1
+#define NEXAR_VERSION_PATCH 0
+
+/* Counters of this process, the same numbers NEXAR_STATS=1 prints at MPI_Finalize. */
+typedef struct nexar_stats {
+    uint64_t ring_calls;        /* allreduces done by the nexar ring */
+    uint64_t ring_bytes;        /* their payload: count * datatype size, summed */
+    uint64_t passthrough_calls; /* allreduces handed to PMPI_Allreduce as not eligible */
+    uint64_t fallback_calls;    /* eligible allreduces that went to PMPI_Allreduce anyway
+                                   (UCX down on some rank, scratch unavailable, ...) */
+} nexar_stats_t;
+
+/* Fills *out; returns 0, or -1 when out is NULL. */
+int nexar_get_stats(nexar_stats_t *out);
+
+/* "MAJOR.MINOR.PATCH" */
+const char *nexar_version(void);
+
+/* 1 when this process' UCX transport is up (the ring can run), else 0. */
+int nexar_transport_ready(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEXAR_NEXAR_H */

@@ -1,0 +1,25 @@
+#!/bin/bash
+# Installs the Debian packages nexar-pmpi needs to build, test and benchmark,
+# when they are missing.  Needs root (or sudo) only when something is missing.
+set -eu
+packages=(
+    g++ make autoconf automake libtool pkg-config   # build
+    libopenmpi-dev openmpi-bin                       # MPI (mpicc, mpirun, libmpi)
+    libucx-dev                                       # UCX (ucp)
+    libgtest-dev                                     # unit tests
+    libbenchmark-dev                                 # make bench
+)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && { echo "install-deps: all packages present"; exit 0; }
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,69 @@
+// The order of the ring's segment messages, as one stream per direction.
+//
+// Rank r's receive stream: reduce-scatter steps s = 0..n-2 bring chunk
+// r-s-1 (reduced into place), allgather steps bring chunk r-s (copied into
+// place).  Its send stream leads by one chunk: chunk r-s, then r+1-s.  Each
+// chunk contributes its segments in order; empty chunks contribute none.
+// Rank r's send stream is, message for message, rank r+1's receive stream,
+// because both are computed from the same (count, n, chunk, segment size).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "algo/partition.h"
+
+namespace nexar {
+
+enum class RingStream { receive = 0, send = 1 };
+
+class RingCursor {
+public:
+    RingCursor(RingStream stream, int rank, int size, size_t count, size_t seg_elems)
+        : rank_(rank), size_(size), count_(count), seg_elems_(seg_elems), lead_(int(stream)) {
+        if (size_ < 2) {  // a single rank exchanges nothing
+            phase_ = 2;
+            return;
+        }
+        load_step();
+        skip_empty();
+    }
+    bool done() const { return phase_ >= 2; }
+    uint32_t phase() const { return phase_; }  // 0 reduce-scatter, 1 allgather
+    uint32_t step() const { return step_; }
+    uint32_t segment() const { return uint32_t(seg_); }
+    size_t chunk() const { return chunk_index_; }
+    Span span() const { return segment_span(chunk_, nseg_, seg_); }
+    void advance() {
+        ++seg_;
+        skip_empty();
+    }
+
+private:
+    void load_step() {
+        long long c = (long long)rank_ - step_ - (phase_ == 0 ? 1 : 0) + lead_;
+        chunk_index_ = size_t(((c % size_) + size_) % size_);
+        chunk_ = chunk_span(count_, size_t(size_), chunk_index_);
+        nseg_ = segment_count(chunk_.count, seg_elems_);
+        seg_ = 0;
+    }
+    void skip_empty() {
+        while (!done() && seg_ >= nseg_) {
+            if (++step_ == uint32_t(size_ - 1)) {
+                step_ = 0;
+                if (++phase_ >= 2) return;
+            }
+            load_step();
+        }
+    }
+
+    int rank_, size_;
+    size_t count_, seg_elems_;
+    int lead_;
+    uint32_t phase_ = 0, step_ = 0;
+    size_t chunk_index_ = 0;
+    Span chunk_;
+    size_t nseg_ = 0, seg_ = 0;
+};
+
+}  // namespace nexar

@@ -1,0 +1,28 @@
+// The public functions of include/nexar/nexar.h.
+#include <config.h>
+
+#include "nexar/nexar.h"
+
+#include "core/runtime.h"
+#include "core/stats.h"
+
+extern "C" {
+
+int nexar_get_stats(nexar_stats_t* out) {
+    if (!out) return -1;
+    const nexar::Stats& s = nexar::process_stats();
+    out->ring_calls = s.ring_calls.load();
+    out->ring_bytes = s.ring_bytes.load();
+    out->passthrough_calls = s.passthrough_calls.load();
+    out->fallback_calls = s.fallback_calls.load();
+    return 0;
+}
+
+const char* nexar_version(void) { return PACKAGE_VERSION; }
+
+int nexar_transport_ready(void) {
+    nexar::Runtime* rt = nexar::Runtime::get();
+    return rt && rt->transport_ready() ? 1 : 0;
+}
+
+}  // extern "C"

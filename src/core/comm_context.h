@@ -1,0 +1,53 @@
+// Everything nexar keeps per communicator, cached on it with an MPI
+// attribute: ring neighbours, UCX endpoints, the context id used in tags,
+// the call sequence number and reusable scratch.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "algo/ring.h"
+#include "transport/ucx.h"
+
+namespace nexar {
+
+class CommContext {
+public:
+    CommContext(MPI_Comm comm, int rank, int size, uint32_t id) : comm_(comm), rank_(rank), size_(size), id_(id) {}
+
+    MPI_Comm comm() const { return comm_; }
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    uint32_t id() const { return id_; }
+
+    // Disabled: some rank could not connect, so every rank passes this
+    // communicator's calls through (decided collectively at creation).
+    bool disabled() const { return disabled_; }
+    void disable() { disabled_ = true; }
+    // Failed: a ring on it failed on this rank; its endpoints are suspect.
+    bool failed() const { return failed_; }
+    void mark_failed() { failed_ = true; }
+
+    // Connects to the ring neighbours given their packed worker addresses.
+    Status connect(UcxWorker& worker, const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr,
+                   size_t prev_len, std::string* error);
+
+    RingLinks links(UcxWorker& worker) const;
+    uint32_t next_sequence() { return sequence_++; }
+    RingScratch& scratch() { return scratch_; }
+
+private:
+    MPI_Comm comm_;
+    int rank_, size_;
+    uint32_t id_;
+    uint32_t sequence_ = 0;
+    bool disabled_ = false;
+    bool failed_ = false;
+    std::unique_ptr<UcxEndpoint> next_;
+    std::unique_ptr<UcxEndpoint> prev_;  // null when prev == next (2 ranks)
+    RingScratch scratch_;
+};
+
+}  // namespace nexar

@@ -1,0 +1,158 @@
+#include "core/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+namespace nexar {
+
+bool operator==(const Config& a, const Config& b) {
+    return a.enable == b.enable && a.threshold_bytes == b.threshold_bytes &&
+           a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
+           a.host_buffers == b.host_buffers && a.timeout_s == b.timeout_s && a.stats == b.stats &&
+           a.log_level == b.log_level;
+}
+
+namespace {
+
+const char* skip_space(const char* p) {
+    while (*p == ' ' || *p == '\t') ++p;
+    return p;
+}
+
+}  // namespace
+
+bool parse_size(const char* text, uint64_t* out) {
+    if (!text) return false;
+    const char* p = skip_space(text);
+    if (*p < '0' || *p > '9') return false;  // no sign, no empty string
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long value = strtoull(p, &end, 10);
+    if (errno == ERANGE) return false;
+    p = skip_space(end);
+    unsigned shift = 0;
+    switch (*p) {
+        case 'k': case 'K': shift = 10; ++p; break;
+        case 'm': case 'M': shift = 20; ++p; break;
+        case 'g': case 'G': shift = 30; ++p; break;
+        case 't': case 'T': shift = 40; ++p; break;
+        default: break;
+    }
+    if (shift && (*p == 'i' || *p == 'I')) ++p;
+    if (*p == 'b' || *p == 'B') ++p;
+    p = skip_space(p);
+    if (*p != '\0') return false;
+    if (shift && value > (UINT64_MAX >> shift)) return false;
+    *out = static_cast<uint64_t>(value) << shift;
+    return true;
+}
+
+bool parse_uint(const char* text, uint64_t* out) {
+    if (!text) return false;
+    const char* p = skip_space(text);
+    if (*p < '0' || *p > '9') return false;
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long value = strtoull(p, &end, 10);
+    if (errno == ERANGE || *skip_space(end) != '\0') return false;
+    *out = value;
+    return true;
+}
+
+bool parse_bool(const char* text, bool* out) {
+    if (!text) return false;
+    static const char* const yes[] = {"1", "yes", "true", "on", "y"};
+    static const char* const no[] = {"0", "no", "false", "off", "n"};
+    for (const char* y : yes)
+        if (strcasecmp(text, y) == 0) return *out = true, true;
+    for (const char* n : no)
+        if (strcasecmp(text, n) == 0) return *out = false, true;
+    return false;
+}
+
+bool parse_seconds(const char* text, double* out) {
+    if (!text) return false;
+    const char* p = skip_space(text);
+    if (!((*p >= '0' && *p <= '9') || *p == '.')) return false;
+    char* end = nullptr;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (errno == ERANGE || end == p) return false;
+    if (*skip_space(end) != '\0' || !std::isfinite(v) || v < 0) return false;
+    *out = v;
+    return true;
+}
+
+bool parse_log_level(const char* text, LogLevel* out) {
+    if (!text) return false;
+    struct { const char* name; LogLevel level; } const names[] = {
+        {"error", LogLevel::error}, {"warn", LogLevel::warn}, {"warning", LogLevel::warn},
+        {"info", LogLevel::info},   {"debug", LogLevel::debug}};
+    for (const auto& n : names)
+        if (strcasecmp(text, n.name) == 0) return *out = n.level, true;
+    return false;
+}
+
+std::string format_bytes(uint64_t b) {
+    char buf[64];
+    if (b >= (1ull << 30) && b % (1ull << 30) == 0)
+        snprintf(buf, sizeof buf, "%lluGiB", (unsigned long long)(b >> 30));
+    else if (b >= (1ull << 20) && b % (1ull << 20) == 0)
+        snprintf(buf, sizeof buf, "%lluMiB", (unsigned long long)(b >> 20));
+    else if (b >= 1024 && b % 1024 == 0)
+        snprintf(buf, sizeof buf, "%lluKiB", (unsigned long long)(b >> 10));
+    else
+        snprintf(buf, sizeof buf, "%lluB", (unsigned long long)b);
+    return buf;
+}
+
+Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems) {
+    Config c;
+    auto complain = [&](const char* name, const char* value, const char* expected, const std::string& dflt) {
+        if (problems)
+            problems->push_back(std::string(name) + "='" + value + "' is not valid (expected " + expected +
+                                "); using the default " + dflt);
+    };
+    const char* v;
+    if ((v = lookup("NEXAR_ENABLE")) && !parse_bool(v, &c.enable))
+        complain("NEXAR_ENABLE", v, "1 or 0", "1");
+    if ((v = lookup("NEXAR_THRESHOLD_BYTES")) && !parse_size(v, &c.threshold_bytes))
+        complain("NEXAR_THRESHOLD_BYTES", v, "a byte count such as 8388608, 8M or 8MiB", format_bytes(c.threshold_bytes));
+    if ((v = lookup("NEXAR_SEGMENT_BYTES"))) {
+        uint64_t s = 0;
+        if (parse_size(v, &s) && s >= kMinSegmentBytes && s <= kMaxSegmentBytes)
+            c.segment_bytes = s;
+        else
+            complain("NEXAR_SEGMENT_BYTES", v, "a byte count from 256 to 1GiB, such as 1M", format_bytes(c.segment_bytes));
+    }
+    if ((v = lookup("NEXAR_PIPELINE_DEPTH"))) {
+        uint64_t d = 0;
+        if (parse_uint(v, &d) && d >= 1 && d <= kMaxPipelineDepth)
+            c.pipeline_depth = static_cast<uint32_t>(d);
+        else
+            complain("NEXAR_PIPELINE_DEPTH", v, "an integer from 1 to 64", std::to_string(c.pipeline_depth));
+    }
+    if ((v = lookup("NEXAR_HOST_BUFFERS")) && !parse_bool(v, &c.host_buffers))
+        complain("NEXAR_HOST_BUFFERS", v, "1 or 0", "0");
+    if ((v = lookup("NEXAR_TIMEOUT_S")) && !parse_seconds(v, &c.timeout_s))
+        complain("NEXAR_TIMEOUT_S", v, "a number of seconds >= 0 (0 waits forever)", "60");
+    if ((v = lookup("NEXAR_STATS")) && !parse_bool(v, &c.stats))
+        complain("NEXAR_STATS", v, "1 or 0", "0");
+    if ((v = lookup("NEXAR_LOG")) && !parse_log_level(v, &c.log_level))
+        complain("NEXAR_LOG", v, "error, warn, info or debug", "warn");
+    return c;
+}
+
+std::string describe(const Config& c) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d timeout=%gs stats=%d",
+             c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(), format_bytes(c.segment_bytes).c_str(),
+             c.pipeline_depth, c.host_buffers ? 1 : 0, c.timeout_s, c.stats ? 1 : 0);
+    return buf;
+}
+
+}  // namespace nexar

@@ -1,0 +1,106 @@
+// The decision of every intercepted MPI_Allreduce, and the ring call.
+//
+// Rules (DESIGN.md section 3): every rank of the communicator must take the
+// same path.  The first checks use only what MPI guarantees to be the same
+// on every rank (communicator, datatype, op, count) and the job-wide
+// configuration (rank 0's, broadcast at init).  Facts that are per rank
+// (transport up, scratch allocated, earlier failure) are then agreed with one
+// small PMPI_Allreduce, which also catches ranks passing different counts.
+#include <cstring>
+#include <string>
+
+#include "algo/ring.h"
+#include "core/log.h"
+#include "core/runtime.h"
+#include "core/stats.h"
+#include "memory/memory_type.h"
+#include "reduce/mpi_types.h"
+#include "transport/tag.h"
+
+namespace nexar {
+
+namespace {
+
+int pass_through(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                 std::atomic<uint64_t>& counter) {
+    counter.fetch_add(1, std::memory_order_relaxed);
+    return PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
+}
+
+// The checks that are identical on every rank by MPI's rules.
+bool statically_eligible(const Config& cfg, const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
+                         MPI_Op op, MPI_Comm comm, DataType* type, ReduceOp* rop) {
+    if (comm == MPI_COMM_NULL || count < 0) return false;  // PMPI reports the error
+    if (sendbuf == recvbuf && count > 0) return false;     // erroneous aliasing: PMPI reports it
+    if (!map_mpi_datatype(dt, type) || !map_mpi_op(op, rop) || !op_supported(*type, *rop)) return false;
+    if (uint64_t(count) * datatype_size(*type) < cfg.threshold_bytes) return false;
+    int inter = 0, size = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) return false;
+    PMPI_Comm_size(comm, &size);
+    if (size < 2 || uint64_t(size) > kMaxRingRanks) return false;
+    // Host buffers go to the ring only when asked for (device buffers arrive
+    // with the CUDA milestone; see memory/memory_type.h).
+    return cfg.host_buffers;
+}
+
+}  // namespace
+
+int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    Stats& stats = process_stats();
+    Runtime* rt = Runtime::get();
+    if (!rt || !rt->config().enable) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
+    const Config& cfg = rt->config();
+
+    DataType type;
+    ReduceOp rop;
+    if (!statically_eligible(cfg, sendbuf, recvbuf, count, dt, op, comm, &type, &rop))
+        return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
+
+    std::string error;
+    CommContext* ctx = rt->context_for(comm, &error);
+    if (ctx->disabled()) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.fallback_calls);
+
+    const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    const size_t esz = datatype_size(type);
+    RingOptions opt;
+    opt.segment_bytes = cfg.segment_bytes;
+    opt.depth = cfg.pipeline_depth;
+    opt.timeout_s = cfg.timeout_s;
+
+    // Per-rank readiness, agreed together with the count.
+    bool ready = rt->transport_ready() && !ctx->failed() && detect_memory_type(src) == MemoryType::host &&
+                 detect_memory_type(recvbuf) == MemoryType::host;
+    if (ready) {
+        Status s = ctx->scratch().reserve(ring_slot_bytes(size_t(count), ctx->size(), esz, opt.segment_bytes), opt.depth);
+        if (!ok(s)) {
+            NEXAR_WARN("no memory for %s of ring scratch; this allreduce passes through to MPI",
+                       format_bytes(uint64_t(opt.depth) * opt.segment_bytes).c_str());
+            ready = false;
+        }
+    }
+    int64_t agree[3] = {ready ? 1 : 0, int64_t(count), -int64_t(count)};
+    PMPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT64_T, MPI_MIN, comm);
+    if (agree[1] != -agree[2]) {
+        NEXAR_ERROR("MPI_Allreduce: ranks passed different counts (from %lld to %lld elements of %s); "
+                    "every rank must pass the same count",
+                    (long long)agree[1], (long long)-agree[2], datatype_name(type));
+        return PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
+    }
+    if (!agree[0]) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.fallback_calls);
+
+    RingLinks links = ctx->links(*rt->worker());
+    Status s = ring_allreduce(links, ctx->next_sequence(), src, recvbuf, size_t(count), type, rop, opt, ctx->scratch(),
+                              &error);
+    if (!ok(s)) {
+        ctx->mark_failed();
+        NEXAR_ERROR("MPI_Allreduce of %zu bytes on communicator context %u failed: %s: %s", size_t(count) * esz,
+                    ctx->id(), status_string(s), error.c_str());
+        return PMPI_Comm_call_errhandler(comm, s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
+    }
+    stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
+    stats.ring_bytes.fetch_add(uint64_t(count) * esz, std::memory_order_relaxed);
+    return MPI_SUCCESS;
+}
+
+}  // namespace nexar

@@ -1,0 +1,163 @@
+#include "core/runtime.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "core/stats.h"
+
+namespace nexar {
+
+namespace {
+std::atomic<Runtime*> g_runtime{nullptr};
+std::mutex g_lifecycle_mutex;
+}  // namespace
+
+Runtime* Runtime::get() { return g_runtime.load(std::memory_order_acquire); }
+
+void Runtime::start(int thread_level) {
+    std::lock_guard<std::mutex> lock(g_lifecycle_mutex);
+    if (get()) return;
+    auto* rt = new Runtime();
+    rt->init(thread_level);
+    g_runtime.store(rt, std::memory_order_release);
+}
+
+void Runtime::stop() {
+    std::lock_guard<std::mutex> lock(g_lifecycle_mutex);
+    Runtime* rt = get();
+    if (!rt) return;
+    // Contexts first (they hold endpoints), then the worker and context.
+    std::vector<MPI_Comm> comms;
+    {
+        std::lock_guard<std::mutex> reg(rt->registry_mutex_);
+        for (CommContext* c : rt->registry_) comms.push_back(c->comm());
+    }
+    for (MPI_Comm c : comms) PMPI_Comm_delete_attr(c, rt->comm_keyval_);
+    if (rt->comm_keyval_ != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&rt->comm_keyval_);
+    if (rt->config_.stats) fprintf(stderr, "%s\n", stats_line(rt->world_rank_, process_stats()).c_str());
+    g_runtime.store(nullptr, std::memory_order_release);
+    delete rt;
+}
+
+Runtime::~Runtime() {
+    std::lock_guard<std::mutex> reg(registry_mutex_);
+    for (CommContext* c : registry_) delete c;  // only if MPI never called the delete callbacks
+    registry_.clear();
+}
+
+void Runtime::init(int thread_level) {
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+    set_log_rank(world_rank_);
+
+    std::vector<std::string> problems;
+    Config mine = parse_config([](const char* name) { return getenv(name); }, &problems);
+    set_log_level(mine.log_level);
+    if (world_rank_ == 0)
+        for (const std::string& p : problems) NEXAR_WARN("%s", p.c_str());
+    // All ranks use rank 0's settings so that they decide alike.
+    config_ = mine;
+    PMPI_Bcast(&config_, sizeof config_, MPI_BYTE, 0, MPI_COMM_WORLD);
+    set_log_level(config_.log_level);
+    if (config_ != mine)
+        NEXAR_WARN("this rank's NEXAR_* settings differ from rank 0's; rank 0's are used on every rank (%s)",
+                   describe(config_).c_str());
+    NEXAR_INFO("settings: %s", describe(config_).c_str());
+
+    // The self attribute's delete callback runs first thing in
+    // PMPI_Finalize: it tears nexar down even if MPI_Finalize was bypassed.
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &Runtime::on_self_delete, &self_keyval_, nullptr);
+    PMPI_Comm_set_attr(MPI_COMM_SELF, self_keyval_, nullptr);
+
+    if (!config_.enable) return;
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &Runtime::on_comm_delete, &comm_keyval_, nullptr);
+
+    multi_thread_ = thread_level == MPI_THREAD_MULTIPLE;
+    std::string error;
+    Status s = UcxContext::create(multi_thread_, &ucx_, &error);
+    if (ok(s)) s = UcxWorker::create(*ucx_, multi_thread_, &worker_, &error);
+    if (!ok(s)) {
+        worker_.reset();
+        ucx_.reset();
+        NEXAR_WARN("UCX could not start (%s); every MPI_Allreduce passes through to MPI", error.c_str());
+    } else {
+        NEXAR_INFO("UCX worker up (%s thread mode)", multi_thread_ ? "multi" : "single");
+    }
+}
+
+int Runtime::on_self_delete(MPI_Comm, int, void*, void*) {
+    Runtime::stop();
+    return MPI_SUCCESS;
+}
+
+int Runtime::on_comm_delete(MPI_Comm, int, void* attr, void*) {
+    Runtime* rt = get();
+    if (rt) rt->forget(static_cast<CommContext*>(attr));
+    return MPI_SUCCESS;
+}
+
+void Runtime::forget(CommContext* ctx) {
+    {
+        std::lock_guard<std::mutex> reg(registry_mutex_);
+        if (!registry_.erase(ctx)) return;
+    }
+    delete ctx;  // closes its endpoints
+}
+
+CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
+    void* value = nullptr;
+    int found = 0;
+    PMPI_Comm_get_attr(comm, comm_keyval_, &value, &found);
+    if (found) return static_cast<CommContext*>(value);
+
+    int rank = 0, size = 0;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+
+    // 1. A context id above every id any member has used, and whether every
+    //    member has a transport.
+    int64_t agree[2] = {int64_t(next_context_id_.load()), transport_ready() ? 0 : 1};
+    PMPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT64_T, MPI_MAX, comm);
+    uint32_t id = uint32_t(agree[0]);
+    uint32_t seen = next_context_id_.load();
+    while (seen <= id && !next_context_id_.compare_exchange_weak(seen, id + 1)) {
+    }
+    auto* ctx = new CommContext(comm, rank, size, id);
+
+    if (agree[1]) {
+        ctx->disable();
+        NEXAR_INFO("communicator context %u: a rank has no UCX transport; its allreduces pass through", id);
+    } else {
+        // 2. Exchange worker addresses and connect to both neighbours.
+        const std::vector<uint8_t>& mine = worker_->address();
+        int my_len = int(mine.size());
+        std::vector<int> lens(size), displs(size);
+        PMPI_Allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm);
+        size_t total = 0;
+        for (int i = 0; i < size; ++i) displs[i] = int(total), total += size_t(lens[i]);
+        std::vector<uint8_t> all(total);
+        PMPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, comm);
+        int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+        Status s = ctx->connect(*worker_, &all[displs[next]], size_t(lens[next]), &all[displs[prev]],
+                                size_t(lens[prev]), error);
+        // 3. Everyone connected, or everyone passes through.
+        int connected = ok(s) ? 1 : 0;
+        PMPI_Allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, comm);
+        if (!ok(s)) NEXAR_WARN("could not connect to ring neighbours: %s", error->c_str());
+        if (!connected) {
+            ctx->disable();
+            NEXAR_WARN("communicator context %u: ring disabled, its allreduces pass through to MPI", id);
+        }
+    }
+    {
+        std::lock_guard<std::mutex> reg(registry_mutex_);
+        registry_.insert(ctx);
+    }
+    PMPI_Comm_set_attr(comm, comm_keyval_, ctx);
+    NEXAR_DEBUG("communicator context %u created (rank %d of %d)", id, rank, size);
+    return ctx;
+}
+
+}  // namespace nexar

@@ -1,0 +1,67 @@
+// The process-wide nexar runtime: job-wide configuration, the UCX context
+// and worker, the communicator-context cache and the stats.  Started by the
+// MPI_Init* wrappers after PMPI_Init*, torn down before PMPI_Finalize.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "core/comm_context.h"
+#include "core/config.h"
+#include "transport/ucx.h"
+
+namespace nexar {
+
+class Runtime {
+public:
+    // Collective over MPI_COMM_WORLD (one tiny broadcast of rank 0's
+    // settings).  Never fails the job: if UCX cannot start the runtime stays
+    // up in pass-through mode with a one-time warning.
+    static void start(int thread_level);
+    // Idempotent; prints the NEXAR_STATS line.
+    static void stop();
+    // Null before start() and after stop().
+    static Runtime* get();
+
+    const Config& config() const { return config_; }
+    int world_rank() const { return world_rank_; }
+    bool transport_ready() const { return worker_ != nullptr; }
+    UcxWorker* worker() { return worker_.get(); }
+
+    // The context cached on `comm`, created collectively on first use: every
+    // rank of `comm` must call this for the same call.  Returns null only
+    // when creation failed on this rank in a way it could not agree on
+    // (then *error says why); a context that could not connect everywhere
+    // comes back disabled() on every rank.
+    CommContext* context_for(MPI_Comm comm, std::string* error);
+
+private:
+    Runtime() = default;
+    ~Runtime();
+    void init(int thread_level);
+    static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
+    static int on_self_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
+    void forget(CommContext* ctx);
+
+    Config config_;
+    int world_rank_ = 0;
+    bool multi_thread_ = false;
+    int comm_keyval_ = MPI_KEYVAL_INVALID;
+    int self_keyval_ = MPI_KEYVAL_INVALID;
+    std::unique_ptr<UcxContext> ucx_;
+    std::unique_ptr<UcxWorker> worker_;
+    std::atomic<uint32_t> next_context_id_{1};
+    std::mutex registry_mutex_;
+    std::set<CommContext*> registry_;
+};
+
+// The MPI_Allreduce the shim exports: dispatch to the ring or to PMPI.
+int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                        MPI_Comm comm);
+
+}  // namespace nexar

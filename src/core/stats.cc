@@ -1,0 +1,22 @@
+#include "core/stats.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace nexar {
+
+Stats& process_stats() {
+    static Stats stats;
+    return stats;
+}
+
+std::string stats_line(int rank, const Stats& s) {
+    char buf[256];
+    snprintf(buf, sizeof buf,
+             "nexar: rank %d: ring_calls=%" PRIu64 " ring_bytes=%" PRIu64 " passthrough_calls=%" PRIu64
+             " fallback_calls=%" PRIu64,
+             rank, s.ring_calls.load(), s.ring_bytes.load(), s.passthrough_calls.load(), s.fallback_calls.load());
+    return buf;
+}
+
+}  // namespace nexar

@@ -1,0 +1,24 @@
+// Per-process counters behind NEXAR_STATS and nexar_get_stats().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace nexar {
+
+struct Stats {
+    std::atomic<uint64_t> ring_calls{0};
+    std::atomic<uint64_t> ring_bytes{0};
+    std::atomic<uint64_t> passthrough_calls{0};
+    std::atomic<uint64_t> fallback_calls{0};
+};
+
+// Process-wide counters (they outlive the runtime so that they can be read
+// after MPI_Finalize).
+Stats& process_stats();
+
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F"
+std::string stats_line(int rank, const Stats& s);
+
+}  // namespace nexar

@@ -1,0 +1,65 @@
+// The exported MPI entry points.  Each is a thin extern "C" wrapper: it
+// calls the PMPI_* function or the nexar runtime, and no C++ exception ever
+// crosses back into the caller.
+#include <mpi.h>
+
+#include <exception>
+
+#include "core/log.h"
+#include "core/runtime.h"
+#include "core/stats.h"
+
+namespace {
+
+void start_runtime() {
+    try {
+        int provided = MPI_THREAD_SINGLE;
+        PMPI_Query_thread(&provided);
+        nexar::Runtime::start(provided);
+    } catch (const std::exception& e) {
+        NEXAR_WARN("could not start (%s); every MPI_Allreduce passes through to MPI", e.what());
+    } catch (...) {
+        NEXAR_WARN("could not start; every MPI_Allreduce passes through to MPI");
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Init(int* argc, char*** argv) {
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) start_runtime();
+    return rc;
+}
+
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) start_runtime();
+    return rc;
+}
+
+int MPI_Finalize(void) {
+    try {
+        nexar::Runtime::stop();
+    } catch (...) {
+        NEXAR_WARN("error while shutting down; continuing with MPI_Finalize");
+    }
+    return PMPI_Finalize();
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    try {
+        return nexar::intercept_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    } catch (const std::exception& e) {
+        // Only allocation failures can throw, and only before any collective
+        // step of the call was taken.
+        NEXAR_ERROR("MPI_Allreduce: internal error (%s)", e.what());
+        return PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
+    } catch (...) {
+        NEXAR_ERROR("MPI_Allreduce: internal error");
+        return PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
+    }
+}
+
+}  // extern "C"

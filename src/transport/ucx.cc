@@ -1,0 +1,212 @@
+#include "transport/ucx.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace nexar {
+
+namespace {
+
+// How long an endpoint close may flush before it is forced.
+constexpr double kCloseFlushSeconds = 5.0;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void on_send_done(void* /*ucp_request*/, ucs_status_t status, void* user_data) {
+    auto* req = static_cast<UcxRequest*>(user_data);
+    req->status = status;
+    req->done.store(true, std::memory_order_release);
+}
+
+void on_recv_done(void* /*ucp_request*/, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                  void* user_data) {
+    auto* req = static_cast<UcxRequest*>(user_data);
+    req->status = status;
+    req->received_length = (status == UCS_OK && info) ? info->length : 0;
+    req->done.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+Status UcxContext::create(bool multi_thread, std::unique_ptr<UcxContext>* out, std::string* error) {
+    ucp_config_t* config = nullptr;
+    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+    if (st != UCS_OK) {
+        *error = std::string("ucp_config_read: ") + ucs_status_string(st);
+        return Status::unavailable;
+    }
+    ucp_params_t params;
+    memset(&params, 0, sizeof params);
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_TAG;
+    params.mt_workers_shared = multi_thread ? 1 : 0;
+    params.name = "nexar";
+    ucp_context_h h = nullptr;
+    st = ucp_init(&params, config, &h);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+        *error = std::string("ucp_init: ") + ucs_status_string(st);
+        return Status::unavailable;
+    }
+    out->reset(new UcxContext(h));
+    return Status::ok;
+}
+
+UcxContext::~UcxContext() { ucp_cleanup(handle_); }
+
+Status UcxWorker::create(const UcxContext& ctx, bool multi_thread, std::unique_ptr<UcxWorker>* out,
+                         std::string* error) {
+    ucp_worker_params_t params;
+    memset(&params, 0, sizeof params);
+    params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    params.thread_mode = multi_thread ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
+    ucp_worker_h h = nullptr;
+    ucs_status_t st = ucp_worker_create(ctx.handle(), &params, &h);
+    if (st != UCS_OK) {
+        *error = std::string("ucp_worker_create: ") + ucs_status_string(st);
+        return Status::unavailable;
+    }
+    ucp_address_t* addr = nullptr;
+    size_t len = 0;
+    st = ucp_worker_get_address(h, &addr, &len);
+    if (st != UCS_OK) {
+        ucp_worker_destroy(h);
+        *error = std::string("ucp_worker_get_address: ") + ucs_status_string(st);
+        return Status::unavailable;
+    }
+    std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(addr), reinterpret_cast<uint8_t*>(addr) + len);
+    ucp_worker_release_address(h, addr);
+    out->reset(new UcxWorker(h, std::move(bytes)));
+    return Status::ok;
+}
+
+UcxWorker::~UcxWorker() { ucp_worker_destroy(handle_); }
+
+void UcxEndpoint::on_error(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+    auto* self = static_cast<UcxEndpoint*>(arg);
+    self->failure_status_ = status;
+    self->failed_.store(true, std::memory_order_release);
+    NEXAR_DEBUG("endpoint to a ring neighbour failed: %s", ucs_status_string(status));
+}
+
+Status UcxEndpoint::create(UcxWorker& worker, const uint8_t* address, size_t length,
+                           std::unique_ptr<UcxEndpoint>* out, std::string* error) {
+    (void)length;  // the packed address carries its own length
+    std::unique_ptr<UcxEndpoint> ep(new UcxEndpoint(worker));
+    ucp_ep_params_t params;
+    memset(&params, 0, sizeof params);
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t*>(address);
+    // UCP_ERR_HANDLING_MODE_PEER would be the natural choice, but UCX 1.13
+    // then selects only transports that can detect peer failure, which on one
+    // node means TCP over loopback instead of shared memory and CMA: four to
+    // five times slower.  Without it a dead or stalled peer is caught by the
+    // ring's NEXAR_TIMEOUT_S; the handler still reports what UCX does report.
+    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    params.err_handler.cb = &UcxEndpoint::on_error;
+    params.err_handler.arg = ep.get();
+    ucs_status_t st = ucp_ep_create(worker.handle(), &params, &ep->handle_);
+    if (st != UCS_OK) {
+        ep->handle_ = nullptr;
+        *error = std::string("ucp_ep_create: ") + ucs_status_string(st);
+        return Status::transport_error;
+    }
+    *out = std::move(ep);
+    return Status::ok;
+}
+
+void UcxEndpoint::close(bool force) {
+    if (!handle_) return;
+    ucp_request_param_t param;
+    memset(&param, 0, sizeof param);
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t req = ucp_ep_close_nbx(handle_, &param);
+    auto t0 = std::chrono::steady_clock::now();
+    if (UCS_PTR_IS_PTR(req)) {
+        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            worker_.progress();
+            if (!force && seconds_since(t0) > kCloseFlushSeconds) break;
+        }
+        if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            // The flush is stuck (peer gone): abandon it and force instead.
+            ucp_request_cancel(worker_.handle(), req);
+            ucp_request_free(req);
+            param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+            req = ucp_ep_close_nbx(handle_, &param);
+            while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS) worker_.progress();
+        }
+        if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+    }
+    handle_ = nullptr;
+}
+
+void UcxEndpoint::force_close() { close(true); }
+
+UcxEndpoint::~UcxEndpoint() { close(failed()); }
+
+Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, UcxRequest* req) {
+    if (!ep.handle()) return Status::peer_failure;
+    ucp_request_param_t param;
+    memset(&param, 0, sizeof param);
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param.cb.send = on_send_done;
+    param.user_data = req;
+    param.memory_type = UCS_MEMORY_TYPE_HOST;
+    req->done.store(false, std::memory_order_relaxed);
+    req->status = UCS_INPROGRESS;
+    req->handle = nullptr;
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep.handle(), buffer, length, tag, &param);
+    if (r == nullptr) {  // completed in place
+        req->status = UCS_OK;
+        req->done.store(true, std::memory_order_release);
+        return Status::ok;
+    }
+    if (UCS_PTR_IS_ERR(r)) {
+        req->status = UCS_PTR_STATUS(r);
+        req->done.store(true, std::memory_order_release);
+        return Status::transport_error;
+    }
+    req->handle = r;
+    return Status::ok;
+}
+
+Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t tag, UcxRequest* req) {
+    ucp_request_param_t param;
+    memset(&param, 0, sizeof param);
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    param.cb.recv = on_recv_done;
+    param.user_data = req;
+    param.memory_type = UCS_MEMORY_TYPE_HOST;
+    req->done.store(false, std::memory_order_relaxed);
+    req->status = UCS_INPROGRESS;
+    req->received_length = 0;
+    req->handle = nullptr;
+    ucs_status_ptr_t r = ucp_tag_recv_nbx(worker.handle(), buffer, length, tag, ~uint64_t(0), &param);
+    if (UCS_PTR_IS_ERR(r) || r == nullptr) {
+        req->status = r ? UCS_PTR_STATUS(r) : UCS_ERR_NO_MESSAGE;
+        req->done.store(true, std::memory_order_release);
+        return Status::transport_error;
+    }
+    req->handle = r;
+    return Status::ok;
+}
+
+void ucx_release(UcxRequest* req) {
+    if (req->handle) {
+        ucp_request_free(req->handle);
+        req->handle = nullptr;
+    }
+}
+
+void ucx_cancel(UcxWorker& worker, UcxRequest* req) {
+    if (req->handle && !req->completed()) ucp_request_cancel(worker.handle(), req->handle);
+}
+
+}  // namespace nexar

@@ -1,0 +1,103 @@
+// RAII wrappers around the UCX objects nexar owns: one ucp context and one
+// worker per process (private to nexar, so its tag space is ours alone), and
+// endpoints to ring neighbours.  Tag sends and receives complete through
+// callbacks into a caller-owned UcxRequest; nothing here allocates per message.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace nexar {
+
+class UcxContext {
+public:
+    // multi_thread: several threads may drive workers of this context.
+    static Status create(bool multi_thread, std::unique_ptr<UcxContext>* out, std::string* error);
+    ~UcxContext();
+    UcxContext(const UcxContext&) = delete;
+    UcxContext& operator=(const UcxContext&) = delete;
+    ucp_context_h handle() const { return handle_; }
+
+private:
+    explicit UcxContext(ucp_context_h h) : handle_(h) {}
+    ucp_context_h handle_;
+};
+
+class UcxWorker {
+public:
+    static Status create(const UcxContext& ctx, bool multi_thread, std::unique_ptr<UcxWorker>* out,
+                         std::string* error);
+    ~UcxWorker();
+    UcxWorker(const UcxWorker&) = delete;
+    UcxWorker& operator=(const UcxWorker&) = delete;
+
+    ucp_worker_h handle() const { return handle_; }
+    // The packed worker address a peer needs to connect to this worker.
+    const std::vector<uint8_t>& address() const { return address_; }
+    unsigned progress() { return ucp_worker_progress(handle_); }
+
+private:
+    UcxWorker(ucp_worker_h h, std::vector<uint8_t> addr) : handle_(h), address_(std::move(addr)) {}
+    ucp_worker_h handle_;
+    std::vector<uint8_t> address_;
+};
+
+class UcxEndpoint {
+public:
+    // Connects to the worker whose packed address is `address`.  Errors UCX
+    // reports on the endpoint turn failed() true.
+    static Status create(UcxWorker& worker, const uint8_t* address, size_t length,
+                         std::unique_ptr<UcxEndpoint>* out, std::string* error);
+    // Closes the endpoint: flushes it, or forces it closed when it failed or
+    // the flush does not finish within a few seconds.
+    ~UcxEndpoint();
+    UcxEndpoint(const UcxEndpoint&) = delete;
+    UcxEndpoint& operator=(const UcxEndpoint&) = delete;
+
+    ucp_ep_h handle() const { return handle_; }
+    bool failed() const { return failed_.load(std::memory_order_acquire); }
+    ucs_status_t failure_status() const { return failure_status_; }
+    // Closes at once, completing every outstanding send on it with an error.
+    void force_close();
+
+private:
+    UcxEndpoint(UcxWorker& w) : worker_(w) {}
+    static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+    void close(bool force);
+
+    UcxWorker& worker_;
+    ucp_ep_h handle_ = nullptr;
+    std::atomic<bool> failed_{false};
+    ucs_status_t failure_status_ = UCS_OK;
+};
+
+// One tag operation in flight.  The caller owns the memory; it must outlive
+// the operation (until completed() and then release()).
+struct UcxRequest {
+    std::atomic<bool> done{true};
+    ucs_status_t status = UCS_OK;
+    size_t received_length = 0;  // receives: bytes that arrived
+    void* handle = nullptr;      // UCX's request, freed by release()
+
+    bool completed() const { return done.load(std::memory_order_acquire); }
+};
+
+// Posts a send of `length` host bytes.  On Status::ok the request is either
+// already complete or will complete through progress.
+Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, UcxRequest* req);
+// Posts a receive matching exactly `tag` into `buffer` of `length` bytes.
+Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t tag, UcxRequest* req);
+// Frees UCX's request once completed() is true.
+void ucx_release(UcxRequest* req);
+// Asks UCX to cancel a posted receive; it then completes with UCS_ERR_CANCELED.
+void ucx_cancel(UcxWorker& worker, UcxRequest* req);
+
+}  // namespace nexar

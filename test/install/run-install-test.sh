@@ -1,0 +1,28 @@
+#!/bin/bash
+# `make install` into a staging directory installs the library, the header
+# and a pkg-config file with which a program compiles, links and runs.
+set -u
+. "$(dirname "$0")/../lib.sh"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+make -s -C "$NEXAR_BUILDDIR" install DESTDIR="$stage" >"$stage.log" 2>&1 || { cat "$stage.log"; fail "make install failed"; }
+rm -f "$stage.log"
+prefix=$(sed -n 's/^prefix=//p' "$NEXAR_BUILDDIR/nexar_pmpi.pc")
+libdir=$(sed -n 's/^libdir=//p' "$NEXAR_BUILDDIR/nexar_pmpi.pc" | sed "s|\${exec_prefix}|$prefix|")
+for f in "$libdir/libnexar_pmpi.so" "$prefix/include/nexar/nexar.h" "$libdir/pkgconfig/nexar_pmpi.pc" \
+         "$prefix/bin/nexar_osu_allreduce" "$prefix/bin/nexar-osu"; do
+    [ -e "$stage$f" ] || fail "make install did not install $f"
+    echo "installed $f"
+done
+cat >"$stage/use.c" <<'C'
+#include <nexar/nexar.h>
+#include <stdio.h>
+int main(void) { nexar_stats_t s; if (nexar_get_stats(&s) != 0) return 1; printf("nexar %s\n", nexar_version()); return s.ring_calls != 0; }
+C
+flags=$(PKG_CONFIG_PATH="$stage$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage" pkg-config --cflags --libs nexar_pmpi) \
+    || fail "pkg-config does not know nexar_pmpi"
+echo "pkg-config: $flags"
+# shellcheck disable=SC2086
+cc "$stage/use.c" -o "$stage/use" $flags $(mpicc --showme:link 2>/dev/null) || fail "compiling against the installed header and library failed"
+LD_LIBRARY_PATH="$stage$libdir" "$stage/use" | grep -q "^nexar [0-9]" || fail "the installed library did not run"
+echo "install test passed"

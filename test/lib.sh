@@ -1,0 +1,36 @@
+# Shared helpers of the shell tests (sourced).
+# MPIRUN and NEXAR_BUILDDIR come from `make check` (AM_TESTS_ENVIRONMENT).
+: "${MPIRUN:=mpirun}"
+: "${NEXAR_BUILDDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+# Wall-clock limit of one mpirun: a hang fails the test instead of CI.
+: "${NEXAR_TEST_TIMEOUT:=600}"
+
+# nexar_mpirun NP CMD...: Open MPI's mpirun for this machine: root allowed,
+# more ranks than cores allowed, and without the AVX op component whose
+# 8-bit sums are wrong in Open MPI 4.1.4 (it would spoil the reference).
+nexar_mpirun() {
+    local np=$1; shift
+    local args=(-np "$np")
+    if "$MPIRUN" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
+        args=(--oversubscribe --mca op ^avx "${args[@]}")
+        [ "$(id -u)" = 0 ] && args=(--allow-run-as-root "${args[@]}")
+    fi
+    timeout "$NEXAR_TEST_TIMEOUT" "$MPIRUN" "${args[@]}" "$@"
+}
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# check_stats FILE NP MIN_RING: FILE holds NP NEXAR_STATS lines, one per
+# rank, each with ring_calls >= MIN_RING (0 means: exactly 0).
+check_stats() {
+    local file=$1 np=$2 min=$3 lines
+    lines=$(grep -c '^nexar: rank [0-9]*: ring_calls=' "$file")
+    [ "$lines" = "$np" ] || fail "expected $np NEXAR_STATS lines, found $lines in $file"
+    while read -r calls; do
+        if [ "$min" = 0 ]; then
+            [ "$calls" = 0 ] || fail "ring_calls=$calls where none were expected"
+        else
+            [ "$calls" -ge "$min" ] || fail "ring_calls=$calls, expected at least $min"
+        fi
+    done < <(sed -n 's/^nexar: rank [0-9]*: ring_calls=\([0-9]*\) .*/\1/p' "$file")
+}

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Preload: a plain MPI program (built without nexar) run with
+# LD_PRELOAD=libnexar_pmpi.so gets correct results and the ring runs; the same
+# program with NEXAR_ENABLE=0 runs no ring call at all.
+set -u
+. "$(dirname "$0")/../lib.sh"
+prog="$NEXAR_BUILDDIR/test/preload/plain_allreduce"
+lib="$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so"
+[ -f "$lib" ] || fail "$lib not built"
+[ -x "$prog" ] || fail "$prog not built"
+ldd "$prog" | grep -q nexar && fail "$prog must not be linked with nexar"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+run() {  # run NP EXPECT_MIN_RING VAR=VALUE...
+    local np=$1 min=$2; shift 2
+    echo "== $np ranks, LD_PRELOAD, $*"
+    env "$@" NEXAR_STATS=1 LD_PRELOAD="$lib" bash -c 'source "$0"; nexar_mpirun "$@"' \
+        "$(dirname "$0")/../lib.sh" "$np" "$prog" >"$log" 2>&1
+    local rc=$?
+    cat "$log"
+    [ $rc = 0 ] || fail "plain_allreduce exited with $rc"
+    grep -q "errors=0" "$log" || fail "wrong results"
+    check_stats "$log" "$np" "$min"
+}
+
+# 9 calls of 4-8 MiB go to the ring; the 2 small ones pass through.
+run 2 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M
+run 3 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1MiB
+run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_ENABLE=0
+# Default settings: host buffers are not taken.
+run 2 0
+# A malformed setting: one clear warning, the default is used, the job runs.
+run 2 0 NEXAR_THRESHOLD_BYTES=lots
+grep -q "NEXAR_THRESHOLD_BYTES='lots' is not valid" "$log" || fail "no warning for a malformed setting"
+[ "$(grep -c "is not valid" "$log")" = 1 ] || fail "the warning must be printed once per job"
+echo "all preload runs passed"

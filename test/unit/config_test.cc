@@ -1,0 +1,127 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "core/config.h"
+
+using namespace nexar;
+
+TEST(ParseSize, AcceptsPlainAndSuffixedValues) {
+    struct { const char* text; uint64_t want; } cases[] = {
+        {"0", 0},           {"8388608", 8388608},   {"8M", 8ull << 20},   {"8MiB", 8ull << 20},
+        {"8m", 8ull << 20}, {"8MB", 8ull << 20},    {"512K", 512ull << 10}, {"512kib", 512ull << 10},
+        {"1G", 1ull << 30}, {"2GiB", 2ull << 30},   {"1T", 1ull << 40},   {"64B", 64},
+        {" 16M ", 16ull << 20}, {"3 MiB", 3ull << 20},
+    };
+    for (const auto& c : cases) {
+        uint64_t v = 12345;
+        EXPECT_TRUE(parse_size(c.text, &v)) << c.text;
+        EXPECT_EQ(v, c.want) << c.text;
+    }
+}
+
+TEST(ParseSize, RejectsMalformedValuesAndLeavesOutputAlone) {
+    for (const char* bad : {"", "M", "-1", "8X", "8MiBs", "1.5M", "0x10", "eight", "8 M B x",
+                            "99999999999999999999", "20000000T"}) {
+        uint64_t v = 42;
+        EXPECT_FALSE(parse_size(bad, &v)) << bad;
+        EXPECT_EQ(v, 42u) << bad;
+    }
+    uint64_t v = 0;
+    EXPECT_FALSE(parse_size(nullptr, &v));
+}
+
+TEST(ParseBool, KnownWordsOnly) {
+    bool b = false;
+    for (const char* t : {"1", "yes", "TRUE", "on"}) EXPECT_TRUE(parse_bool(t, &b) && b) << t;
+    for (const char* t : {"0", "no", "False", "OFF"}) EXPECT_TRUE(parse_bool(t, &b) && !b) << t;
+    for (const char* t : {"", "2", "maybe", "10"}) EXPECT_FALSE(parse_bool(t, &b)) << t;
+}
+
+TEST(ParseSeconds, NonNegativeNumbers) {
+    double s = -1;
+    EXPECT_TRUE(parse_seconds("30", &s));
+    EXPECT_EQ(s, 30);
+    EXPECT_TRUE(parse_seconds("2.5", &s));
+    EXPECT_EQ(s, 2.5);
+    EXPECT_TRUE(parse_seconds("0", &s));
+    EXPECT_EQ(s, 0);
+    for (const char* t : {"-1", "abc", "5s", "", "inf", "nan"}) EXPECT_FALSE(parse_seconds(t, &s)) << t;
+}
+
+TEST(ParseLogLevel, Names) {
+    LogLevel l;
+    EXPECT_TRUE(parse_log_level("debug", &l) && l == LogLevel::debug);
+    EXPECT_TRUE(parse_log_level("WARNING", &l) && l == LogLevel::warn);
+    EXPECT_FALSE(parse_log_level("verbose", &l));
+}
+
+namespace {
+Config parse(const std::map<std::string, std::string>& env, std::vector<std::string>* problems) {
+    return parse_config(
+        [&](const char* name) -> const char* {
+            auto it = env.find(name);
+            return it == env.end() ? nullptr : it->second.c_str();
+        },
+        problems);
+}
+}  // namespace
+
+TEST(ParseConfig, DefaultsWhenUnset) {
+    std::vector<std::string> problems;
+    Config c = parse({}, &problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_TRUE(c == Config());
+    EXPECT_TRUE(c.enable);
+    EXPECT_EQ(c.threshold_bytes, 8ull << 20);
+    EXPECT_FALSE(c.host_buffers);
+}
+
+TEST(ParseConfig, ReadsEverySetting) {
+    std::vector<std::string> problems;
+    Config c = parse({{"NEXAR_ENABLE", "0"},
+                      {"NEXAR_THRESHOLD_BYTES", "4MiB"},
+                      {"NEXAR_SEGMENT_BYTES", "256K"},
+                      {"NEXAR_PIPELINE_DEPTH", "8"},
+                      {"NEXAR_HOST_BUFFERS", "1"},
+                      {"NEXAR_TIMEOUT_S", "5"},
+                      {"NEXAR_STATS", "1"},
+                      {"NEXAR_LOG", "info"}},
+                     &problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_FALSE(c.enable);
+    EXPECT_EQ(c.threshold_bytes, 4ull << 20);
+    EXPECT_EQ(c.segment_bytes, 256ull << 10);
+    EXPECT_EQ(c.pipeline_depth, 8u);
+    EXPECT_TRUE(c.host_buffers);
+    EXPECT_EQ(c.timeout_s, 5);
+    EXPECT_TRUE(c.stats);
+    EXPECT_EQ(c.log_level, LogLevel::info);
+}
+
+TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
+    std::vector<std::string> problems;
+    Config c = parse({{"NEXAR_ENABLE", "maybe"},
+                      {"NEXAR_THRESHOLD_BYTES", "8X"},
+                      {"NEXAR_SEGMENT_BYTES", "16"},  // below the 256-byte floor
+                      {"NEXAR_PIPELINE_DEPTH", "0"},
+                      {"NEXAR_HOST_BUFFERS", "2"},
+                      {"NEXAR_TIMEOUT_S", "-3"},
+                      {"NEXAR_STATS", "y e s"},
+                      {"NEXAR_LOG", "loud"}},
+                     &problems);
+    EXPECT_TRUE(c == Config()) << describe(c);
+    ASSERT_EQ(problems.size(), 8u);
+    EXPECT_NE(problems[1].find("NEXAR_THRESHOLD_BYTES='8X'"), std::string::npos) << problems[1];
+    EXPECT_NE(problems[1].find("default 8MiB"), std::string::npos) << problems[1];
+    EXPECT_NE(problems[3].find("NEXAR_PIPELINE_DEPTH"), std::string::npos);
+}
+
+TEST(ParseConfig, DepthAboveLimitIsRejected) {
+    std::vector<std::string> problems;
+    Config c = parse({{"NEXAR_PIPELINE_DEPTH", "65"}, {"NEXAR_SEGMENT_BYTES", "2G"}}, &problems);
+    EXPECT_EQ(c.pipeline_depth, Config().pipeline_depth);
+    EXPECT_EQ(c.segment_bytes, Config().segment_bytes);
+    EXPECT_EQ(problems.size(), 2u);
+}

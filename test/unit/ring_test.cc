@@ -1,0 +1,235 @@
+// The ring over real UCX workers: one thread per rank, each with its own UCX
+// context and worker, connected through their packed addresses like ranks
+// of an MPI job.  Results are checked against a reference computed here.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "algo/ring.h"
+#include "reduce/host_reduce.h"
+
+using namespace nexar;
+
+namespace {
+
+class Barrier {
+public:
+    explicit Barrier(int n) : n_(n) {}
+    void wait() {
+        std::unique_lock<std::mutex> lock(m_);
+        int gen = gen_;
+        if (++waiting_ == n_) {
+            waiting_ = 0;
+            ++gen_;
+            cv_.notify_all();
+        } else {
+            cv_.wait(lock, [&] { return gen_ != gen; });
+        }
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    int n_, waiting_ = 0, gen_ = 0;
+};
+
+struct RankResult {
+    Status status = Status::ok;
+    std::string error;
+};
+
+// Runs `body(rank, links)` on `n` connected thread-ranks.
+void run_ranks(int n, const std::function<RankResult(int, RingLinks&)>& body, std::vector<RankResult>* results) {
+    std::vector<std::vector<uint8_t>> addresses(n);
+    Barrier barrier(n);
+    results->assign(n, RankResult());
+    std::vector<std::thread> threads;
+    std::atomic<int> setup_failures{0};
+    for (int r = 0; r < n; ++r)
+        threads.emplace_back([&, r] {
+            std::unique_ptr<UcxContext> ctx;
+            std::unique_ptr<UcxWorker> worker;
+            std::string err;
+            if (!ok(UcxContext::create(false, &ctx, &err)) || !ok(UcxWorker::create(*ctx, false, &worker, &err))) {
+                ++setup_failures;
+                (*results)[r] = {Status::unavailable, err};
+                barrier.wait();
+                barrier.wait();
+                barrier.wait();
+                return;
+            }
+            addresses[r] = worker->address();
+            barrier.wait();
+            std::unique_ptr<UcxEndpoint> next, prev;
+            int nx = (r + 1) % n, pv = (r + n - 1) % n;
+            bool connected = setup_failures == 0 &&
+                             ok(UcxEndpoint::create(*worker, addresses[nx].data(), addresses[nx].size(), &next, &err)) &&
+                             (pv == nx || ok(UcxEndpoint::create(*worker, addresses[pv].data(), addresses[pv].size(), &prev, &err)));
+            if (!connected) ++setup_failures;
+            barrier.wait();
+            if (setup_failures == 0) {
+                RingLinks links;
+                links.worker = worker.get();
+                links.next = next.get();
+                links.prev = prev ? prev.get() : next.get();
+                links.rank = r;
+                links.size = n;
+                links.context_id = 9;
+                (*results)[r] = body(r, links);
+            } else if (!connected) {
+                (*results)[r] = {Status::transport_error, err};
+            }
+            // Keep every worker alive until all ranks are done with it.
+            barrier.wait();
+            prev.reset();
+            next.reset();
+        });
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(setup_failures.load(), 0) << (*results)[0].error;
+}
+
+template <class T>
+T input_value(int rank, size_t i, ReduceOp op) {
+    // Small integers: sums and products of a few ranks are exact in float,
+    // so the ring's order of operations cannot change the bits.
+    long v = long((i * 7 + size_t(rank) * 13) % 9) - 4;
+    if (op == ReduceOp::prod) v = (v % 2 == 0) ? 1 : (v < 0 ? -2 : 2);
+    return T(v);
+}
+
+template <class T>
+void check_allreduce(int n, size_t count, DataType type, ReduceOp op, bool in_place, size_t segment_bytes,
+                     uint32_t depth) {
+    // Reference: fold the ranks' inputs in rank order with the same scalar op.
+    std::vector<T> want(count);
+    for (size_t i = 0; i < count; ++i) {
+        T acc = input_value<T>(0, i, op);
+        for (int r = 1; r < n; ++r) {
+            T x = input_value<T>(r, i, op);
+            ASSERT_EQ(host_reduce(&acc, &acc, &x, 1, type, op), Status::ok);
+        }
+        want[i] = acc;
+    }
+    std::vector<std::vector<T>> out(n);
+    std::vector<RankResult> results;
+    run_ranks(
+        n,
+        [&](int r, RingLinks& links) {
+            std::vector<T> in(count);
+            for (size_t i = 0; i < count; ++i) in[i] = input_value<T>(r, i, op);
+            out[r].assign(count, T(99));
+            RingOptions opt;
+            opt.segment_bytes = segment_bytes;
+            opt.depth = depth;
+            opt.timeout_s = 30;
+            RingScratch scratch;
+            RankResult res;
+            res.status = scratch.reserve(ring_slot_bytes(count, n, sizeof(T), segment_bytes), depth);
+            if (!ok(res.status)) return res;
+            if (in_place) out[r] = in;
+            res.status = ring_allreduce(links, 0, in_place ? out[r].data() : in.data(), out[r].data(), count, type, op,
+                                        opt, scratch, &res.error);
+            return res;
+        },
+        &results);
+    for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(results[r].status, Status::ok) << "rank " << r << ": " << results[r].error;
+        ASSERT_TRUE(out[r] == want)
+            << "rank " << r << " n=" << n << " count=" << count << " " << datatype_name(type) << " "
+            << reduce_op_name(op) << (in_place ? " in place" : "");
+    }
+}
+
+}  // namespace
+
+TEST(RingOverUcx, CountsAndRankCounts) {
+    for (int n : {2, 3, 4})
+        for (size_t count : {0, 1, 2, 3, 5, 17, 1009, 40000}) {
+            SCOPED_TRACE("n=" + std::to_string(n) + " count=" + std::to_string(count));
+            check_allreduce<int32_t>(n, count, DataType::i32, ReduceOp::sum, count % 2 == 1, 1024, 4);
+        }
+}
+
+TEST(RingOverUcx, EveryTypeAndOp) {
+    check_allreduce<int8_t>(3, 777, DataType::i8, ReduceOp::sum, false, 256, 2);
+    check_allreduce<uint8_t>(2, 777, DataType::u8, ReduceOp::bxor, true, 256, 2);
+    check_allreduce<int16_t>(3, 999, DataType::i16, ReduceOp::prod, false, 256, 3);
+    check_allreduce<uint16_t>(2, 999, DataType::u16, ReduceOp::max, true, 512, 4);
+    check_allreduce<int64_t>(3, 4097, DataType::i64, ReduceOp::min, false, 1000, 4);
+    check_allreduce<uint64_t>(2, 4097, DataType::u64, ReduceOp::lor, false, 1000, 4);
+    check_allreduce<uint32_t>(3, 513, DataType::u32, ReduceOp::band, true, 300, 1);
+    check_allreduce<float>(3, 10007, DataType::f32, ReduceOp::sum, false, 4096, 8);
+    check_allreduce<float>(2, 10007, DataType::f32, ReduceOp::prod, true, 4096, 8);
+    check_allreduce<double>(4, 10007, DataType::f64, ReduceOp::sum, true, 8192, 4);
+    check_allreduce<double>(3, 10007, DataType::f64, ReduceOp::max, false, 8192, 4);
+}
+
+// Large enough for UCX's rendezvous protocol and many segments per chunk.
+TEST(RingOverUcx, SeveralMegabytesManySegments) {
+    check_allreduce<float>(2, 3 * 1024 * 1024 + 3, DataType::f32, ReduceOp::sum, false, 256 * 1024, 4);
+    check_allreduce<int32_t>(3, 1024 * 1024 + 1, DataType::i32, ReduceOp::sum, true, 64 * 1024, 6);
+}
+
+// A peer that never joins: the ring must give up within its timeout.
+TEST(RingOverUcx, MissingPeerTimesOut) {
+    std::vector<RankResult> results;
+    auto t0 = std::chrono::steady_clock::now();
+    run_ranks(
+        2,
+        [&](int r, RingLinks& links) {
+            RankResult res;
+            if (r == 1) return res;  // never calls the allreduce
+            std::vector<int32_t> buf(100000, 1);
+            RingOptions opt;
+            opt.timeout_s = 1.0;
+            RingScratch scratch;
+            res.status = scratch.reserve(ring_slot_bytes(buf.size(), 2, 4, opt.segment_bytes), opt.depth);
+            if (ok(res.status))
+                res.status = ring_allreduce(links, 0, buf.data(), buf.data(), buf.size(), DataType::i32, ReduceOp::sum,
+                                            opt, scratch, &res.error);
+            return res;
+        },
+        &results);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(results[0].status, Status::timeout) << results[0].error;
+    EXPECT_NE(results[0].error.find("NEXAR_TIMEOUT_S"), std::string::npos) << results[0].error;
+    EXPECT_LT(took, 20.0);
+}
+
+// Ranks that disagree on the count: an error on each rank, never a hang and
+// never a write past the smaller buffer.
+TEST(RingOverUcx, MismatchedCountsFailCleanly) {
+    std::vector<RankResult> results;
+    const size_t counts[2] = {1000, 1500};
+    std::vector<std::vector<int32_t>> bufs(2);
+    run_ranks(
+        2,
+        [&](int r, RingLinks& links) {
+            RankResult res;
+            bufs[r].assign(counts[r] + 16, 7);  // 16 guard elements past the end
+            RingOptions opt;
+            opt.timeout_s = 2.0;
+            opt.segment_bytes = 256;
+            RingScratch scratch;
+            res.status = scratch.reserve(ring_slot_bytes(counts[r], 2, 4, opt.segment_bytes), opt.depth);
+            if (ok(res.status))
+                res.status = ring_allreduce(links, 0, bufs[r].data(), bufs[r].data(), counts[r], DataType::i32,
+                                            ReduceOp::sum, opt, scratch, &res.error);
+            return res;
+        },
+        &results);
+    for (int r = 0; r < 2; ++r) {
+        EXPECT_NE(results[r].status, Status::ok) << "rank " << r;
+        for (size_t i = counts[r]; i < counts[r] + 16; ++i) ASSERT_EQ(bufs[r][i], 7) << "guard overwritten";
+    }
+    EXPECT_TRUE(results[0].status == Status::mismatch || results[1].status == Status::mismatch)
+        << results[0].error << " / " << results[1].error;
+}
