@@ -12,11 +12,16 @@ ldd "$prog" | grep -q nexar && fail "$prog must not be linked with nexar"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-run() {  # run NP EXPECT_MIN_RING VAR=VALUE...
+run() {  # run NP EXPECT_MIN_RING VAR=VALUE... [-- MPMD ARGS: they replace "-np NP prog"]
     local np=$1 min=$2; shift 2
-    echo "== $np ranks, LD_PRELOAD, $*"
-    env "$@" NEXAR_STATS=1 LD_PRELOAD="$lib" bash -c 'source "$0"; nexar_mpirun "$@"' \
-        "$(dirname "$0")/../lib.sh" "$np" "$prog" >"$log" 2>&1
+    local envs=() extra=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    [ $# -gt 0 ] && { shift; extra=("$@"); }
+    echo "== $np ranks, LD_PRELOAD, ${envs[*]:-} ${extra[*]:-}"
+    local cmd=("$np" "$prog")
+    [ ${#extra[@]} -gt 0 ] && cmd=("${extra[@]}")
+    env "${envs[@]}" NEXAR_STATS=1 LD_PRELOAD="$lib" bash -c 'source "$0"; nexar_mpirun "$@"' \
+        "$(dirname "$0")/../lib.sh" "${cmd[@]}" >"$log" 2>&1
     local rc=$?
     cat "$log"
     [ $rc = 0 ] || fail "plain_allreduce exited with $rc"
@@ -34,4 +39,11 @@ run 2 0
 run 2 0 NEXAR_THRESHOLD_BYTES=lots
 grep -q "NEXAR_THRESHOLD_BYTES='lots' is not valid" "$log" || fail "no warning for a malformed setting"
 [ "$(grep -c "is not valid" "$log")" = 1 ] || fail "the warning must be printed once per job"
+# UCX cannot start: a warning on each rank, every call passes through, the
+# job succeeds.
+run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M UCX_TLS=no_such_transport
+grep -q "UCX could not start" "$log" || fail "no warning when UCX cannot start"
+# UCX down on rank 0 only (MPMD): the ranks agree to pass through, no hang.
+run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M -- 1 -x UCX_TLS=no_such_transport "$prog" : -np 1 "$prog"
+[ "$(grep -c "fallback_calls=9" "$log")" = 2 ] || fail "calls that a rank without UCX could not take must fall back on every rank"
 echo "all preload runs passed"
