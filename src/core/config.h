@@ -1,0 +1,62 @@
+// NEXAR_* settings: parsing and the job-wide configuration.
+//
+// Every rank parses its own environment, then rank 0's configuration is
+// broadcast at MPI_Init so that all ranks take identical dispatch decisions
+// (DESIGN.md section 3).  A malformed value never breaks a job: it is reported
+// and the default is used.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/log.h"
+
+namespace nexar {
+
+struct Config {
+    bool enable = true;                           // NEXAR_ENABLE
+    uint64_t threshold_bytes = 8ull << 20;        // NEXAR_THRESHOLD_BYTES
+    uint64_t segment_bytes = 1ull << 20;          // NEXAR_SEGMENT_BYTES
+    uint32_t pipeline_depth = 4;                  // NEXAR_PIPELINE_DEPTH: segments in flight
+    bool host_buffers = false;                    // NEXAR_HOST_BUFFERS
+    double timeout_s = 60.0;                      // NEXAR_TIMEOUT_S (0: wait forever)
+    bool stats = false;                           // NEXAR_STATS
+    LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
+};
+static_assert(std::is_trivially_copyable<Config>::value, "Config is broadcast as bytes");
+
+bool operator==(const Config& a, const Config& b);
+inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
+
+// Limits a setting must respect; outside them the default is used.
+constexpr uint64_t kMinSegmentBytes = 256;
+constexpr uint64_t kMaxSegmentBytes = 1ull << 30;
+constexpr uint32_t kMaxPipelineDepth = 64;
+
+// "8388608", "8M", "8MiB", "8m", "512K", "1G", "64B": suffixes are powers of 1024.
+bool parse_size(const char* text, uint64_t* out);
+// "1"/"0", "yes"/"no", "true"/"false", "on"/"off" (any case).
+bool parse_bool(const char* text, bool* out);
+// A plain non-negative decimal integer ("4").
+bool parse_uint(const char* text, uint64_t* out);
+// A non-negative decimal number of seconds ("30", "2.5").
+bool parse_seconds(const char* text, double* out);
+// "error", "warn"/"warning", "info", "debug".
+bool parse_log_level(const char* text, LogLevel* out);
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Reads every NEXAR_* setting through `lookup`.  Each malformed or
+// out-of-range value leaves its default in place and adds one sentence to
+// *problems naming the variable, the value and the default used.
+Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems);
+
+// "threshold=8MiB segment=1MiB depth=4 ..." for the info log.
+std::string describe(const Config& c);
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace nexar
