@@ -34,10 +34,9 @@ public:
     UcxWorker* worker() { return worker_.get(); }
 
     // The context cached on `comm`, created collectively on first use: every
-    // rank of `comm` must call this for the same call.  Returns null only
-    // when creation failed on this rank in a way it could not agree on
-    // (then *error says why); a context that could not connect everywhere
-    // comes back disabled() on every rank.
+    // rank of `comm` must call this for the same call (the dispatch rules
+    // guarantee it).  Never null.  A context that could not connect on some
+    // rank comes back disabled() on every rank; *error says why locally.
     CommContext* context_for(MPI_Comm comm, std::string* error);
 
 private:

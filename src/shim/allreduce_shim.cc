@@ -52,8 +52,8 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
     try {
         return nexar::intercept_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     } catch (const std::exception& e) {
-        // Only allocation failures can throw, and only before any collective
-        // step of the call was taken.
+        // Only allocation failures (std::bad_alloc) can throw; the error
+        // handler decides what happens next, as for any MPI error.
         NEXAR_ERROR("MPI_Allreduce: internal error (%s)", e.what());
         return PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
     } catch (...) {
