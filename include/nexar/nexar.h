@@ -36,6 +36,17 @@ const char *nexar_version(void);
 /* 1 when this process' UCX transport is up (the ring can run), else 0. */
 int nexar_transport_ready(void);
 
+#if defined(MPI_VERSION)
+/* 16-bit floating-point datatypes for MPI_Allreduce (SUM, PROD, MIN, MAX).
+ * Include <mpi.h> before this header to get them.  Valid between MPI_Init
+ * and MPI_Finalize (MPI_DATATYPE_NULL otherwise).  Values are reduced in
+ * float and rounded to nearest even, on the GPU and on the host alike; calls
+ * that nexar passes through to MPI carry nexar's own MPI_Op for them.  An MPI
+ * that defines MPIX_C_FLOAT16 / MPIX_BFLOAT16 can use those instead. */
+MPI_Datatype nexar_type_float16(void);  /* IEEE 754 binary16 */
+MPI_Datatype nexar_type_bfloat16(void); /* bfloat16 */
+#endif
+
 #ifdef __cplusplus
 }
 #endif

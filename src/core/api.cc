@@ -1,7 +1,10 @@
 // The public functions of include/nexar/nexar.h.
 #include <config.h>
 
+#include <mpi.h>
+
 #include "nexar/nexar.h"
+#include "reduce/mpi_types.h"
 
 #include "core/runtime.h"
 #include "core/stats.h"
@@ -24,5 +27,8 @@ int nexar_transport_ready(void) {
     nexar::Runtime* rt = nexar::Runtime::get();
     return rt && rt->transport_ready() ? 1 : 0;
 }
+
+MPI_Datatype nexar_type_float16(void) { return nexar::mpi_float16_type(); }
+MPI_Datatype nexar_type_bfloat16(void) { return nexar::mpi_bfloat16_type(); }
 
 }  // extern "C"

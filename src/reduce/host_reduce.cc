@@ -4,6 +4,8 @@
 // libraries produce without undefined behaviour.
 #include "reduce/host_reduce.h"
 
+#include "reduce/half.h"
+
 #include <cstdint>
 #include <type_traits>
 
@@ -55,6 +57,32 @@ void run(void* dst, const void* a, const void* b, size_t n) {
         reduce3<T, Op>(dst, a, b, n);
 }
 
+// 16-bit floats: widen to float, apply the op, round to nearest even.
+template <class H, class Op>
+void run_half(void* dst, const void* a, const void* b, size_t n) {
+    H* d = static_cast<H*>(dst);
+    const H* x = static_cast<const H*>(a);
+    const H* y = static_cast<const H*>(b);
+    for (size_t i = 0; i < n; ++i) {
+        float r = Op::apply(to_float(x[i]), to_float(y[i]));
+        if constexpr (std::is_same<H, float16_t>::value)
+            d[i] = to_float16(r);
+        else
+            d[i] = to_bfloat16(r);
+    }
+}
+
+template <class H>
+Status by_op_half(void* dst, const void* a, const void* b, size_t n, ReduceOp op) {
+    switch (op) {
+        case ReduceOp::sum: run_half<H, OpSum>(dst, a, b, n); return Status::ok;
+        case ReduceOp::prod: run_half<H, OpProd>(dst, a, b, n); return Status::ok;
+        case ReduceOp::min: run_half<H, OpMin>(dst, a, b, n); return Status::ok;
+        case ReduceOp::max: run_half<H, OpMax>(dst, a, b, n); return Status::ok;
+        default: return Status::invalid_argument;
+    }
+}
+
 template <class T>
 Status by_op(void* dst, const void* a, const void* b, size_t n, ReduceOp op) {
     switch (op) {
@@ -92,6 +120,8 @@ Status host_reduce(void* dst, const void* a, const void* b, size_t n, DataType t
         case DataType::u64: return by_op<uint64_t>(dst, a, b, n, op);
         case DataType::f32: return by_op<float>(dst, a, b, n, op);
         case DataType::f64: return by_op<double>(dst, a, b, n, op);
+        case DataType::f16: return by_op_half<float16_t>(dst, a, b, n, op);
+        case DataType::bf16: return by_op_half<bfloat16_t>(dst, a, b, n, op);
         default: return Status::invalid_argument;
     }
 }
