@@ -11,7 +11,7 @@
 
 #include "algo/partition.h"
 #include "algo/ring_schedule.h"
-#include "reduce/host_reduce.h"
+#include "algo/segment_engine.h"
 #include "transport/tag.h"
 
 namespace nexar {
@@ -64,19 +64,20 @@ namespace {
 // How long a failed ring waits for UCX to hand back its outstanding requests.
 constexpr double kAbortWaitSeconds = 2.0;
 
-// What a posted receive will do on arrival.
-struct PendingRecv {
+// What a posted message is, kept until it completes.
+struct PendingMessage {
     Span span;
-    bool reduce = false;  // reduce-scatter: reduce from a slot; allgather: landed in place
-    char* slot = nullptr;
+    bool reduce = false;  // receives: reduce-scatter (reduce) or allgather (copy)
+    uint64_t tag = 0;
+    WireBuffer wire;      // sends: what UCX sends once the engine has staged it
 };
 
 class Ring {
 public:
     Ring(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count, DataType type,
-         ReduceOp op, const RingOptions& opt, RingScratch& scratch, std::string* error)
+         const RingOptions& opt, RingScratch& scratch, SegmentEngine& engine, std::string* error)
         : l_(links), seq_(sequence), send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)),
-          type_(type), op_(op), esz_(datatype_size(type)), opt_(opt), scratch_(scratch), error_(error),
+          esz_(datatype_size(type)), opt_(opt), scratch_(scratch), engine_(engine), error_(error),
           seg_elems_(segment_elems(opt.segment_bytes, esz_)),
           send_cursor_(RingStream::send, links.rank, links.size, count, seg_elems_),
           recv_cursor_(RingStream::receive, links.rank, links.size, count, seg_elems_) {
@@ -88,19 +89,29 @@ public:
     Status run();
 
 private:
-    uint64_t tag(uint32_t phase, uint32_t step, uint32_t segment) const {
+    uint64_t tag(const RingCursor& c) const {
         TagFields f;
         f.context_id = l_.context_id;
         f.sequence = seq_;
-        f.phase = phase;
-        f.step = step;
-        f.segment = segment;
+        f.phase = c.phase();
+        f.step = c.step();
+        f.segment = c.segment();
         return pack_tag(f);
     }
+    uint32_t slot(size_t message) const { return uint32_t(message % depth_); }
+    int next_rank() const { return (l_.rank + 1) % l_.size; }
+    int prev_rank() const { return (l_.rank + l_.size - 1) % l_.size; }
+    bool all_done() const {
+        return recv_cursor_.done() && send_cursor_.done() && recv_done_ == recv_posted_ && send_done_ == send_posted_ &&
+               send_staged_ == send_posted_;
+    }
+
     Status post_recvs();
-    Status post_sends();
-    Status complete_send();
-    Status complete_recv();
+    Status stage_sends();
+    Status post_sends(bool* moved);
+    Status complete_sends(bool* moved);
+    Status arrive_recv(bool* moved);
+    Status finish_recvs(bool* moved);
     Status check_stall();
     void abort_outstanding();
     Status fail(Status s, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -109,20 +120,22 @@ private:
     uint32_t seq_;
     const char* send_;
     char* recv_;
-    DataType type_;
-    ReduceOp op_;
     size_t esz_;
     const RingOptions& opt_;
     RingScratch& scratch_;
+    SegmentEngine& engine_;
     std::string* error_;
     size_t seg_elems_;
     RingCursor send_cursor_, recv_cursor_;
     size_t own_segments_ = 0;
     uint32_t depth_ = 1;
 
-    // Counters of the two streams (messages, not bytes).
-    size_t recv_posted_ = 0, recv_done_ = 0, send_posted_ = 0, send_done_ = 0;
-    PendingRecv pending_[kMaxRingDepth];
+    // Message counters of the two streams: staged >= posted >= done for
+    // sends, posted >= arrived >= done for receives.
+    size_t send_staged_ = 0, send_posted_ = 0, send_done_ = 0;
+    size_t recv_posted_ = 0, recv_arrived_ = 0, recv_done_ = 0;
+    PendingMessage sends_[kMaxRingDepth];
+    PendingMessage recvs_[kMaxRingDepth];
     std::chrono::steady_clock::time_point last_progress_;
 };
 
@@ -139,80 +152,113 @@ Status Ring::fail(Status s, const char* fmt, ...) {
 
 Status Ring::post_recvs() {
     while (!recv_cursor_.done() && recv_posted_ - recv_done_ < depth_) {
-        uint32_t slot = uint32_t(recv_posted_ % depth_);
-        PendingRecv& p = pending_[slot];
-        p.span = recv_cursor_.span();
-        p.reduce = recv_cursor_.phase() == 0;
-        p.slot = scratch_.slot(slot);
-        // Reduce-scatter data lands in a slot; allgather data lands in place.
-        char* dst = p.reduce ? p.slot : recv_ + p.span.offset * esz_;
-        Status s = ucx_post_recv(*l_.worker, dst, p.span.count * esz_,
-                                 tag(recv_cursor_.phase(), recv_cursor_.step(), recv_cursor_.segment()),
-                                 scratch_.recv_request(slot));
-        if (!ok(s)) return fail(s, "posting a receive failed: %s", ucs_status_string(scratch_.recv_request(slot)->status));
+        uint32_t k = slot(recv_posted_);
+        PendingMessage& m = recvs_[k];
+        m.span = recv_cursor_.span();
+        m.reduce = recv_cursor_.phase() == 0;
+        m.tag = tag(recv_cursor_);
+        m.wire = engine_.recv_target(k, recv_ + m.span.offset * esz_, m.reduce);
+        UcxRequest* req = scratch_.recv_request(k);
+        if (!ok(ucx_post_recv(*l_.worker, m.wire.ptr, m.span.count * esz_, m.tag, m.wire.memory_type, req)))
+            return fail(Status::transport_error, "posting a receive failed: %s", ucs_status_string(req->status));
         ++recv_posted_;
         recv_cursor_.advance();
     }
     return Status::ok;
 }
 
-Status Ring::post_sends() {
-    // Send k carries chunk r's segment k while k < own_segments_; after that
-    // it forwards what receive k - own_segments_ produced.
-    while (!send_cursor_.done() && send_posted_ - send_done_ < depth_ &&
-           (send_posted_ < own_segments_ || send_posted_ - own_segments_ < recv_done_)) {
-        Span sp = send_cursor_.span();
+// Send k carries chunk r's segment k while k < own_segments_; after that it
+// forwards what receive k - own_segments_ produced, once that is finished.
+Status Ring::stage_sends() {
+    while (!send_cursor_.done() && send_staged_ - send_done_ < depth_ &&
+           (send_staged_ < own_segments_ || send_staged_ - own_segments_ < recv_done_)) {
+        uint32_t k = slot(send_staged_);
+        PendingMessage& m = sends_[k];
+        m.span = send_cursor_.span();
+        m.tag = tag(send_cursor_);
         // Only reduce-scatter step 0 reads the caller's input; everything
         // later was produced into recvbuf.
-        const char* src = (send_cursor_.phase() == 0 && send_cursor_.step() == 0 ? send_ : recv_) + sp.offset * esz_;
-        UcxRequest* req = scratch_.send_request(uint32_t(send_posted_ % depth_));
-        Status s = ucx_post_send(*l_.next, src, sp.count * esz_,
-                                 tag(send_cursor_.phase(), send_cursor_.step(), send_cursor_.segment()), req);
-        if (!ok(s)) return fail(s, "sending to rank %d failed: %s", (l_.rank + 1) % l_.size, ucs_status_string(req->status));
-        ++send_posted_;
+        bool from_input = send_cursor_.phase() == 0 && send_cursor_.step() == 0;
+        const char* src = (from_input ? send_ : recv_) + m.span.offset * esz_;
+        if (!ok(engine_.stage_send(k, src, m.span.count * esz_, &m.wire)))
+            return fail(Status::transport_error, "%s", engine_.error());
+        ++send_staged_;
         send_cursor_.advance();
     }
     return Status::ok;
 }
 
-Status Ring::complete_send() {
-    UcxRequest* req = scratch_.send_request(uint32_t(send_done_ % depth_));
-    if (req->status != UCS_OK)
-        return fail(Status::peer_failure, "send to rank %d failed: %s", (l_.rank + 1) % l_.size,
-                    ucs_status_string(req->status));
-    ucx_release(req);
-    ++send_done_;
+Status Ring::post_sends(bool* moved) {
+    while (send_posted_ < send_staged_) {
+        uint32_t k = slot(send_posted_);
+        bool ready = false;
+        if (!ok(engine_.send_ready(k, &ready))) return fail(Status::transport_error, "%s", engine_.error());
+        if (!ready) break;
+        PendingMessage& m = sends_[k];
+        UcxRequest* req = scratch_.send_request(k);
+        if (!ok(ucx_post_send(*l_.next, m.wire.ptr, m.span.count * esz_, m.tag, m.wire.memory_type, req)))
+            return fail(Status::transport_error, "sending to rank %d failed: %s", next_rank(),
+                        ucs_status_string(req->status));
+        ++send_posted_;
+        *moved = true;
+    }
     return Status::ok;
 }
 
-Status Ring::complete_recv() {
-    uint32_t slot = uint32_t(recv_done_ % depth_);
-    UcxRequest* req = scratch_.recv_request(slot);
-    const PendingRecv& p = pending_[slot];
-    int from = (l_.rank + l_.size - 1) % l_.size;
-    if (req->status == UCS_ERR_MESSAGE_TRUNCATED)
-        return fail(Status::mismatch, "rank %d sent more data than expected: do all ranks pass the same count?", from);
-    if (req->status != UCS_OK)
-        return fail(Status::peer_failure, "receive from rank %d failed: %s", from, ucs_status_string(req->status));
-    if (req->received_length != p.span.count * esz_)
-        return fail(Status::mismatch, "rank %d sent %zu bytes where %zu were expected: do all ranks pass the same count?",
-                    from, req->received_length, p.span.count * esz_);
-    ucx_release(req);
-    if (p.reduce) {
-        size_t off = p.span.offset * esz_;
-        host_reduce(recv_ + off, send_ + off, p.slot, p.span.count, type_, op_);
+Status Ring::complete_sends(bool* moved) {
+    while (send_done_ < send_posted_ && scratch_.send_request(slot(send_done_))->completed()) {
+        UcxRequest* req = scratch_.send_request(slot(send_done_));
+        if (req->status != UCS_OK)
+            return fail(Status::peer_failure, "send to rank %d failed: %s", next_rank(), ucs_status_string(req->status));
+        ucx_release(req);
+        ++send_done_;
+        *moved = true;
     }
-    ++recv_done_;
+    return Status::ok;
+}
+
+// Hands one arrived segment to the engine, so the receives and sends it
+// unblocks are posted before the next one is reduced.
+Status Ring::arrive_recv(bool* moved) {
+    if (recv_arrived_ == recv_posted_) return Status::ok;
+    uint32_t k = slot(recv_arrived_);
+    UcxRequest* req = scratch_.recv_request(k);
+    if (!req->completed()) return Status::ok;
+    const PendingMessage& m = recvs_[k];
+    if (req->status == UCS_ERR_MESSAGE_TRUNCATED)
+        return fail(Status::mismatch, "rank %d sent more data than expected: do all ranks pass the same count?",
+                    prev_rank());
+    if (req->status != UCS_OK)
+        return fail(Status::peer_failure, "receive from rank %d failed: %s", prev_rank(), ucs_status_string(req->status));
+    if (req->received_length != m.span.count * esz_)
+        return fail(Status::mismatch, "rank %d sent %zu bytes where %zu were expected: do all ranks pass the same count?",
+                    prev_rank(), req->received_length, m.span.count * esz_);
+    ucx_release(req);
+    size_t off = m.span.offset * esz_;
+    if (!ok(engine_.finish_recv(k, recv_ + off, send_ + off, m.span.count, m.reduce)))
+        return fail(Status::transport_error, "%s", engine_.error());
+    ++recv_arrived_;
+    *moved = true;
+    return Status::ok;
+}
+
+Status Ring::finish_recvs(bool* moved) {
+    while (recv_done_ < recv_arrived_) {
+        bool ready = false;
+        if (!ok(engine_.recv_ready(slot(recv_done_), &ready))) return fail(Status::transport_error, "%s", engine_.error());
+        if (!ready) break;
+        ++recv_done_;
+        *moved = true;
+    }
     return Status::ok;
 }
 
 Status Ring::check_stall() {
-    int prev = (l_.rank + l_.size - 1) % l_.size, next = (l_.rank + 1) % l_.size;
     if (l_.next && l_.next->failed())
-        return fail(Status::peer_failure, "connection to rank %d failed (%s)", next,
+        return fail(Status::peer_failure, "connection to rank %d failed (%s)", next_rank(),
                     ucs_status_string(l_.next->failure_status()));
     if (l_.prev && l_.prev->failed())
-        return fail(Status::peer_failure, "connection to rank %d failed (%s)", prev,
+        return fail(Status::peer_failure, "connection to rank %d failed (%s)", prev_rank(),
                     ucs_status_string(l_.prev->failure_status()));
     if (opt_.timeout_s > 0) {
         double idle = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_progress_).count();
@@ -220,24 +266,25 @@ Status Ring::check_stall() {
             return fail(Status::timeout,
                         "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on rank %d or rank %d "
                         "(received %zu, sent %zu of the call's segment messages)",
-                        idle, prev, next, recv_done_, send_done_);
+                        idle, prev_rank(), next_rank(), recv_done_, send_done_);
     }
     return Status::ok;
 }
 
 // After a failure: cancel what can be cancelled, close the endpoint to force
-// the sends out, and wait until UCX no longer references our memory.
+// the sends out, wait for the engine's copies and kernels, and wait until
+// UCX no longer references our memory.
 void Ring::abort_outstanding() {
-    for (size_t i = recv_done_; i < recv_posted_; ++i) ucx_cancel(*l_.worker, scratch_.recv_request(uint32_t(i % depth_)));
+    for (size_t i = recv_arrived_; i < recv_posted_; ++i) ucx_cancel(*l_.worker, scratch_.recv_request(slot(i)));
     bool sends_pending = false;
-    for (size_t i = send_done_; i < send_posted_; ++i)
-        sends_pending |= !scratch_.send_request(uint32_t(i % depth_))->completed();
+    for (size_t i = send_done_; i < send_posted_; ++i) sends_pending |= !scratch_.send_request(slot(i))->completed();
     if (sends_pending && l_.next) l_.next->force_close();
+    engine_.drain();
     auto t0 = std::chrono::steady_clock::now();
     for (;;) {
         bool all = true;
-        for (size_t i = recv_done_; i < recv_posted_; ++i) all &= scratch_.recv_request(uint32_t(i % depth_))->completed();
-        for (size_t i = send_done_; i < send_posted_; ++i) all &= scratch_.send_request(uint32_t(i % depth_))->completed();
+        for (size_t i = recv_arrived_; i < recv_posted_; ++i) all &= scratch_.recv_request(slot(i))->completed();
+        for (size_t i = send_done_; i < send_posted_; ++i) all &= scratch_.send_request(slot(i))->completed();
         if (all) break;
         l_.worker->progress();
         if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > kAbortWaitSeconds) {
@@ -245,35 +292,26 @@ void Ring::abort_outstanding() {
             // endpoint that never connected until the worker is destroyed):
             // their slots must outlive this call.
             scratch_.abandon();
-            recv_done_ = recv_posted_;
-            send_done_ = send_posted_;
+            recv_arrived_ = recv_done_ = recv_posted_;
+            send_staged_ = send_done_ = send_posted_;
             return;
         }
     }
-    for (size_t i = recv_done_; i < recv_posted_; ++i) ucx_release(scratch_.recv_request(uint32_t(i % depth_)));
-    for (size_t i = send_done_; i < send_posted_; ++i) ucx_release(scratch_.send_request(uint32_t(i % depth_)));
-    recv_done_ = recv_posted_;
-    send_done_ = send_posted_;
+    for (size_t i = recv_arrived_; i < recv_posted_; ++i) ucx_release(scratch_.recv_request(slot(i)));
+    for (size_t i = send_done_; i < send_posted_; ++i) ucx_release(scratch_.send_request(slot(i)));
+    recv_arrived_ = recv_done_ = recv_posted_;
+    send_staged_ = send_done_ = send_posted_;
 }
 
 Status Ring::run() {
     last_progress_ = std::chrono::steady_clock::now();
     unsigned idle_spins = 0;
     Status s;
-    while (!recv_cursor_.done() || !send_cursor_.done() || recv_done_ < recv_posted_ || send_done_ < send_posted_) {
-        if (!ok(s = post_recvs()) || !ok(s = post_sends())) return s;
-        l_.worker->progress();
+    while (!all_done()) {
         bool moved = false;
-        while (send_done_ < send_posted_ && scratch_.send_request(uint32_t(send_done_ % depth_))->completed()) {
-            if (!ok(s = complete_send())) return s;
-            moved = true;
-        }
-        // Handle one arrival, then loop back so the next receive and the
-        // send it unblocks are posted before the next reduction.
-        if (recv_done_ < recv_posted_ && scratch_.recv_request(uint32_t(recv_done_ % depth_))->completed()) {
-            if (!ok(s = complete_recv())) return s;
-            moved = true;
-        }
+        if (!ok(s = post_recvs()) || !ok(s = stage_sends()) || !ok(s = post_sends(&moved))) return s;
+        l_.worker->progress();
+        if (!ok(s = complete_sends(&moved)) || !ok(s = arrive_recv(&moved)) || !ok(s = finish_recvs(&moved))) return s;
         if (moved) {
             last_progress_ = std::chrono::steady_clock::now();
             idle_spins = 0;
@@ -281,6 +319,9 @@ Status Ring::run() {
             if (!ok(s = check_stall())) return s;
         }
     }
+    // Every reduction has been waited for through its event; this only
+    // makes sure no staging copy of ours is left running.
+    if (!ok(engine_.drain())) return fail(Status::transport_error, "%s", engine_.error());
     return Status::ok;
 }
 
@@ -289,15 +330,19 @@ Status Ring::run() {
 Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, ReduceOp op, const RingOptions& options, RingScratch& scratch,
                       std::string* error) {
+    HostEngine engine(type, op, scratch);
+    return ring_allreduce(links, sequence, sendbuf, recvbuf, count, type, op, options, scratch, engine, error);
+}
+
+Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
+                      DataType type, ReduceOp op, const RingOptions& options, RingScratch& scratch,
+                      SegmentEngine& engine, std::string* error) {
     if (links.size < 1 || links.rank < 0 || links.rank >= links.size || uint64_t(links.size) > kMaxRingRanks ||
         !op_supported(type, op) || options.depth == 0 || options.depth > kMaxRingDepth)
         return Status::invalid_argument;
-    if (links.size == 1) {
-        if (sendbuf != recvbuf) memcpy(recvbuf, sendbuf, count * datatype_size(type));
-        return Status::ok;
-    }
+    if (links.size == 1) return Status::invalid_argument;  // the dispatcher never sends one rank here
     if (!links.worker || !links.next) return Status::invalid_argument;
-    Ring ring(links, sequence, sendbuf, recvbuf, count, type, op, options, scratch, error);
+    Ring ring(links, sequence, sendbuf, recvbuf, count, type, options, scratch, engine, error);
     return ring.run();
 }
 

@@ -12,6 +12,14 @@
 // `depth` receives are posted ahead and `depth` sends are in flight while the
 // CPU reduces the segment that just arrived.
 //
+// Moving and reducing the bytes of a segment is the job of a SegmentEngine
+// (algo/segment_engine.h): host buffers, or GPU buffers staged through
+// pinned host memory or handed to a CUDA-aware UCX.  Each direction has
+// three stages per message: sends are staged (e.g. copied off the GPU),
+// posted to UCX, completed; receives are posted, arrive (the engine starts
+// the reduction), and finish (the reduction is done, which unblocks the send
+// that forwards the segment).
+//
 // No allocation on the hot path: receive slots and request records live in a
 // RingScratch reserved once and reused by every call on a communicator.
 #pragma once
@@ -26,6 +34,8 @@
 #include "transport/ucx.h"
 
 namespace nexar {
+
+class SegmentEngine;
 
 struct RingLinks {
     UcxWorker* worker = nullptr;
@@ -79,9 +89,15 @@ size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment
 
 // Allreduces `count` elements of `type` with `op` over the ring.  sendbuf may
 // equal recvbuf (MPI_IN_PLACE); otherwise they must not overlap.  `scratch`
-// must have been reserved for this call (ring_slot_bytes, options.depth).
-// On failure *error explains it; outstanding operations have been completed
-// or cancelled, and the `next` endpoint may have been closed.
+// must have been reserved for this call (ring_slot_bytes, options.depth;
+// its slots are used by a HostEngine only).  On failure *error explains it;
+// outstanding operations have been completed or cancelled, and the `next`
+// endpoint may have been closed.
+Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
+                      DataType type, ReduceOp op, const RingOptions& options, RingScratch& scratch,
+                      SegmentEngine& engine, std::string* error);
+
+// The same on host buffers, with a HostEngine over `scratch`.
 Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, ReduceOp op, const RingOptions& options, RingScratch& scratch,
                       std::string* error);

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "algo/ring.h"
+#include "memory/device_buffers.h"
 #include "transport/ucx.h"
 
 namespace nexar {
@@ -37,6 +38,11 @@ public:
     RingLinks links(UcxWorker& worker) const;
     uint32_t next_sequence() { return sequence_++; }
     RingScratch& scratch() { return scratch_; }
+    // GPU streams, events and slots, created on the first device-buffer call.
+    DeviceBuffers& device_buffers(const nexar_device_api* api) {
+        if (!device_buffers_) device_buffers_.reset(new DeviceBuffers(api));
+        return *device_buffers_;
+    }
 
 private:
     MPI_Comm comm_;
@@ -48,6 +54,7 @@ private:
     std::unique_ptr<UcxEndpoint> next_;
     std::unique_ptr<UcxEndpoint> prev_;  // null when prev == next (2 ranks)
     RingScratch scratch_;
+    std::unique_ptr<DeviceBuffers> device_buffers_;
 };
 
 }  // namespace nexar

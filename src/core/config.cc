@@ -13,7 +13,7 @@ bool operator==(const Config& a, const Config& b) {
     return a.enable == b.enable && a.threshold_bytes == b.threshold_bytes &&
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
            a.host_buffers == b.host_buffers && a.timeout_s == b.timeout_s && a.stats == b.stats &&
-           a.log_level == b.log_level;
+           a.log_level == b.log_level && a.cuda_path == b.cuda_path;
 }
 
 namespace {
@@ -97,6 +97,22 @@ bool parse_log_level(const char* text, LogLevel* out) {
     return false;
 }
 
+bool parse_cuda_path(const char* text, CudaPath* out) {
+    if (!text) return false;
+    for (CudaPath p : {CudaPath::automatic, CudaPath::direct, CudaPath::staged})
+        if (strcasecmp(text, cuda_path_name(p)) == 0) return *out = p, true;
+    return false;
+}
+
+const char* cuda_path_name(CudaPath p) {
+    switch (p) {
+        case CudaPath::automatic: return "auto";
+        case CudaPath::direct: return "direct";
+        case CudaPath::staged: return "staged";
+    }
+    return "?";
+}
+
 std::string format_bytes(uint64_t b) {
     char buf[64];
     if (b >= (1ull << 30) && b % (1ull << 30) == 0)
@@ -144,14 +160,17 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         complain("NEXAR_STATS", v, "1 or 0", "0");
     if ((v = lookup("NEXAR_LOG")) && !parse_log_level(v, &c.log_level))
         complain("NEXAR_LOG", v, "error, warn, info or debug", "warn");
+    if ((v = lookup("NEXAR_CUDA_PATH")) && !parse_cuda_path(v, &c.cuda_path))
+        complain("NEXAR_CUDA_PATH", v, "auto, direct or staged", "auto");
     return c;
 }
 
 std::string describe(const Config& c) {
     char buf[256];
-    snprintf(buf, sizeof buf, "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d timeout=%gs stats=%d",
+    snprintf(buf, sizeof buf,
+             "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d timeout=%gs stats=%d cuda_path=%s",
              c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(), format_bytes(c.segment_bytes).c_str(),
-             c.pipeline_depth, c.host_buffers ? 1 : 0, c.timeout_s, c.stats ? 1 : 0);
+             c.pipeline_depth, c.host_buffers ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path));
     return buf;
 }
 

@@ -17,6 +17,10 @@
 
 namespace nexar {
 
+// How device buffers travel (NEXAR_CUDA_PATH).
+enum class CudaPath { automatic, direct, staged };
+const char* cuda_path_name(CudaPath p);
+
 struct Config {
     bool enable = true;                           // NEXAR_ENABLE
     uint64_t threshold_bytes = 8ull << 20;        // NEXAR_THRESHOLD_BYTES
@@ -26,6 +30,7 @@ struct Config {
     double timeout_s = 60.0;                      // NEXAR_TIMEOUT_S (0: wait forever)
     bool stats = false;                           // NEXAR_STATS
     LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
+    CudaPath cuda_path = CudaPath::automatic;     // NEXAR_CUDA_PATH
 };
 static_assert(std::is_trivially_copyable<Config>::value, "Config is broadcast as bytes");
 
@@ -47,6 +52,8 @@ bool parse_uint(const char* text, uint64_t* out);
 bool parse_seconds(const char* text, double* out);
 // "error", "warn"/"warning", "info", "debug".
 bool parse_log_level(const char* text, LogLevel* out);
+// "auto", "direct", "staged".
+bool parse_cuda_path(const char* text, CudaPath* out);
 
 using EnvLookup = std::function<const char*(const char*)>;
 

@@ -7,13 +7,15 @@
 // (transport up, scratch allocated, earlier failure) are then agreed with one
 // small PMPI_Allreduce, which also catches ranks passing different counts.
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "algo/ring.h"
 #include "core/log.h"
 #include "core/runtime.h"
 #include "core/stats.h"
-#include "memory/memory_type.h"
+#include "algo/segment_engine.h"
+#include "memory/device.h"
 #include "reduce/mpi_types.h"
 #include "transport/tag.h"
 
@@ -31,8 +33,9 @@ int pass_through(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
 }
 
 // The checks that are identical on every rank by MPI's rules.
-bool statically_eligible(const Config& cfg, const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
+bool statically_eligible(const Runtime& rt, const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
                          MPI_Op op, MPI_Comm comm, DataType* type, ReduceOp* rop) {
+    const Config& cfg = rt.config();
     if (comm == MPI_COMM_NULL || count < 0) return false;  // PMPI reports the error
     if (sendbuf == recvbuf && count > 0) return false;     // erroneous aliasing: PMPI reports it
     if (!map_mpi_datatype(dt, type) || !map_mpi_op(op, rop) || !op_supported(*type, *rop)) return false;
@@ -42,9 +45,50 @@ bool statically_eligible(const Config& cfg, const void* sendbuf, void* recvbuf, 
     if (inter) return false;
     PMPI_Comm_size(comm, &size);
     if (size < 2 || uint64_t(size) > kMaxRingRanks) return false;
-    // Host buffers go to the ring only when asked for (device buffers arrive
-    // with the CUDA milestone; see memory/memory_type.h).
-    return cfg.host_buffers;
+    // Memory kinds are per rank: here only whether any kind the ring takes
+    // can occur (host buffers asked for, or a GPU somewhere in the job).
+    return cfg.host_buffers || rt.device_possible();
+}
+
+// What this rank can do with its buffers for this call.
+struct LocalPlan {
+    bool ready = false;
+    bool device = false;
+    DeviceEngine::Mode mode = DeviceEngine::Mode::staged;
+    int device_id = 0;
+    const char* why = "";  // when not ready
+};
+
+LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* recvbuf, size_t count, size_t esz,
+                       const RingOptions& opt) {
+    LocalPlan p;
+    if (!rt.transport_ready()) return p.why = "UCX is not running on this rank", p;
+    if (ctx.failed()) return p.why = "an earlier ring on this communicator failed", p;
+    int dev_s = 0, dev_r = 0;
+    MemoryType ms = classify_pointer(rt.device_api(), src, &dev_s);
+    MemoryType mr = classify_pointer(rt.device_api(), recvbuf, &dev_r);
+    if ((ms == MemoryType::host) != (mr == MemoryType::host) || dev_s != dev_r)
+        return p.why = "send and receive buffers are in different memories", p;
+    size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
+    if (ms == MemoryType::host) {
+        if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
+        if (!ok(ctx.scratch().reserve(slot, opt.depth))) return p.why = "no memory for ring scratch", p;
+        p.ready = true;
+        return p;
+    }
+    p.device = true;
+    p.device_id = dev_s;
+    if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
+    std::string error;
+    // Request records only: device paths keep their slots in DeviceBuffers.
+    if (!ok(ctx.scratch().reserve(0, opt.depth)) ||
+        !ok(ctx.device_buffers(rt.device_api()).reserve(dev_s, slot, opt.depth, p.mode == DeviceEngine::Mode::staged,
+                                                        &error))) {
+        NEXAR_WARN("%s; this allreduce passes through to MPI", error.c_str());
+        return p.why = "no memory for GPU scratch", p;
+    }
+    p.ready = true;
+    return p;
 }
 
 }  // namespace
@@ -57,7 +101,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
 
     DataType type;
     ReduceOp rop;
-    if (!statically_eligible(cfg, sendbuf, recvbuf, count, dt, op, comm, &type, &rop))
+    if (!statically_eligible(*rt, sendbuf, recvbuf, count, dt, op, comm, &type, &rop))
         return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
 
     std::string error;
@@ -72,16 +116,9 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     opt.timeout_s = cfg.timeout_s;
 
     // Per-rank readiness, agreed together with the count.
-    bool ready = rt->transport_ready() && !ctx->failed() && detect_memory_type(src) == MemoryType::host &&
-                 detect_memory_type(recvbuf) == MemoryType::host;
-    if (ready) {
-        Status s = ctx->scratch().reserve(ring_slot_bytes(size_t(count), ctx->size(), esz, opt.segment_bytes), opt.depth);
-        if (!ok(s)) {
-            NEXAR_WARN("no memory for %s of ring scratch; this allreduce passes through to MPI",
-                       format_bytes(uint64_t(opt.depth) * opt.segment_bytes).c_str());
-            ready = false;
-        }
-    }
+    LocalPlan plan = plan_buffers(*rt, *ctx, src, recvbuf, size_t(count), esz, opt);
+    if (!plan.ready) NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", size_t(count) * esz, plan.why);
+    bool ready = plan.ready;
     int64_t agree[3] = {ready ? 1 : 0, int64_t(count), -int64_t(count)};
     PMPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT64_T, MPI_MIN, comm);
     if (agree[1] != -agree[2]) {
@@ -93,8 +130,12 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     if (!agree[0]) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.fallback_calls);
 
     RingLinks links = ctx->links(*rt->worker());
+    HostEngine host_engine(type, rop, ctx->scratch());
+    std::optional<DeviceEngine> device_engine;
+    if (plan.device) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
+    SegmentEngine& engine = plan.device ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
     Status s = ring_allreduce(links, ctx->next_sequence(), src, recvbuf, size_t(count), type, rop, opt, ctx->scratch(),
-                              &error);
+                              engine, &error);
     if (!ok(s)) {
         ctx->mark_failed();
         NEXAR_ERROR("MPI_Allreduce of %zu bytes on communicator context %u failed: %s: %s", size_t(count) * esz,

@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "core/stats.h"
+#include "memory/device.h"
 #include "reduce/mpi_types.h"
 
 namespace nexar {
@@ -88,8 +89,45 @@ void Runtime::init(int thread_level) {
         ucx_.reset();
         NEXAR_WARN("UCX could not start (%s); every MPI_Allreduce passes through to MPI", error.c_str());
     } else {
-        NEXAR_INFO("UCX worker up (%s thread mode)", multi_thread_ ? "multi" : "single");
+        ucx_cuda_ = ucx_supports_cuda(*ucx_);
+        NEXAR_INFO("UCX worker up (%s thread mode, %s CUDA memory)", multi_thread_ ? "multi" : "single",
+                   ucx_cuda_ ? "moves" : "does not move");
     }
+    start_device();
+}
+
+void Runtime::start_device() {
+    std::string why;
+    if (transport_ready() && !ok(load_device_api(&device_api_, &why))) {
+        device_api_ = nullptr;
+        // A driver without the plugin is worth a warning: the user has a
+        // GPU and probably expects nexar to use it.
+        if (why.find("no CUDA driver") == 0)
+            NEXAR_INFO("device buffers: %s", why.c_str());
+        else
+            NEXAR_WARN("device buffers pass through to MPI: %s", why.c_str());
+    }
+    DeviceEngine::Mode mode;
+    if (device_api_ && !device_path(&mode))
+        NEXAR_WARN("NEXAR_CUDA_PATH=direct, but this UCX cannot move CUDA memory; device buffers pass through to MPI");
+    else if (device_api_)
+        NEXAR_INFO("device buffers: %s path", mode == DeviceEngine::Mode::direct ? "direct (CUDA-aware UCX)"
+                                                                                 : "staged through pinned host memory");
+    int mine = device_api_ ? 1 : 0, any = 0;
+    PMPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    device_possible_ = any != 0;
+}
+
+bool Runtime::device_path(DeviceEngine::Mode* mode) const {
+    if (!device_api_) return false;
+    switch (config_.cuda_path) {
+        case CudaPath::staged: *mode = DeviceEngine::Mode::staged; return true;
+        case CudaPath::direct: *mode = DeviceEngine::Mode::direct; return ucx_cuda_;
+        case CudaPath::automatic:
+            *mode = ucx_cuda_ ? DeviceEngine::Mode::direct : DeviceEngine::Mode::staged;
+            return true;
+    }
+    return false;
 }
 
 int Runtime::on_self_delete(MPI_Comm, int, void*, void*) {

@@ -12,7 +12,9 @@
 #include <set>
 
 #include "core/comm_context.h"
+#include "algo/segment_engine.h"
 #include "core/config.h"
+#include "memory/device_api.h"
 #include "transport/ucx.h"
 
 namespace nexar {
@@ -32,6 +34,13 @@ public:
     int world_rank() const { return world_rank_; }
     bool transport_ready() const { return worker_ != nullptr; }
     UcxWorker* worker() { return worker_.get(); }
+    // The GPU plugin of this rank, or null (memory/device.h).
+    const nexar_device_api* device_api() const { return device_api_; }
+    // Agreed at start-up: some rank of the job has a GPU plugin, so device
+    // buffers may come; identical on every rank.
+    bool device_possible() const { return device_possible_; }
+    // How this rank moves device buffers, or false when it cannot.
+    bool device_path(DeviceEngine::Mode* mode) const;
 
     // The context cached on `comm`, created collectively on first use: every
     // rank of `comm` must call this for the same call (the dispatch rules
@@ -43,6 +52,7 @@ private:
     Runtime() = default;
     ~Runtime();
     void init(int thread_level);
+    void start_device();
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     static int on_self_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     void forget(CommContext* ctx);
@@ -54,6 +64,9 @@ private:
     int self_keyval_ = MPI_KEYVAL_INVALID;
     std::unique_ptr<UcxContext> ucx_;
     std::unique_ptr<UcxWorker> worker_;
+    const nexar_device_api* device_api_ = nullptr;
+    bool device_possible_ = false;
+    bool ucx_cuda_ = false;
     std::atomic<uint32_t> next_context_id_{1};
     std::mutex registry_mutex_;
     std::set<CommContext*> registry_;

@@ -2,6 +2,13 @@
 
 namespace nexar {
 
-MemoryType detect_memory_type(const void* /*ptr*/) { return MemoryType::host; }
+const char* memory_type_name(MemoryType t) {
+    switch (t) {
+        case MemoryType::host: return "host";
+        case MemoryType::device: return "device";
+        case MemoryType::managed: return "managed";
+    }
+    return "?";
+}
 
 }  // namespace nexar

@@ -1,16 +1,15 @@
-// Where a buffer lives.  The ring needs to know because host and device
-// memory take different copy and reduce paths.
+// Where a buffer lives.  Host and device memory take different paths
+// through the ring (algo/segment_engine.h).
 #pragma once
 
 namespace nexar {
 
-enum class MemoryType { host, device };
+enum class MemoryType {
+    host,     // pageable or pinned host memory
+    device,   // GPU memory
+    managed,  // unified memory: treated like device memory (reduced on the GPU)
+};
 
-// This build knows host memory only: every pointer is classified as host.
-// Device detection (cuPointerGetAttributes, loaded only where a CUDA driver
-// exists) plugs in here with the CUDA milestone; until then device buffers
-// must not be sent to the ring, which is why host buffers need the explicit
-// NEXAR_HOST_BUFFERS=1.
-MemoryType detect_memory_type(const void* ptr);
+const char* memory_type_name(MemoryType t);
 
 }  // namespace nexar

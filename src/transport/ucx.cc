@@ -150,14 +150,15 @@ void UcxEndpoint::force_close() { close(true); }
 
 UcxEndpoint::~UcxEndpoint() { close(failed()); }
 
-Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, UcxRequest* req) {
+Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, ucs_memory_type_t memory_type,
+                     UcxRequest* req) {
     if (!ep.handle()) return Status::peer_failure;
     ucp_request_param_t param;
     memset(&param, 0, sizeof param);
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
     param.cb.send = on_send_done;
     param.user_data = req;
-    param.memory_type = UCS_MEMORY_TYPE_HOST;
+    param.memory_type = memory_type;
     req->done.store(false, std::memory_order_relaxed);
     req->status = UCS_INPROGRESS;
     req->handle = nullptr;
@@ -176,14 +177,15 @@ Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_
     return Status::ok;
 }
 
-Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t tag, UcxRequest* req) {
+Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t tag, ucs_memory_type_t memory_type,
+                     UcxRequest* req) {
     ucp_request_param_t param;
     memset(&param, 0, sizeof param);
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     param.cb.recv = on_recv_done;
     param.user_data = req;
-    param.memory_type = UCS_MEMORY_TYPE_HOST;
+    param.memory_type = memory_type;
     req->done.store(false, std::memory_order_relaxed);
     req->status = UCS_INPROGRESS;
     req->received_length = 0;
@@ -196,6 +198,14 @@ Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t ta
     }
     req->handle = r;
     return Status::ok;
+}
+
+bool ucx_supports_cuda(const UcxContext& ctx) {
+    ucp_context_attr_t attr;
+    memset(&attr, 0, sizeof attr);
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(ctx.handle(), &attr) != UCS_OK) return false;
+    return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 }
 
 void ucx_release(UcxRequest* req) {

@@ -90,11 +90,16 @@ struct UcxRequest {
     bool completed() const { return done.load(std::memory_order_acquire); }
 };
 
-// Posts a send of `length` host bytes.  On Status::ok the request is either
-// already complete or will complete through progress.
-Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, UcxRequest* req);
+// Posts a send of `length` bytes of `memory_type` memory.  On Status::ok the
+// request is either already complete or will complete through progress.
+Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, ucs_memory_type_t memory_type,
+                     UcxRequest* req);
 // Posts a receive matching exactly `tag` into `buffer` of `length` bytes.
-Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t tag, UcxRequest* req);
+Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t tag, ucs_memory_type_t memory_type,
+                     UcxRequest* req);
+
+// True when this UCX context can move CUDA device memory itself.
+bool ucx_supports_cuda(const UcxContext& ctx);
 // Frees UCX's request once completed() is true.
 void ucx_release(UcxRequest* req);
 // Asks UCX to cancel a posted receive; it then completes with UCS_ERR_CANCELED.

@@ -1,0 +1,101 @@
+#include "algo/segment_engine.h"
+
+#include <cstdio>
+
+#include "algo/ring.h"
+#include "memory/device_buffers.h"
+#include "reduce/host_reduce.h"
+
+namespace nexar {
+
+Status HostEngine::stage_send(uint32_t, const char* src, size_t, WireBuffer* wire) {
+    wire->ptr = const_cast<char*>(src);
+    wire->memory_type = UCS_MEMORY_TYPE_HOST;
+    return Status::ok;
+}
+
+WireBuffer HostEngine::recv_target(uint32_t slot, char* place, bool reduce) {
+    // Reduce-scatter data lands in a slot; allgather data lands in place.
+    WireBuffer w;
+    w.ptr = reduce ? scratch_.slot(slot) : place;
+    return w;
+}
+
+Status HostEngine::finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) {
+    return reduce ? host_reduce(place, a, scratch_.slot(slot), count, type_, op_) : Status::ok;
+}
+
+Status DeviceEngine::failed(const char* what) {
+    const char* why = buf_.api()->last_error ? buf_.api()->last_error() : "unknown error";
+    snprintf(error_buf_, sizeof error_buf_, "%s: %s", what, why);
+    error_ = error_buf_;
+    return Status::transport_error;
+}
+
+Status DeviceEngine::query(void* event, bool* ready) {
+    int q = buf_.api()->event_query(event);
+    if (q < 0) return failed("waiting for a GPU copy or reduction");
+    *ready = q == 0;
+    return Status::ok;
+}
+
+Status DeviceEngine::stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) {
+    if (mode_ == Mode::direct) {
+        // The bytes are final: every kernel that wrote them has completed.
+        wire->ptr = const_cast<char*>(src);
+        wire->memory_type = direct_wire_;
+        return Status::ok;
+    }
+    const nexar_device_api* api = buf_.api();
+    char* pinned = buf_.pinned_send(slot);
+    if (api->memcpy_async(pinned, src, bytes, buf_.send_stream()) != 0 ||
+        api->event_record(buf_.send_event(slot), buf_.send_stream()) != 0)
+        return failed("copying a segment to host for sending");
+    wire->ptr = pinned;
+    wire->memory_type = UCS_MEMORY_TYPE_HOST;
+    return Status::ok;
+}
+
+Status DeviceEngine::send_ready(uint32_t slot, bool* ready) {
+    if (mode_ == Mode::direct) return *ready = true, Status::ok;
+    return query(buf_.send_event(slot), ready);
+}
+
+WireBuffer DeviceEngine::recv_target(uint32_t slot, char* place, bool reduce) {
+    WireBuffer w;
+    if (mode_ == Mode::staged) {
+        w.ptr = buf_.pinned_recv(slot);
+        w.memory_type = UCS_MEMORY_TYPE_HOST;
+    } else {
+        w.ptr = reduce ? buf_.device_slot(slot) : place;
+        w.memory_type = direct_wire_;
+    }
+    return w;
+}
+
+Status DeviceEngine::finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) {
+    const nexar_device_api* api = buf_.api();
+    void* stream = buf_.recv_stream();
+    size_t bytes = count * datatype_size(type_);
+    if (mode_ == Mode::staged) {
+        // Host slot -> GPU: into a device slot to reduce from, or into place.
+        char* landing = reduce ? buf_.device_slot(slot) : place;
+        if (api->memcpy_async(landing, buf_.pinned_recv(slot), bytes, stream) != 0)
+            return failed("copying a received segment to the GPU");
+    }
+    if (reduce && api->reduce_async(place, a, buf_.device_slot(slot), count, int(type_), int(op_), stream) != 0)
+        return failed("launching the GPU reduction");
+    if (api->event_record(buf_.recv_event(slot), stream) != 0) return failed("recording a GPU event");
+    return Status::ok;
+}
+
+Status DeviceEngine::recv_ready(uint32_t slot, bool* ready) { return query(buf_.recv_event(slot), ready); }
+
+Status DeviceEngine::drain() {
+    const nexar_device_api* api = buf_.api();
+    if (api->stream_synchronize(buf_.send_stream()) != 0 || api->stream_synchronize(buf_.recv_stream()) != 0)
+        return failed("synchronizing nexar's GPU streams");
+    return Status::ok;
+}
+
+}  // namespace nexar

@@ -1,0 +1,100 @@
+// How one segment's bytes travel between the caller's buffers and UCX, and
+// how arriving segments are reduced.  The ring (algo/ring.h) drives an engine
+// slot by slot; slots are reused in order, `depth` of them per direction.
+//
+//   HostEngine            host buffers: UCX sends from and receives into
+//                         them, the CPU reduces (reduce/host_reduce.h).
+//   DeviceEngine staged   GPU buffers, host-only UCX: segments are copied to
+//                         pinned host slots before sending and back to the
+//                         GPU on arrival, then reduced by a GPU kernel.
+//   DeviceEngine direct   GPU buffers, CUDA-aware UCX: UCX moves device
+//                         memory itself, the GPU reduces.
+//
+// Asynchronous engines report completion through send_ready/recv_ready, so
+// copies and kernels of several segments are in flight while UCX moves
+// others.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+#include "memory/device_api.h"
+#include "reduce/types.h"
+
+namespace nexar {
+
+class RingScratch;
+class DeviceBuffers;
+
+struct WireBuffer {
+    void* ptr = nullptr;
+    ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST;
+};
+
+class SegmentEngine {
+public:
+    virtual ~SegmentEngine() = default;
+    // Prepares `bytes` at `src` for sending from send slot `slot`; *wire is
+    // what UCX will send once send_ready says so.
+    virtual Status stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) = 0;
+    virtual Status send_ready(uint32_t slot, bool* ready) = 0;
+    // Where UCX receives segment `slot`; `place` is its final position.
+    virtual WireBuffer recv_target(uint32_t slot, char* place, bool reduce) = 0;
+    // The segment arrived: place = a op received (reduce), or move it into place.
+    virtual Status finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) = 0;
+    virtual Status recv_ready(uint32_t slot, bool* ready) = 0;
+    // Waits until no copy or kernel of this call is still running.
+    virtual Status drain() = 0;
+    // Why the last failing call failed.
+    virtual const char* error() const { return ""; }
+};
+
+class HostEngine : public SegmentEngine {
+public:
+    HostEngine(DataType type, ReduceOp op, RingScratch& scratch) : type_(type), op_(op), scratch_(scratch) {}
+    Status stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) override;
+    Status send_ready(uint32_t, bool* ready) override { return *ready = true, Status::ok; }
+    WireBuffer recv_target(uint32_t slot, char* place, bool reduce) override;
+    Status finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) override;
+    Status recv_ready(uint32_t, bool* ready) override { return *ready = true, Status::ok; }
+    Status drain() override { return Status::ok; }
+
+private:
+    DataType type_;
+    ReduceOp op_;
+    RingScratch& scratch_;
+};
+
+class DeviceEngine : public SegmentEngine {
+public:
+    enum class Mode { staged, direct };
+    // direct_wire: the memory type UCX is told for device buffers in direct
+    // mode (UCS_MEMORY_TYPE_CUDA; tests with a host-emulated device use HOST).
+    DeviceEngine(Mode mode, DataType type, ReduceOp op, DeviceBuffers& buffers,
+                 ucs_memory_type_t direct_wire = UCS_MEMORY_TYPE_CUDA)
+        : mode_(mode), type_(type), op_(op), buf_(buffers), direct_wire_(direct_wire) {}
+    Status stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) override;
+    Status send_ready(uint32_t slot, bool* ready) override;
+    WireBuffer recv_target(uint32_t slot, char* place, bool reduce) override;
+    Status finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) override;
+    Status recv_ready(uint32_t slot, bool* ready) override;
+    Status drain() override;
+    const char* error() const override { return error_; }
+
+private:
+    Status failed(const char* what);
+    Status query(void* event, bool* ready);
+
+    Mode mode_;
+    DataType type_;
+    ReduceOp op_;
+    DeviceBuffers& buf_;
+    ucs_memory_type_t direct_wire_;
+    const char* error_ = "";
+    char error_buf_[256] = {0};
+};
+
+}  // namespace nexar

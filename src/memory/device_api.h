@@ -1,0 +1,75 @@
+/*
+ * The GPU operations nexar needs, as a C table of function pointers.
+ *
+ * The CUDA implementation lives in a separate plugin, libnexar_pmpi_cuda.so,
+ * built with nvcc and linked with the static CUDA runtime.  libnexar_pmpi.so
+ * itself never links CUDA: it dlopens the plugin at MPI_Init, and only where
+ * a CUDA driver (libcuda.so.1) can be loaded (memory/device.h).  On a machine
+ * without a GPU the library therefore behaves exactly like a host-only build.
+ * Tests drive the same ring code through a fake table that runs on the host.
+ *
+ * Conventions: functions returning int return 0 on success; last_error()
+ * then explains a failure.  `stream` and `event` are opaque handles.
+ * `dtype` and `op` are the values of nexar::DataType and nexar::ReduceOp
+ * (reduce/types.h).
+ */
+#ifndef NEXAR_MEMORY_DEVICE_API_H
+#define NEXAR_MEMORY_DEVICE_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NEXAR_DEVICE_API_VERSION 1
+
+enum nexar_mem_kind {
+    NEXAR_MEM_HOST = 0,        /* pageable host memory, or not known to the driver */
+    NEXAR_MEM_HOST_PINNED = 1, /* page-locked host memory */
+    NEXAR_MEM_DEVICE = 2,      /* device memory */
+    NEXAR_MEM_MANAGED = 3      /* unified (managed) memory */
+};
+
+typedef struct nexar_device_api {
+    uint32_t version; /* NEXAR_DEVICE_API_VERSION */
+    const char *name; /* e.g. "CUDA" */
+
+    /* Starts the runtime; fails when there is no usable device. */
+    int (*init)(char *error, size_t error_len);
+    /* Classifies a pointer; any driver error state is cleared. */
+    int (*pointer_kind)(const void *ptr, int *kind, int *device);
+    int (*set_device)(int device);
+
+    int (*stream_create)(void **stream);
+    void (*stream_destroy)(void *stream);
+    int (*stream_synchronize)(void *stream);
+    int (*event_create)(void **event);
+    void (*event_destroy)(void *event);
+    int (*event_record)(void *event, void *stream);
+    /* 0: complete, 1: not yet, -1: error. */
+    int (*event_query)(void *event);
+
+    /* Any direction (device, pinned or pageable host on either side). */
+    int (*memcpy_async)(void *dst, const void *src, size_t bytes, void *stream);
+    /* dst[i] = a[i] op b[i]; dst may equal a. */
+    int (*reduce_async)(void *dst, const void *a, const void *b, size_t count, int dtype, int op, void *stream);
+
+    int (*alloc_device)(void **ptr, size_t bytes);
+    void (*free_device)(void *ptr);
+    int (*alloc_pinned)(void **ptr, size_t bytes);
+    void (*free_pinned)(void *ptr);
+
+    const char *(*last_error)(void);
+} nexar_device_api;
+
+/* The plugin's one exported symbol. */
+typedef const nexar_device_api *(*nexar_device_api_entry)(void);
+#define NEXAR_DEVICE_API_ENTRY "nexar_cuda_device_api"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEXAR_MEMORY_DEVICE_API_H */

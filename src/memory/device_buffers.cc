@@ -1,0 +1,74 @@
+#include "memory/device_buffers.h"
+
+namespace nexar {
+
+DeviceBuffers::~DeviceBuffers() { release(); }
+
+void DeviceBuffers::release() {
+    if (send_stream_) api_->stream_synchronize(send_stream_);
+    if (recv_stream_) api_->stream_synchronize(recv_stream_);
+    if (pinned_recv_) api_->free_pinned(pinned_recv_);
+    if (pinned_send_) api_->free_pinned(pinned_send_);
+    if (device_) api_->free_device(device_);
+    for (void* e : recv_events_) api_->event_destroy(e);
+    for (void* e : send_events_) api_->event_destroy(e);
+    if (recv_stream_) api_->stream_destroy(recv_stream_);
+    if (send_stream_) api_->stream_destroy(send_stream_);
+    pinned_recv_ = pinned_send_ = device_ = nullptr;
+    send_events_.clear();
+    recv_events_.clear();
+    send_stream_ = recv_stream_ = nullptr;
+    device_bytes_ = pinned_bytes_ = slot_bytes_ = 0;
+    device_id_ = -1;
+}
+
+Status DeviceBuffers::fail(const char* what, std::string* error) {
+    *error = std::string(what) + ": " + (api_->last_error ? api_->last_error() : "unknown error");
+    return Status::no_memory;
+}
+
+Status DeviceBuffers::reserve(int device, size_t slot_bytes, uint32_t depth, bool staged, std::string* error) {
+    if (device != device_id_) {
+        release();  // resources belong to one device
+        if (api_->set_device(device) != 0) return fail("selecting the GPU", error);
+        device_id_ = device;
+        if (api_->stream_create(&send_stream_) != 0 || api_->stream_create(&recv_stream_) != 0)
+            return fail("creating GPU streams", error);
+    } else if (api_->set_device(device) != 0) {
+        return fail("selecting the GPU", error);
+    }
+    while (send_events_.size() < depth) {
+        void *s = nullptr, *r = nullptr;
+        if (api_->event_create(&s) != 0) return fail("creating GPU events", error);
+        send_events_.push_back(s);
+        if (api_->event_create(&r) != 0) return fail("creating GPU events", error);
+        recv_events_.push_back(r);
+    }
+    slot_bytes = (slot_bytes + 255) & ~size_t(255);  // keep every slot aligned for vector loads
+    size_t need = slot_bytes * depth;
+    if (need > device_bytes_) {
+        if (device_) api_->free_device(device_);
+        device_ = nullptr;
+        device_bytes_ = 0;
+        void* p = nullptr;
+        if (api_->alloc_device(&p, need) != 0) return fail("allocating GPU scratch", error);
+        device_ = static_cast<char*>(p);
+        device_bytes_ = need;
+    }
+    if (staged && need > pinned_bytes_) {
+        if (pinned_send_) api_->free_pinned(pinned_send_);
+        if (pinned_recv_) api_->free_pinned(pinned_recv_);
+        pinned_send_ = pinned_recv_ = nullptr;
+        pinned_bytes_ = 0;
+        void *s = nullptr, *r = nullptr;
+        if (api_->alloc_pinned(&s, need) != 0) return fail("allocating pinned host scratch", error);
+        pinned_send_ = static_cast<char*>(s);
+        if (api_->alloc_pinned(&r, need) != 0) return fail("allocating pinned host scratch", error);
+        pinned_recv_ = static_cast<char*>(r);
+        pinned_bytes_ = need;
+    }
+    slot_bytes_ = slot_bytes;
+    return Status::ok;
+}
+
+}  // namespace nexar

@@ -1,0 +1,54 @@
+// GPU-side resources of one communicator context: two streams (staging
+// copies out, copies in plus reductions), one event per slot and direction,
+// and the slots themselves (pinned host slots for the staged path, device
+// slots to receive into and reduce from).  Grown on demand, never shrunk,
+// released in reverse order of creation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "memory/device_api.h"
+
+namespace nexar {
+
+class DeviceBuffers {
+public:
+    explicit DeviceBuffers(const nexar_device_api* api) : api_(api) {}
+    ~DeviceBuffers();
+    DeviceBuffers(const DeviceBuffers&) = delete;
+    DeviceBuffers& operator=(const DeviceBuffers&) = delete;
+
+    // Ready for `depth` slots of `slot_bytes` on `device`; pinned slots only
+    // when `staged`.  On failure *error says what could not be had.
+    Status reserve(int device, size_t slot_bytes, uint32_t depth, bool staged, std::string* error);
+
+    const nexar_device_api* api() const { return api_; }
+    char* device_slot(uint32_t i) { return device_ + size_t(i) * slot_bytes_; }
+    char* pinned_send(uint32_t i) { return pinned_send_ + size_t(i) * slot_bytes_; }
+    char* pinned_recv(uint32_t i) { return pinned_recv_ + size_t(i) * slot_bytes_; }
+    void* send_stream() { return send_stream_; }
+    void* recv_stream() { return recv_stream_; }
+    void* send_event(uint32_t i) { return send_events_[i]; }
+    void* recv_event(uint32_t i) { return recv_events_[i]; }
+
+private:
+    void release();
+    Status fail(const char* what, std::string* error);
+
+    const nexar_device_api* api_;
+    int device_id_ = -1;
+    size_t slot_bytes_ = 0;
+    size_t device_bytes_ = 0, pinned_bytes_ = 0;
+    char* device_ = nullptr;
+    char* pinned_send_ = nullptr;
+    char* pinned_recv_ = nullptr;
+    void* send_stream_ = nullptr;
+    void* recv_stream_ = nullptr;
+    std::vector<void*> send_events_, recv_events_;
+};
+
+}  // namespace nexar
