@@ -12,6 +12,10 @@
  *   -c           validate every result against the other side's
  *   -l           in place (MPI_IN_PLACE)
  *   -T TYPE      int | float | double (default float)
+ *   -d cuda      device buffers (cudaMalloc).  The MPI column is then what a
+ *                user does without a CUDA-aware MPI: copy to host,
+ *                PMPI_Allreduce, copy back.  The nexar column passes the
+ *                device buffers to MPI_Allreduce.
  *   --csv FILE   also write the table as CSV
  *
  * busbw = size / t * 2(n-1)/n, the bytes each rank's links carry in a ring.
@@ -23,21 +27,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../test/gpu/cudart_loader.h"
+
 typedef struct {
     uint64_t ring_calls, ring_bytes, passthrough_calls, fallback_calls;
 } stats_t;
 typedef int (*get_stats_fn)(stats_t *);
 
-static double run(int use_pmpi, const void *s, void *r, int count, MPI_Datatype dt, int iters, int warmup) {
-    int (*fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm) = use_pmpi ? PMPI_Allreduce : MPI_Allreduce;
-    for (int i = 0; i < warmup; ++i) fn(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
+static cudart_t cuda;
+static int on_device = 0;
+static char *host_stage = NULL; /* -d cuda: the host copy the MPI column reduces */
+
+/* One allreduce the way the column does it. */
+static void one(int use_pmpi, const void *s, void *r, int count, MPI_Datatype dt, size_t bytes) {
+    if (!use_pmpi) {
+        MPI_Allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
+    } else if (!on_device) {
+        PMPI_Allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
+    } else {
+        cuda.Memcpy(host_stage, s == MPI_IN_PLACE ? r : s, bytes, 4);
+        PMPI_Allreduce(MPI_IN_PLACE, host_stage, count, dt, MPI_SUM, MPI_COMM_WORLD);
+        cuda.Memcpy(r, host_stage, bytes, 4);
+    }
+}
+
+static double run(int use_pmpi, const void *s, void *r, int count, MPI_Datatype dt, size_t bytes, int iters, int warmup) {
+    for (int i = 0; i < warmup; ++i) one(use_pmpi, s, r, count, dt, bytes);
     PMPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < iters; ++i) fn(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < iters; ++i) one(use_pmpi, s, r, count, dt, bytes);
     double t = (MPI_Wtime() - t0) / iters, tmax = 0;
     /* The slowest rank's average, as the collective finishes with it. */
     PMPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return tmax;
+}
+
+static void cuda_or_host_copy(void *dst, const void *src, size_t bytes) {
+    if (on_device) cuda.Memcpy(dst, src, bytes, 4);
+    else if (dst != src) memcpy(dst, src, bytes);
 }
 
 static void fill(void *buf, size_t n, MPI_Datatype dt, int rank) {
@@ -68,8 +95,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-l")) in_place = 1;
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) type = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+        else if (!strcmp(argv[i], "-d") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) on_device = 1, ++i;
         else {
-            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-T int|float|double] [--csv FILE]\n", argv[0]);
+            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-T int|float|double] [-d cuda] [--csv FILE]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -78,12 +106,24 @@ int main(int argc, char **argv) {
     size_t esz = dt == MPI_DOUBLE ? 8 : 4;
     if (min < esz) min = esz;
 
+    if (on_device) {
+        char why[256];
+        if (cudart_load(&cuda, why, sizeof why) != 0) {
+            if (rank == 0) fprintf(stderr, "nexar_osu_allreduce: -d cuda: %s\n", why);
+            MPI_Finalize();
+            return 2;
+        }
+        int ndev = 1;
+        cuda.GetDeviceCount(&ndev);
+        cuda.SetDevice(rank % ndev);
+    }
     get_stats_fn get_stats = (get_stats_fn)dlsym(RTLD_DEFAULT, "nexar_get_stats");
     int intercepted = get_stats != NULL;
     FILE *csv = (rank == 0 && csv_path) ? fopen(csv_path, "w") : NULL;
     if (rank == 0) {
-        printf("# nexar osu-style allreduce: %d ranks, %s, %s, MPI = PMPI_Allreduce, nexar = MPI_Allreduce%s\n", size,
-               type, in_place ? "in place" : "out of place",
+        printf("# nexar osu-style allreduce: %d ranks, %s, %s, %s buffers\n# MPI = %s, nexar = MPI_Allreduce%s\n",
+               size, type, in_place ? "in place" : "out of place", on_device ? "CUDA device" : "host",
+               on_device ? "cudaMemcpy to host + PMPI_Allreduce + cudaMemcpy back" : "PMPI_Allreduce",
                intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
         printf("# MALLOC_MMAP_THRESHOLD_=%s\n", getenv("MALLOC_MMAP_THRESHOLD_") ? getenv("MALLOC_MMAP_THRESHOLD_") : "(glibc default)");
         printf("# %-12s %16s %12s %16s %12s %9s %7s\n", "Size", "MPI Avg(us)", "MPI busbw", "nexar Avg(us)",
@@ -92,8 +132,13 @@ int main(int argc, char **argv) {
         if (csv) fprintf(csv, "size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls\n");
         fflush(stdout);
     }
-    char *sbuf = malloc(max), *rbuf = malloc(max), *check = validate ? malloc(max) : NULL;
-    if (!sbuf || !rbuf || (validate && !check)) {
+    char *host_s = malloc(max), *host_r = malloc(max), *check = validate ? malloc(max) : NULL;
+    char *sbuf = host_s, *rbuf = host_r;
+    if (on_device) {
+        host_stage = malloc(max);
+        if (cuda.Malloc((void **)&sbuf, max) != 0 || cuda.Malloc((void **)&rbuf, max) != 0) sbuf = NULL;
+    }
+    if (!host_s || !host_r || !sbuf || !rbuf || (validate && !check)) {
         fprintf(stderr, "rank %d: cannot allocate %zu bytes\n", rank, max);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -102,27 +147,30 @@ int main(int argc, char **argv) {
         int count = (int)(bytes / esz);
         int it = iters > 0 ? iters : bytes >= (64u << 20) ? 10 : bytes >= (8u << 20) ? 20 : 100;
         int wu = warmup >= 0 ? warmup : bytes >= (64u << 20) ? 2 : 5;
-        fill(sbuf, (size_t)count, dt, rank);
-        memcpy(rbuf, sbuf, bytes);
+        fill(host_s, (size_t)count, dt, rank);
+        cuda_or_host_copy(sbuf, host_s, bytes);
+        cuda_or_host_copy(rbuf, host_s, bytes);
         const void *s = in_place ? MPI_IN_PLACE : sbuf;
         stats_t before = {0}, after = {0};
         /* Interleave: MPI, nexar, MPI, nexar; keep each side's best average. */
         double t_mpi = 1e30, t_nx = 1e30;
         for (int rep = 0; rep < 2; ++rep) {
-            double t = run(1, s, rbuf, count, dt, it, wu);
+            double t = run(1, s, rbuf, count, dt, bytes, it, wu);
             if (t < t_mpi) t_mpi = t;
             if (get_stats) get_stats(&before);
-            t = run(0, s, rbuf, count, dt, it, wu);
+            t = run(0, s, rbuf, count, dt, bytes, it, wu);
             if (get_stats) get_stats(&after);
             if (t < t_nx) t_nx = t;
         }
-        if (validate) {
-            fill(sbuf, (size_t)count, dt, rank);
-            memcpy(rbuf, sbuf, bytes);
-            memcpy(check, sbuf, bytes);
-            PMPI_Allreduce(in_place ? MPI_IN_PLACE : sbuf, check, count, dt, MPI_SUM, MPI_COMM_WORLD);
+        if (validate) {  /* nexar's result against PMPI_Allreduce on a host copy of the input */
+            fill(host_s, (size_t)count, dt, rank);
+            memcpy(check, host_s, bytes);
+            PMPI_Allreduce(MPI_IN_PLACE, check, count, dt, MPI_SUM, MPI_COMM_WORLD);
+            cuda_or_host_copy(sbuf, host_s, bytes);
+            cuda_or_host_copy(rbuf, host_s, bytes);
             MPI_Allreduce(s, rbuf, count, dt, MPI_SUM, MPI_COMM_WORLD);
-            if (memcmp(check, rbuf, bytes)) bad = 1;
+            cuda_or_host_copy(host_r, rbuf, bytes);
+            if (memcmp(check, host_r, bytes)) bad = 1;
         }
         double factor = 2.0 * (size - 1) / size;
         double bw_mpi = bytes / t_mpi * factor / 1e9, bw_nx = bytes / t_nx * factor / 1e9;
@@ -139,7 +187,8 @@ int main(int argc, char **argv) {
     int any_bad = 0;
     PMPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0 && validate) printf("# validation: %s\n", any_bad ? "FAILED" : "all sizes match PMPI_Allreduce");
-    free(sbuf); free(rbuf); free(check);
+    if (on_device) { cuda.Free(sbuf); cuda.Free(rbuf); free(host_stage); }
+    free(host_s); free(host_r); free(check);
     MPI_Finalize();
     return any_bad;
 }

@@ -14,6 +14,12 @@ for f in "$libdir/libnexar_pmpi.so" "$prefix/include/nexar/nexar.h" "$libdir/pkg
     [ -e "$stage$f" ] || fail "make install did not install $f"
     echo "installed $f"
 done
+# With CUDA support, the plugin must sit next to the library (that is where
+# libnexar_pmpi.so looks for it).
+if [ -e "$NEXAR_BUILDDIR/.libs/libnexar_pmpi_cuda.so" ]; then
+    [ -e "$stage$libdir/libnexar_pmpi_cuda.so" ] || fail "the CUDA plugin was not installed next to libnexar_pmpi.so"
+    echo "installed $libdir/libnexar_pmpi_cuda.so"
+fi
 cat >"$stage/use.c" <<'C'
 #include <nexar/nexar.h>
 #include <stdio.h>

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nexar/nexar.h"
+#include "small_values.h"
 
 namespace {
 
@@ -165,15 +166,6 @@ int run_case(const char* type_name, MPI_Datatype dt, int op, size_t count, bool 
 
 // 16-bit floats (nexar.h's datatypes): inputs are small integers, so every
 // partial result is exact; the test encodes them itself.
-uint16_t encode_small_int(long v, bool bf) {
-    if (v == 0) return 0;
-    uint16_t sign = v < 0 ? 0x8000 : 0;
-    unsigned long a = (unsigned long)(v < 0 ? -v : v);
-    int e = 63 - __builtin_clzl(a);
-    if (bf) return uint16_t(sign | ((e + 127) << 7) | ((a - (1ul << e)) << (7 - e)));
-    return uint16_t(sign | ((e + 15) << 10) | ((a - (1ul << e)) << (10 - e)));
-}
-
 template <bool BF>
 int run_case_half(const char* type_name, MPI_Datatype dt, int op, size_t count, bool in_place, const Comm& c,
                   uint64_t case_seed) {

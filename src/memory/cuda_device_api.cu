@@ -1,0 +1,108 @@
+// The CUDA plugin: nexar's device API (memory/device_api.h) on the CUDA
+// runtime, linked statically so the plugin needs nothing but the driver.
+// Loaded by memory/device.cc only where libcuda.so.1 exists.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "memory/device_api.h"
+#include "reduce/cuda_reduce.cuh"
+
+namespace {
+
+thread_local char g_error[256] = "no error";
+
+int check(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return 0;
+    snprintf(g_error, sizeof g_error, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    cudaGetLastError();  // clear the sticky-free error state for the next call
+    return 1;
+}
+
+int init(char* error, size_t len) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(error, len, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+        cudaGetLastError();
+        return 1;
+    }
+    return 0;
+}
+
+int pointer_kind(const void* ptr, int* kind, int* device) {
+    cudaPointerAttributes attr;
+    memset(&attr, 0, sizeof attr);
+    *kind = NEXAR_MEM_HOST;
+    *device = 0;
+    cudaError_t e = cudaPointerGetAttributes(&attr, ptr);
+    if (e != cudaSuccess) {
+        // Not a pointer CUDA knows: pageable host memory.  Clear the error
+        // so it does not surface in the application's next CUDA call.
+        cudaGetLastError();
+        return 0;
+    }
+    switch (attr.type) {
+        case cudaMemoryTypeDevice: *kind = NEXAR_MEM_DEVICE; break;
+        case cudaMemoryTypeManaged: *kind = NEXAR_MEM_MANAGED; break;
+        case cudaMemoryTypeHost: *kind = NEXAR_MEM_HOST_PINNED; break;
+        default: *kind = NEXAR_MEM_HOST; break;
+    }
+    *device = attr.device;
+    return 0;
+}
+
+int set_device(int device) { return check(cudaSetDevice(device), "cudaSetDevice"); }
+
+int stream_create(void** s) {
+    cudaStream_t stream;
+    if (check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
+    *s = stream;
+    return 0;
+}
+void stream_destroy(void* s) { cudaStreamDestroy(static_cast<cudaStream_t>(s)); }
+int stream_synchronize(void* s) { return check(cudaStreamSynchronize(static_cast<cudaStream_t>(s)), "cudaStreamSynchronize"); }
+
+int event_create(void** ev) {
+    cudaEvent_t e;
+    if (check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate")) return 1;
+    *ev = e;
+    return 0;
+}
+void event_destroy(void* ev) { cudaEventDestroy(static_cast<cudaEvent_t>(ev)); }
+int event_record(void* ev, void* s) {
+    return check(cudaEventRecord(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(s)), "cudaEventRecord");
+}
+int event_query(void* ev) {
+    cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(ev));
+    if (e == cudaSuccess) return 0;
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError();
+        return 1;
+    }
+    check(e, "cudaEventQuery");
+    return -1;
+}
+
+int memcpy_async(void* dst, const void* src, size_t bytes, void* s) {
+    return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(s)), "cudaMemcpyAsync");
+}
+int reduce_async(void* dst, const void* a, const void* b, size_t count, int dtype, int op, void* s) {
+    return check(nexar::launch_reduce(dst, a, b, count, dtype, op, static_cast<cudaStream_t>(s)), "reduction kernel");
+}
+
+int alloc_device(void** p, size_t bytes) { return check(cudaMalloc(p, bytes ? bytes : 1), "cudaMalloc"); }
+void free_device(void* p) { cudaFree(p); }
+int alloc_pinned(void** p, size_t bytes) { return check(cudaMallocHost(p, bytes ? bytes : 1), "cudaMallocHost"); }
+void free_pinned(void* p) { cudaFreeHost(p); }
+const char* last_error() { return g_error; }
+
+const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "CUDA", init, pointer_kind, set_device, stream_create,
+                               stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
+                               event_query, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
+                               free_pinned, last_error};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const nexar_device_api* nexar_cuda_device_api(void) { return &kApi; }

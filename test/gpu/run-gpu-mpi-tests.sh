@@ -1,0 +1,36 @@
+#!/bin/bash
+# MPI tests with CUDA device buffers at 2 and 4 ranks sharing the machine's
+# GPU(s): the staged path, the direct path when UCX can move CUDA memory,
+# and ranks mixing host and device buffers.  Skipped (exit 77, with the
+# reason) on a machine without a GPU.
+set -u
+. "$(dirname "$0")/../lib.sh"
+prog="$NEXAR_BUILDDIR/test/gpu/allreduce_cuda_check"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+export NEXAR_THRESHOLD_BYTES=0 NEXAR_STATS=1
+
+run() {  # run NP VAR=VALUE... [-- ARGS]
+    local np=$1; shift
+    local envs=() args=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    [ $# -gt 0 ] && { shift; args=("$@"); }
+    echo "== $np ranks ${envs[*]:-} ${args[*]:-}"
+    env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" "$prog" "${args[@]}" >"$log" 2>&1
+    local rc=$?
+    grep -v '^nexar: rank' "$log" | tail -n 20
+    if grep -q "^SKIP:" "$log"; then exit 77; fi
+    [ $rc = 0 ] || fail "allreduce_cuda_check at $np ranks exited with $rc"
+    check_stats "$log" "$np" 1
+}
+
+run 2 NEXAR_CUDA_PATH=staged
+run 4 NEXAR_CUDA_PATH=staged NEXAR_SEGMENT_BYTES=256K
+run 2 NEXAR_CUDA_PATH=auto NEXAR_PIPELINE_DEPTH=2
+run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
+if ucx_info -d 2>/dev/null | grep -q "cuda_copy"; then
+    run 2 NEXAR_CUDA_PATH=direct
+else
+    echo "(direct path not run: this UCX has no CUDA support; ucx_info -d lists no cuda_copy)"
+fi
+echo "all GPU MPI runs passed"
