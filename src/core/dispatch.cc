@@ -53,42 +53,77 @@ bool statically_eligible(const Runtime& rt, const void* sendbuf, void* recvbuf, 
 // What this rank can do with its buffers for this call.
 struct LocalPlan {
     bool ready = false;
-    bool device = false;
+    MemoryType memory = MemoryType::host;
+    bool device = false;  // device or managed memory: a device engine
     DeviceEngine::Mode mode = DeviceEngine::Mode::staged;
     int device_id = 0;
     const char* why = "";  // when not ready
 };
 
-LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* recvbuf, size_t count, size_t esz,
-                       const RingOptions& opt) {
+// Where the buffers live; not ready yet.
+LocalPlan classify_buffers(const Runtime& rt, const void* src, void* recvbuf) {
     LocalPlan p;
-    if (!rt.transport_ready()) return p.why = "UCX is not running on this rank", p;
-    if (ctx.failed()) return p.why = "an earlier ring on this communicator failed", p;
     int dev_s = 0, dev_r = 0;
     MemoryType ms = classify_pointer(rt.device_api(), src, &dev_s);
     MemoryType mr = classify_pointer(rt.device_api(), recvbuf, &dev_r);
-    if ((ms == MemoryType::host) != (mr == MemoryType::host) || dev_s != dev_r)
-        return p.why = "send and receive buffers are in different memories", p;
+    p.memory = ms;
+    p.device = ms != MemoryType::host;
+    p.device_id = dev_s;
+    if (ms != mr || dev_s != dev_r) p.why = "send and receive buffers are in different memories";
+    return p;
+}
+
+LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* recvbuf, size_t count, size_t esz,
+                       const RingOptions& opt) {
+    LocalPlan p = classify_buffers(rt, src, recvbuf);
+    if (*p.why) return p;
+    if (!rt.transport_ready()) return p.why = "UCX is not running on this rank", p;
+    if (ctx.failed()) return p.why = "an earlier ring on this communicator failed", p;
     size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
-    if (ms == MemoryType::host) {
+    if (!p.device) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
         if (!ok(ctx.scratch().reserve(slot, opt.depth))) return p.why = "no memory for ring scratch", p;
         p.ready = true;
         return p;
     }
-    p.device = true;
-    p.device_id = dev_s;
     if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
     std::string error;
     // Request records only: device paths keep their slots in DeviceBuffers.
     if (!ok(ctx.scratch().reserve(0, opt.depth)) ||
-        !ok(ctx.device_buffers(rt.device_api()).reserve(dev_s, slot, opt.depth, p.mode == DeviceEngine::Mode::staged,
+        !ok(ctx.device_buffers(rt.device_api()).reserve(p.device_id, slot, opt.depth, p.mode == DeviceEngine::Mode::staged,
                                                         &error))) {
         NEXAR_WARN("%s; this allreduce passes through to MPI", error.c_str());
         return p.why = "no memory for GPU scratch", p;
     }
     p.ready = true;
     return p;
+}
+
+// An eligible call the ring cannot take.  Device buffers cannot be handed to
+// an MPI that does not know CUDA: such ranks copy to host, reduce with
+// PMPI_Allreduce there and copy back (what users of such MPIs do by hand).
+int fall_back(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const void* sendbuf, void* recvbuf, int count,
+              MPI_Datatype dt, MPI_Op op, MPI_Comm comm, size_t bytes) {
+    Stats& stats = process_stats();
+    if (plan.memory != MemoryType::device || rt.mpi_cuda_aware() || !rt.device_api())
+        return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.fallback_calls);
+    stats.fallback_calls.fetch_add(1, std::memory_order_relaxed);
+    DeviceBuffers& dev = ctx.device_buffers(rt.device_api());
+    std::string error;
+    char* host = dev.host_stage(bytes);
+    const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    if (!ok(dev.copy(plan.device_id, host, src, bytes, &error))) {
+        NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
+        return PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+    }
+    MPI_Op use = passthrough_op(dt, op);
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, host, count, dt, use == MPI_OP_NULL ? op : use, comm);
+    if (rc != MPI_SUCCESS) return rc;
+    if (!ok(dev.copy(plan.device_id, recvbuf, host, bytes, &error))) {
+        NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
+        return PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+    }
+    return MPI_SUCCESS;
 }
 
 }  // namespace
@@ -106,10 +141,11 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
 
     std::string error;
     CommContext* ctx = rt->context_for(comm, &error);
-    if (ctx->disabled()) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.fallback_calls);
-
     const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     const size_t esz = datatype_size(type);
+    if (ctx->disabled())
+        return fall_back(*rt, *ctx, classify_buffers(*rt, src, recvbuf), sendbuf, recvbuf, count, dt, op, comm,
+                         size_t(count) * esz);
     RingOptions opt;
     opt.segment_bytes = cfg.segment_bytes;
     opt.depth = cfg.pipeline_depth;
@@ -127,7 +163,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
                     (long long)agree[1], (long long)-agree[2], datatype_name(type));
         return PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
     }
-    if (!agree[0]) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.fallback_calls);
+    if (!agree[0]) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, size_t(count) * esz);
 
     RingLinks links = ctx->links(*rt->worker());
     HostEngine host_engine(type, rop, ctx->scratch());

@@ -1,5 +1,10 @@
 #include "core/runtime.h"
 
+#include <mpi.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>
+#endif
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -97,6 +102,9 @@ void Runtime::init(int thread_level) {
 }
 
 void Runtime::start_device() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+    mpi_cuda_aware_ = MPIX_Query_cuda_support() == 1;
+#endif
     std::string why;
     if (transport_ready() && !ok(load_device_api(&device_api_, &why))) {
         device_api_ = nullptr;

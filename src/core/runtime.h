@@ -39,6 +39,8 @@ public:
     // Agreed at start-up: some rank of the job has a GPU plugin, so device
     // buffers may come; identical on every rank.
     bool device_possible() const { return device_possible_; }
+    // Whether the MPI underneath accepts device pointers itself.
+    bool mpi_cuda_aware() const { return mpi_cuda_aware_; }
     // How this rank moves device buffers, or false when it cannot.
     bool device_path(DeviceEngine::Mode* mode) const;
 
@@ -67,6 +69,7 @@ private:
     const nexar_device_api* device_api_ = nullptr;
     bool device_possible_ = false;
     bool ucx_cuda_ = false;
+    bool mpi_cuda_aware_ = false;
     std::atomic<uint32_t> next_context_id_{1};
     std::mutex registry_mutex_;
     std::set<CommContext*> registry_;

@@ -27,7 +27,8 @@ Status DeviceBuffers::fail(const char* what, std::string* error) {
     return Status::no_memory;
 }
 
-Status DeviceBuffers::reserve(int device, size_t slot_bytes, uint32_t depth, bool staged, std::string* error) {
+// Makes `device` current and owns streams on it.
+Status DeviceBuffers::select(int device, std::string* error) {
     if (device != device_id_) {
         release();  // resources belong to one device
         if (api_->set_device(device) != 0) return fail("selecting the GPU", error);
@@ -37,6 +38,25 @@ Status DeviceBuffers::reserve(int device, size_t slot_bytes, uint32_t depth, boo
     } else if (api_->set_device(device) != 0) {
         return fail("selecting the GPU", error);
     }
+    return Status::ok;
+}
+
+Status DeviceBuffers::copy(int device, void* dst, const void* src, size_t bytes, std::string* error) {
+    Status s = select(device, error);
+    if (!ok(s)) return s;
+    if (api_->memcpy_async(dst, src, bytes, recv_stream_) != 0 || api_->stream_synchronize(recv_stream_) != 0)
+        return fail("copying between GPU and host", error);
+    return Status::ok;
+}
+
+char* DeviceBuffers::host_stage(size_t bytes) {
+    if (host_stage_.size() < bytes) host_stage_.resize(bytes);
+    return host_stage_.data();
+}
+
+Status DeviceBuffers::reserve(int device, size_t slot_bytes, uint32_t depth, bool staged, std::string* error) {
+    Status sel = select(device, error);
+    if (!ok(sel)) return sel;
     while (send_events_.size() < depth) {
         void *s = nullptr, *r = nullptr;
         if (api_->event_create(&s) != 0) return fail("creating GPU events", error);

@@ -26,6 +26,12 @@ public:
     // when `staged`.  On failure *error says what could not be had.
     Status reserve(int device, size_t slot_bytes, uint32_t depth, bool staged, std::string* error);
 
+    // Copies `bytes` between any two memories and waits for the copy (the
+    // fallback path stages device buffers through host memory with it).
+    Status copy(int device, void* dst, const void* src, size_t bytes, std::string* error);
+    // A host buffer of at least `bytes`, kept for the next call.
+    char* host_stage(size_t bytes);
+
     const nexar_device_api* api() const { return api_; }
     char* device_slot(uint32_t i) { return device_ + size_t(i) * slot_bytes_; }
     char* pinned_send(uint32_t i) { return pinned_send_ + size_t(i) * slot_bytes_; }
@@ -37,6 +43,7 @@ public:
 
 private:
     void release();
+    Status select(int device, std::string* error);
     Status fail(const char* what, std::string* error);
 
     const nexar_device_api* api_;
@@ -49,6 +56,7 @@ private:
     void* send_stream_ = nullptr;
     void* recv_stream_ = nullptr;
     std::vector<void*> send_events_, recv_events_;
+    std::vector<char> host_stage_;
 };
 
 }  // namespace nexar
