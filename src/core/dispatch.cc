@@ -143,15 +143,19 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     CommContext* ctx = rt->context_for(comm, &error);
     const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     const size_t esz = datatype_size(type);
-    if (ctx->disabled())
+    if (ctx->disabled()) {
+        CurrentDeviceGuard device_guard(rt->device_api());
         return fall_back(*rt, *ctx, classify_buffers(*rt, src, recvbuf), sendbuf, recvbuf, count, dt, op, comm,
                          size_t(count) * esz);
+    }
     RingOptions opt;
     opt.segment_bytes = cfg.segment_bytes;
     opt.depth = cfg.pipeline_depth;
     opt.timeout_s = cfg.timeout_s;
 
-    // Per-rank readiness, agreed together with the count.
+    // Per-rank readiness, agreed together with the count.  Device work
+    // selects the buffers' GPU; the application's current GPU comes back.
+    CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
     LocalPlan plan = plan_buffers(*rt, *ctx, src, recvbuf, size_t(count), esz, opt);
     if (!plan.ready) NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", size_t(count) * esz, plan.why);
     bool ready = plan.ready;

@@ -54,6 +54,7 @@ int pointer_kind(const void* ptr, int* kind, int* device) {
 }
 
 int set_device(int device) { return check(cudaSetDevice(device), "cudaSetDevice"); }
+int get_device(int* device) { return check(cudaGetDevice(device), "cudaGetDevice"); }
 
 int stream_create(void** s) {
     cudaStream_t stream;
@@ -98,7 +99,7 @@ int alloc_pinned(void** p, size_t bytes) { return check(cudaMallocHost(p, bytes 
 void free_pinned(void* p) { cudaFreeHost(p); }
 const char* last_error() { return g_error; }
 
-const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "CUDA", init, pointer_kind, set_device, stream_create,
+const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "CUDA", init, pointer_kind, set_device, get_device, stream_create,
                                stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
                                event_query, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
                                free_pinned, last_error};

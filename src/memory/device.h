@@ -22,4 +22,22 @@ Status load_device_api(const nexar_device_api** out, std::string* why);
 // ordinal for device and managed memory.
 MemoryType classify_pointer(const nexar_device_api* api, const void* ptr, int* device);
 
+// Restores the calling thread's current GPU on scope exit: nexar selects the
+// buffers' device, the application keeps the one it had.
+class CurrentDeviceGuard {
+public:
+    explicit CurrentDeviceGuard(const nexar_device_api* api) : api_(api) {
+        if (api_ && api_->get_device(&device_) != 0) api_ = nullptr;
+    }
+    ~CurrentDeviceGuard() {
+        if (api_) api_->set_device(device_);
+    }
+    CurrentDeviceGuard(const CurrentDeviceGuard&) = delete;
+    CurrentDeviceGuard& operator=(const CurrentDeviceGuard&) = delete;
+
+private:
+    const nexar_device_api* api_;
+    int device_ = 0;
+};
+
 }  // namespace nexar

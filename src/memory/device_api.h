@@ -41,6 +41,7 @@ typedef struct nexar_device_api {
     /* Classifies a pointer; any driver error state is cleared. */
     int (*pointer_kind)(const void *ptr, int *kind, int *device);
     int (*set_device)(int device);
+    int (*get_device)(int *device);
 
     int (*stream_create)(void **stream);
     void (*stream_destroy)(void *stream);

@@ -86,6 +86,7 @@ int pointer_kind(const void* p, int* kind, int* device) {
     return 0;
 }
 int set_device(int) { return 0; }
+int get_device(int* d) { return *d = 0, 0; }
 int stream_create(void** s) { return *s = new Stream, 0; }
 void stream_destroy(void* s) { delete static_cast<Stream*>(s); }
 int stream_synchronize(void* s) { return static_cast<Stream*>(s)->synchronize(), 0; }
@@ -134,7 +135,7 @@ int alloc_pinned(void** p, size_t bytes) { return (*p = malloc(bytes ? bytes : 1
 void free_pinned(void* p) { free(p); }
 const char* last_error() { return "fake device error"; }
 
-const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "fake", init, pointer_kind, set_device, stream_create,
+const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "fake", init, pointer_kind, set_device, get_device, stream_create,
                                stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
                                event_query, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
                                free_pinned, last_error};
