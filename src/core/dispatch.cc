@@ -34,12 +34,14 @@ int pass_through(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
 
 // The checks that are identical on every rank by MPI's rules.
 bool statically_eligible(const Runtime& rt, const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
-                         MPI_Op op, MPI_Comm comm, DataType* type, ReduceOp* rop) {
+                         MPI_Op op, MPI_Comm comm, RingElement* element) {
     const Config& cfg = rt.config();
     if (comm == MPI_COMM_NULL || count < 0) return false;  // PMPI reports the error
     if (sendbuf == recvbuf && count > 0) return false;     // erroneous aliasing: PMPI reports it
-    if (!map_mpi_datatype(dt, type) || !map_mpi_op(op, rop) || !op_supported(*type, *rop)) return false;
-    if (uint64_t(count) * datatype_size(*type) < cfg.threshold_bytes) return false;
+    if (count > 0 && (!recvbuf || (!sendbuf && sendbuf != MPI_IN_PLACE))) return false;  // likewise
+    if (sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM) return false;  // absolute addresses: MPI's business
+    if (!map_mpi_call(dt, op, element)) return false;
+    if (uint64_t(count) * element->per_item * datatype_size(element->type) < cfg.threshold_bytes) return false;
     int inter = 0, size = 0;
     PMPI_Comm_test_inter(comm, &inter);
     if (inter) return false;
@@ -134,10 +136,12 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     if (!rt || !rt->config().enable) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
     const Config& cfg = rt->config();
 
-    DataType type;
-    ReduceOp rop;
-    if (!statically_eligible(*rt, sendbuf, recvbuf, count, dt, op, comm, &type, &rop))
+    RingElement element;
+    if (!statically_eligible(*rt, sendbuf, recvbuf, count, dt, op, comm, &element))
         return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
+    const DataType type = element.type;
+    const ReduceOp rop = element.op;
+    const size_t ring_count = size_t(count) * element.per_item;  // elements the ring reduces
 
     std::string error;
     CommContext* ctx = rt->context_for(comm, &error);
@@ -146,7 +150,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     if (ctx->disabled()) {
         CurrentDeviceGuard device_guard(rt->device_api());
         return fall_back(*rt, *ctx, classify_buffers(*rt, src, recvbuf), sendbuf, recvbuf, count, dt, op, comm,
-                         size_t(count) * esz);
+                         ring_count * esz);
     }
     RingOptions opt;
     opt.segment_bytes = cfg.segment_bytes;
@@ -156,8 +160,8 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     // Per-rank readiness, agreed together with the count.  Device work
     // selects the buffers' GPU; the application's current GPU comes back.
     CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
-    LocalPlan plan = plan_buffers(*rt, *ctx, src, recvbuf, size_t(count), esz, opt);
-    if (!plan.ready) NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", size_t(count) * esz, plan.why);
+    LocalPlan plan = plan_buffers(*rt, *ctx, src, recvbuf, ring_count, esz, opt);
+    if (!plan.ready) NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", ring_count * esz, plan.why);
     bool ready = plan.ready;
     int64_t agree[3] = {ready ? 1 : 0, int64_t(count), -int64_t(count)};
     PMPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT64_T, MPI_MIN, comm);
@@ -167,23 +171,23 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
                     (long long)agree[1], (long long)-agree[2], datatype_name(type));
         return PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
     }
-    if (!agree[0]) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, size_t(count) * esz);
+    if (!agree[0]) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
 
     RingLinks links = ctx->links(*rt->worker());
     HostEngine host_engine(type, rop, ctx->scratch());
     std::optional<DeviceEngine> device_engine;
     if (plan.device) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
     SegmentEngine& engine = plan.device ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
-    Status s = ring_allreduce(links, ctx->next_sequence(), src, recvbuf, size_t(count), type, rop, opt, ctx->scratch(),
+    Status s = ring_allreduce(links, ctx->next_sequence(), src, recvbuf, ring_count, type, rop, opt, ctx->scratch(),
                               engine, &error);
     if (!ok(s)) {
         ctx->mark_failed();
-        NEXAR_ERROR("MPI_Allreduce of %zu bytes on communicator context %u failed: %s: %s", size_t(count) * esz,
+        NEXAR_ERROR("MPI_Allreduce of %zu bytes on communicator context %u failed: %s: %s", ring_count * esz,
                     ctx->id(), status_string(s), error.c_str());
         return PMPI_Comm_call_errhandler(comm, s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
     }
     stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
-    stats.ring_bytes.fetch_add(uint64_t(count) * esz, std::memory_order_relaxed);
+    stats.ring_bytes.fetch_add(uint64_t(ring_count) * esz, std::memory_order_relaxed);
     return MPI_SUCCESS;
 }
 

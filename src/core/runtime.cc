@@ -44,7 +44,7 @@ void Runtime::stop() {
     }
     for (MPI_Comm c : comms) PMPI_Comm_delete_attr(c, rt->comm_keyval_);
     if (rt->comm_keyval_ != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&rt->comm_keyval_);
-    free_mpi_half_types();
+    free_mpi_types();
     if (rt->config_.stats) fprintf(stderr, "%s\n", stats_line(rt->world_rank_, process_stats()).c_str());
     g_runtime.store(nullptr, std::memory_order_release);
     delete rt;
@@ -75,7 +75,7 @@ void Runtime::init(int thread_level) {
     NEXAR_INFO("settings: %s", describe(config_).c_str());
 
     // nexar.h's 16-bit float datatypes work even with nexar disabled.
-    create_mpi_half_types();
+    init_mpi_types();
 
     // The self attribute's delete callback runs first thing in
     // PMPI_Finalize: it tears nexar down even if MPI_Finalize was bypassed.
