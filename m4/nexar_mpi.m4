@@ -37,6 +37,9 @@ AC_DEFUN([NEXAR_CHECK_MPI], [
   CPPFLAGS="$nexar_save_CPPFLAGS"; LDFLAGS="$nexar_save_LDFLAGS"; LIBS="$nexar_save_LIBS"
   MPI_CPPFLAGS="$MPI_CPPFLAGS -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX"
   AS_IF([test -z "$MPIRUN"], [MPIRUN=mpirun])
+  dnl The Fortran wrapper compiler, for the Fortran tests only.
+  AC_PATH_PROGS([MPIFC], [mpifort mpif90], [], [`dirname $MPICC`:$PATH])
+  AC_SUBST([MPIFC])
   AC_SUBST([MPI_CPPFLAGS]) AC_SUBST([MPI_LDFLAGS]) AC_SUBST([MPI_LIBS]) AC_SUBST([MPIRUN])
   nexar_mpi_summary="$nexar_mpi_flavour ($MPICC)"
 ])

@@ -8,6 +8,7 @@ packages=(
     libucx-dev                                       # UCX (ucp)
     libgtest-dev                                     # unit tests
     libbenchmark-dev                                 # make bench
+    gfortran                                         # Fortran tests
 )
 missing=()
 for p in "${packages[@]}"; do

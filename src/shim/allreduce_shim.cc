@@ -8,10 +8,11 @@
 #include "core/log.h"
 #include "core/runtime.h"
 #include "core/stats.h"
+#include "shim/shim.h"
 
-namespace {
+namespace nexar {
 
-void start_runtime() {
+void shim_start_runtime() {
     try {
         int provided = MPI_THREAD_SINGLE;
         PMPI_Query_thread(&provided);
@@ -23,28 +24,32 @@ void start_runtime() {
     }
 }
 
-}  // namespace
-
-extern "C" {
-
-int MPI_Init(int* argc, char*** argv) {
-    int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS) start_runtime();
-    return rc;
-}
-
-int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-    int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS) start_runtime();
-    return rc;
-}
-
-int MPI_Finalize(void) {
+void shim_stop_runtime() {
     try {
         nexar::Runtime::stop();
     } catch (...) {
         NEXAR_WARN("error while shutting down; continuing with MPI_Finalize");
     }
+}
+
+}  // namespace nexar
+
+extern "C" {
+
+int MPI_Init(int* argc, char*** argv) {
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) nexar::shim_start_runtime();
+    return rc;
+}
+
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) nexar::shim_start_runtime();
+    return rc;
+}
+
+int MPI_Finalize(void) {
+    nexar::shim_stop_runtime();
     return PMPI_Finalize();
 }
 

@@ -1,0 +1,166 @@
+// Fortran entry points.  Open MPI's Fortran bindings call PMPI_Allreduce
+// directly, so a C wrapper never sees Fortran programs: these symbols take
+// the calls instead, turn Fortran handles into C ones (MPI_*_f2c) and
+// Fortran's MPI_IN_PLACE / MPI_BOTTOM into C's, and share the C dispatch.
+//
+//   mpif.h and `use mpi`:  mpi_allreduce_, mpi_allreduce__, mpi_allreduce,
+//                          MPI_ALLREDUCE (the compilers' name manglings)
+//   `use mpi_f08` (Open MPI): its module procedure calls ompi_allreduce_f
+//                          in libmpi_mpifh with exactly these arguments
+//                          (handles are the MPI_VAL integers), so that C
+//                          function is interposed too.
+//
+// MPI_INIT, MPI_INIT_THREAD and MPI_FINALIZE are wrapped the same way (the
+// Fortran bindings call PMPI_Init* directly, so nexar would never start):
+// each calls the MPI's own Fortran routine, found with RTLD_NEXT so its
+// Fortran-specific set-up still happens, then starts or stops nexar.
+#include <dlfcn.h>
+#include <mpi.h>
+
+#include <exception>
+#include <mutex>
+
+#include "core/log.h"
+#include "core/runtime.h"
+#include "shim/shim.h"
+
+namespace {
+
+// Fortran's MPI_IN_PLACE and MPI_BOTTOM are common-block variables whose
+// addresses are the sentinels; their names depend on the mangling.
+struct Sentinels {
+    const void* in_place[4] = {nullptr, nullptr, nullptr, nullptr};
+    const void* bottom[4] = {nullptr, nullptr, nullptr, nullptr};
+};
+
+const Sentinels& sentinels() {
+    static Sentinels s;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        const char* in_place[] = {"mpi_fortran_in_place_", "mpi_fortran_in_place", "mpi_fortran_in_place__",
+                                  "MPI_FORTRAN_IN_PLACE"};
+        const char* bottom[] = {"mpi_fortran_bottom_", "mpi_fortran_bottom", "mpi_fortran_bottom__",
+                                "MPI_FORTRAN_BOTTOM"};
+        for (int i = 0; i < 4; ++i) {
+            s.in_place[i] = dlsym(RTLD_DEFAULT, in_place[i]);
+            s.bottom[i] = dlsym(RTLD_DEFAULT, bottom[i]);
+        }
+    });
+    return s;
+}
+
+bool is_one_of(const void* p, const void* const (&list)[4]) {
+    for (const void* q : list)
+        if (q && p == q) return true;
+    return false;
+}
+
+void allreduce_f(void* sendbuf, void* recvbuf, const MPI_Fint* count, const MPI_Fint* datatype, const MPI_Fint* op,
+                 const MPI_Fint* comm, MPI_Fint* ierr) {
+    const Sentinels& s = sentinels();
+    const void* send = is_one_of(sendbuf, s.in_place) ? MPI_IN_PLACE
+                       : is_one_of(sendbuf, s.bottom) ? MPI_BOTTOM
+                                                      : sendbuf;
+    void* recv = is_one_of(recvbuf, s.bottom) ? MPI_BOTTOM : recvbuf;
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    int rc;
+    try {
+        rc = nexar::intercept_allreduce(send, recv, int(*count), PMPI_Type_f2c(*datatype), PMPI_Op_f2c(*op), c);
+    } catch (const std::exception& e) {
+        NEXAR_ERROR("MPI_ALLREDUCE: internal error (%s)", e.what());
+        rc = PMPI_Comm_call_errhandler(c, MPI_ERR_INTERN);
+    } catch (...) {
+        rc = PMPI_Comm_call_errhandler(c, MPI_ERR_INTERN);
+    }
+    if (ierr) *ierr = MPI_Fint(rc);
+}
+
+using InitF = void (*)(MPI_Fint*);
+using InitThreadF = void (*)(MPI_Fint*, MPI_Fint*, MPI_Fint*);
+
+// The same-named routine of the library after ours (the MPI's own).
+template <class F>
+F next_definition(const char* name) {
+    return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+}
+
+void init_f(const char* name, MPI_Fint* ierr) {
+    int rc;
+    if (InitF next = next_definition<InitF>(name)) {
+        MPI_Fint f = MPI_SUCCESS;
+        next(&f);
+        rc = int(f);
+    } else {
+        int argc = 0;
+        char** argv = nullptr;
+        rc = PMPI_Init(&argc, &argv);
+    }
+    if (rc == MPI_SUCCESS) nexar::shim_start_runtime();
+    if (ierr) *ierr = MPI_Fint(rc);
+}
+
+void init_thread_f(const char* name, MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr) {
+    int rc;
+    if (InitThreadF next = next_definition<InitThreadF>(name)) {
+        MPI_Fint f = MPI_SUCCESS;
+        next(required, provided, &f);
+        rc = int(f);
+    } else {
+        int argc = 0, p = 0;
+        char** argv = nullptr;
+        rc = PMPI_Init_thread(&argc, &argv, int(*required), &p);
+        *provided = MPI_Fint(p);
+    }
+    if (rc == MPI_SUCCESS) nexar::shim_start_runtime();
+    if (ierr) *ierr = MPI_Fint(rc);
+}
+
+void finalize_f(const char* name, MPI_Fint* ierr) {
+    nexar::shim_stop_runtime();
+    if (InitF next = next_definition<InitF>(name)) {
+        next(ierr);
+    } else {
+        int rc = PMPI_Finalize();
+        if (ierr) *ierr = MPI_Fint(rc);
+    }
+}
+
+}  // namespace
+
+#define NEXAR_FORTRAN_INIT(name) \
+    void name(MPI_Fint* ierr) { init_f(#name, ierr); }
+#define NEXAR_FORTRAN_INIT_THREAD(name) \
+    void name(MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierr) { init_thread_f(#name, required, provided, ierr); }
+#define NEXAR_FORTRAN_FINALIZE(name) \
+    void name(MPI_Fint* ierr) { finalize_f(#name, ierr); }
+
+#define NEXAR_FORTRAN_ALLREDUCE(name)                                                                        \
+    void name(void* sendbuf, void* recvbuf, MPI_Fint* count, MPI_Fint* datatype, MPI_Fint* op, MPI_Fint* comm, \
+              MPI_Fint* ierr) {                                                                              \
+        allreduce_f(sendbuf, recvbuf, count, datatype, op, comm, ierr);                                      \
+    }
+
+extern "C" {
+NEXAR_FORTRAN_INIT(mpi_init_)
+NEXAR_FORTRAN_INIT(mpi_init__)
+NEXAR_FORTRAN_INIT(mpi_init)
+NEXAR_FORTRAN_INIT(MPI_INIT)
+NEXAR_FORTRAN_INIT_THREAD(mpi_init_thread_)
+NEXAR_FORTRAN_INIT_THREAD(mpi_init_thread__)
+NEXAR_FORTRAN_INIT_THREAD(mpi_init_thread)
+NEXAR_FORTRAN_INIT_THREAD(MPI_INIT_THREAD)
+NEXAR_FORTRAN_FINALIZE(mpi_finalize_)
+NEXAR_FORTRAN_FINALIZE(mpi_finalize__)
+NEXAR_FORTRAN_FINALIZE(mpi_finalize)
+NEXAR_FORTRAN_FINALIZE(MPI_FINALIZE)
+NEXAR_FORTRAN_ALLREDUCE(mpi_allreduce_)
+NEXAR_FORTRAN_ALLREDUCE(mpi_allreduce__)
+NEXAR_FORTRAN_ALLREDUCE(mpi_allreduce)
+NEXAR_FORTRAN_ALLREDUCE(MPI_ALLREDUCE)
+#if defined(OPEN_MPI) && OPEN_MPI
+NEXAR_FORTRAN_INIT(ompi_init_f)
+NEXAR_FORTRAN_INIT_THREAD(ompi_init_thread_f)
+NEXAR_FORTRAN_FINALIZE(ompi_finalize_f)
+NEXAR_FORTRAN_ALLREDUCE(ompi_allreduce_f)
+#endif
+}

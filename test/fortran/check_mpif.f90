@@ -1,0 +1,6 @@
+program check_mpif
+  implicit none
+  include 'mpif.h'
+  character(len=*), parameter :: variant = 'fortran mpif.h'
+  include 'check_body.inc'
+end program check_mpif

@@ -1,0 +1,6 @@
+program check_use_mpi
+  use mpi
+  implicit none
+  character(len=*), parameter :: variant = 'fortran use mpi'
+  include 'check_body.inc'
+end program check_use_mpi

@@ -1,0 +1,36 @@
+#!/bin/bash
+# Fortran: real programs using `use mpi`, `include 'mpif.h'` and
+# `use mpi_f08`, compiled here with the MPI's Fortran wrapper.  Two run
+# with LD_PRELOAD, the mpif.h one is linked with -lnexar_pmpi.  Results must
+# be exact, and NEXAR_STATS must show the ring ran on every rank (the four
+# allreduces of each program are above the threshold).
+set -u
+. "$(dirname "$0")/../lib.sh"
+src=$(cd "$(dirname "$0")" && pwd)
+[ -n "${MPIFC:-}" ] || fail "no MPI Fortran compiler (mpifort/mpif90) was found by configure; apt-get install gfortran"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+libdir="$NEXAR_BUILDDIR/.libs"
+"$MPIFC" -I"$src" "$src/check_use_mpi.f90" -o "$work/check_use_mpi" || fail "compiling check_use_mpi.f90"
+"$MPIFC" -I"$src" "$src/check_mpi_f08.f90" -o "$work/check_mpi_f08" || fail "compiling check_mpi_f08.f90"
+# mpif.h has no interfaces: gfortran >= 10 needs this for MPI_IN_PLACE vs arrays.
+"$MPIFC" -fallow-argument-mismatch -w -I"$src" "$src/check_mpif.f90" -o "$work/check_mpif" \
+    -L"$libdir" -Wl,-rpath,"$libdir" -lnexar_pmpi || fail "compiling check_mpif.f90 with -lnexar_pmpi"
+ldd "$work/check_mpif" | grep -q libnexar_pmpi || fail "check_mpif is not linked with libnexar_pmpi"
+
+export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=256K NEXAR_STATS=1
+for v in use_mpi mpi_f08 mpif; do
+    for np in 2 3; do
+        preload="$libdir/libnexar_pmpi.so"
+        [ $v = mpif ] && preload=""
+        echo "== $v, $np ranks${preload:+, LD_PRELOAD}"
+        LD_PRELOAD="$preload" bash -c 'source "$0"; nexar_mpirun "$@"' "$src/../lib.sh" "$np" "$work/check_$v" \
+            >"$work/log" 2>&1
+        rc=$?
+        cat "$work/log"
+        [ $rc = 0 ] || fail "check_$v at $np ranks exited with $rc"
+        grep -q "errors=0" "$work/log" || fail "check_$v: wrong results"
+        check_stats "$work/log" "$np" 4
+    done
+done
+echo "all Fortran runs passed"
