@@ -61,8 +61,9 @@ size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment
 
 namespace {
 
-// How long a failed ring waits for UCX to hand back its outstanding requests.
-constexpr double kAbortWaitSeconds = 2.0;
+// How long a failed ring waits for UCX to hand back its outstanding requests
+// before it abandons their memory (RingScratch::abandon).
+constexpr double kAbortWaitSeconds = 0.5;
 
 // What a posted message is, kept until it completes.
 struct PendingMessage {
@@ -262,11 +263,17 @@ Status Ring::check_stall() {
                     ucs_status_string(l_.prev->failure_status()));
     if (opt_.timeout_s > 0) {
         double idle = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_progress_).count();
-        if (idle > opt_.timeout_s)
+        if (idle > opt_.timeout_s) {
+            char peers[64];
+            if (prev_rank() == next_rank())
+                snprintf(peers, sizeof peers, "rank %d", prev_rank());
+            else
+                snprintf(peers, sizeof peers, "rank %d or rank %d", prev_rank(), next_rank());
             return fail(Status::timeout,
-                        "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on rank %d or rank %d "
+                        "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on %s "
                         "(received %zu, sent %zu of the call's segment messages)",
-                        idle, prev_rank(), next_rank(), recv_done_, send_done_);
+                        idle, peers, recv_done_, send_done_);
+        }
     }
     return Status::ok;
 }

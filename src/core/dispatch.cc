@@ -38,7 +38,6 @@ bool statically_eligible(const Runtime& rt, const void* sendbuf, void* recvbuf, 
     const Config& cfg = rt.config();
     if (comm == MPI_COMM_NULL || count < 0) return false;  // PMPI reports the error
     if (sendbuf == recvbuf && count > 0) return false;     // erroneous aliasing: PMPI reports it
-    if (count > 0 && (!recvbuf || (!sendbuf && sendbuf != MPI_IN_PLACE))) return false;  // likewise
     if (sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM) return false;  // absolute addresses: MPI's business
     if (!map_mpi_call(dt, op, element)) return false;
     if (uint64_t(count) * element->per_item * datatype_size(element->type) < cfg.threshold_bytes) return false;
@@ -84,7 +83,12 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
     if (!p.device) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
-        if (!ok(ctx.scratch().reserve(slot, opt.depth))) return p.why = "no memory for ring scratch", p;
+        if (!ok(ctx.scratch().reserve(slot, opt.depth))) {
+            NEXAR_WARN("no memory for %s of ring scratch (NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH); "
+                       "this allreduce passes through to MPI",
+                       format_bytes(uint64_t(slot) * opt.depth).c_str());
+            return p.why = "no memory for ring scratch", p;
+        }
         p.ready = true;
         return p;
     }
@@ -116,19 +120,26 @@ int fall_back(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const void* 
     const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     if (!ok(dev.copy(plan.device_id, host, src, bytes, &error))) {
         NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
-        return PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+        return raise_mpi_error(comm, MPI_ERR_OTHER);
     }
     MPI_Op use = passthrough_op(dt, op);
     int rc = PMPI_Allreduce(MPI_IN_PLACE, host, count, dt, use == MPI_OP_NULL ? op : use, comm);
     if (rc != MPI_SUCCESS) return rc;
     if (!ok(dev.copy(plan.device_id, recvbuf, host, bytes, &error))) {
         NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
-        return PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+        return raise_mpi_error(comm, MPI_ERR_OTHER);
     }
     return MPI_SUCCESS;
 }
 
 }  // namespace
+
+int raise_mpi_error(MPI_Comm comm, int error_class) {
+    // MPI_Comm_call_errhandler returns MPI_SUCCESS once the handler has run;
+    // the caller must still see the error.
+    PMPI_Comm_call_errhandler(comm, error_class);
+    return error_class;
+}
 
 int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
     Stats& stats = process_stats();
@@ -136,6 +147,12 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     if (!rt || !rt->config().enable) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
     const Config& cfg = rt->config();
 
+    // A null buffer with a predefined type cannot be MPI_BOTTOM plus absolute
+    // addresses; Open MPI does not check it and crashes, so report it here.
+    if (count > 0 && (!recvbuf || !sendbuf) && known_mpi_datatype(dt)) {
+        NEXAR_ERROR("MPI_Allreduce: %s buffer is NULL with a count of %d", !recvbuf ? "the receive" : "the send", count);
+        return raise_mpi_error(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, MPI_ERR_BUFFER);
+    }
     RingElement element;
     if (!statically_eligible(*rt, sendbuf, recvbuf, count, dt, op, comm, &element))
         return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
@@ -169,7 +186,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         NEXAR_ERROR("MPI_Allreduce: ranks passed different counts (from %lld to %lld elements of %s); "
                     "every rank must pass the same count",
                     (long long)agree[1], (long long)-agree[2], datatype_name(type));
-        return PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
+        return raise_mpi_error(comm, MPI_ERR_COUNT);
     }
     if (!agree[0]) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
 
@@ -184,7 +201,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         ctx->mark_failed();
         NEXAR_ERROR("MPI_Allreduce of %zu bytes on communicator context %u failed: %s: %s", ring_count * esz,
                     ctx->id(), status_string(s), error.c_str());
-        return PMPI_Comm_call_errhandler(comm, s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
+        return raise_mpi_error(comm, s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
     }
     stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
     stats.ring_bytes.fetch_add(uint64_t(ring_count) * esz, std::memory_order_relaxed);

@@ -75,6 +75,11 @@ private:
     std::set<CommContext*> registry_;
 };
 
+// Raises `error_class` on `comm` the way MPI does: the communicator's error
+// handler runs (MPI_ERRORS_ARE_FATAL aborts the job), and when it returns the
+// error code is what the call returns.
+int raise_mpi_error(MPI_Comm comm, int error_class);
+
 // The MPI_Allreduce the shim exports: dispatch to the ring or to PMPI.
 int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                         MPI_Comm comm);

@@ -194,6 +194,13 @@ bool map_mpi_call(MPI_Datatype dt, MPI_Op op, RingElement* out) {
     return false;
 }
 
+bool known_mpi_datatype(MPI_Datatype dt) {
+    if (dt == MPI_DATATYPE_NULL) return false;
+    for (const TypeEntry& e : g_types)
+        if (e.mpi == dt) return true;
+    return false;
+}
+
 bool map_mpi_op(MPI_Op op, ReduceOp* out) {
     struct Entry { MPI_Op mpi; ReduceOp op; };
     const Entry table[] = {

@@ -25,6 +25,8 @@ struct RingElement {
 // would reject - returns false and goes to PMPI, which reports any error.
 // Valid after init_mpi_types().
 bool map_mpi_call(MPI_Datatype dt, MPI_Op op, RingElement* out);
+// True when `dt` is one of the predefined types in the table (any op).
+bool known_mpi_datatype(MPI_Datatype dt);
 // True for the predefined ops the ring implements (any datatype).
 bool map_mpi_op(MPI_Op op, ReduceOp* out);
 

@@ -60,10 +60,10 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
         // Only allocation failures (std::bad_alloc) can throw; the error
         // handler decides what happens next, as for any MPI error.
         NEXAR_ERROR("MPI_Allreduce: internal error (%s)", e.what());
-        return PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
+        return nexar::raise_mpi_error(comm, MPI_ERR_INTERN);
     } catch (...) {
         NEXAR_ERROR("MPI_Allreduce: internal error");
-        return PMPI_Comm_call_errhandler(comm, MPI_ERR_INTERN);
+        return nexar::raise_mpi_error(comm, MPI_ERR_INTERN);
     }
 }
 

@@ -68,9 +68,9 @@ void allreduce_f(void* sendbuf, void* recvbuf, const MPI_Fint* count, const MPI_
         rc = nexar::intercept_allreduce(send, recv, int(*count), PMPI_Type_f2c(*datatype), PMPI_Op_f2c(*op), c);
     } catch (const std::exception& e) {
         NEXAR_ERROR("MPI_ALLREDUCE: internal error (%s)", e.what());
-        rc = PMPI_Comm_call_errhandler(c, MPI_ERR_INTERN);
+        rc = nexar::raise_mpi_error(c, MPI_ERR_INTERN);
     } catch (...) {
-        rc = PMPI_Comm_call_errhandler(c, MPI_ERR_INTERN);
+        rc = nexar::raise_mpi_error(c, MPI_ERR_INTERN);
     }
     if (ierr) *ierr = MPI_Fint(rc);
 }

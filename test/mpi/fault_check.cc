@@ -1,0 +1,228 @@
+// MPI fault and semantics checks, one mode per run (linked with -lnexar_pmpi,
+// run with NEXAR_HOST_BUFFERS=1 and NEXAR_THRESHOLD_BYTES=0 so that nexar's
+// dispatch sees every call):
+//
+//   errors          bad arguments: MPI_Allreduce (nexar) must return the
+//                   same error class as PMPI_Allreduce under MPI_ERRORS_RETURN
+//   count-mismatch  ranks pass different counts: every rank gets
+//                   MPI_ERR_COUNT, nothing is written past a buffer, and the
+//                   communicator still works afterwards
+//   kill            rank 1 dies (SIGKILL) in the middle of a ring: rank 0
+//                   gets an error within NEXAR_TIMEOUT_S instead of hanging,
+//                   reports it and aborts the job
+//   stall           the same with rank 1 stopped (SIGSTOP), which no
+//                   transport notices: only NEXAR_TIMEOUT_S can catch it
+//   oom             ring scratch cannot be allocated (run under a small
+//                   `ulimit -v`): a warning, the call passes through, the
+//                   result is right
+//   threads         MPI_THREAD_MULTIPLE: threads run allreduces on their own
+//                   communicators at the same time, all results exact
+#include <mpi.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nexar/nexar.h"
+
+namespace {
+
+int g_rank = 0, g_size = 1, g_failures = 0;
+
+void expect(bool ok, const std::string& what) {
+    if (!ok) {
+        fprintf(stderr, "FAIL [rank %d]: %s\n", g_rank, what.c_str());
+        ++g_failures;
+    }
+}
+
+int error_class(int rc) {
+    int cls = rc;
+    if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+    return cls;
+}
+
+void mode_errors() {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    std::vector<float> a(1024, 1.0f), b(1024);
+    struct Case {
+        const char* name;
+        const void* s;
+        void* r;
+        int count;
+        MPI_Datatype dt;
+        MPI_Op op;
+        MPI_Comm comm;
+        int expect_class;  // -1: whatever MPI returns
+    };
+    const Case cases[] = {
+        {"negative count", a.data(), b.data(), -1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, -1},
+        {"sendbuf == recvbuf without MPI_IN_PLACE", a.data(), a.data(), 1024, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, -1},
+        // Open MPI 4.1 does not check this one and crashes; nexar reports it.
+        {"null receive buffer", a.data(), nullptr, 1024, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, MPI_ERR_BUFFER},
+        {"null send buffer", nullptr, b.data(), 1024, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, MPI_ERR_BUFFER},
+        {"MPI_DATATYPE_NULL", a.data(), b.data(), 1024, MPI_DATATYPE_NULL, MPI_SUM, MPI_COMM_WORLD, -1},
+        {"MPI_OP_NULL", a.data(), b.data(), 1024, MPI_FLOAT, MPI_OP_NULL, MPI_COMM_WORLD, -1},
+        {"MPI_LAND on MPI_FLOAT", a.data(), b.data(), 1024, MPI_FLOAT, MPI_LAND, MPI_COMM_WORLD, -1},
+        {"MPI_BAND on MPI_DOUBLE", a.data(), b.data(), 512, MPI_DOUBLE, MPI_BAND, MPI_COMM_WORLD, -1},
+        {"MPI_SUM on MPI_C_BOOL", a.data(), b.data(), 1024, MPI_C_BOOL, MPI_SUM, MPI_COMM_WORLD, -1},
+        {"MPI_COMM_NULL", a.data(), b.data(), 1024, MPI_FLOAT, MPI_SUM, MPI_COMM_NULL, -1},
+    };
+    for (const Case& c : cases) {
+        int mine = MPI_Allreduce(c.s, c.r, c.count, c.dt, c.op, c.comm);
+        if (c.expect_class >= 0) {
+            expect(error_class(mine) == c.expect_class, std::string(c.name) + ": expected class " +
+                                                            std::to_string(c.expect_class) + ", got " +
+                                                            std::to_string(error_class(mine)));
+            continue;
+        }
+        int theirs = PMPI_Allreduce(c.s, c.r, c.count, c.dt, c.op, c.comm);
+        char buf[200];
+        snprintf(buf, sizeof buf, "%s: nexar returned class %d, MPI returned class %d", c.name, error_class(mine),
+                 error_class(theirs));
+        expect(theirs != MPI_SUCCESS, std::string(c.name) + ": MPI accepted it (is MPI's parameter checking off?)");
+        expect(error_class(mine) == error_class(theirs), buf);
+    }
+    // A valid call still works afterwards.
+    int rc = MPI_Allreduce(a.data(), b.data(), 1024, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    expect(rc == MPI_SUCCESS && b[0] == float(g_size), "a valid call after the errors");
+}
+
+void mode_count_mismatch() {
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    const int base = 1 << 20, count = base + (g_rank == 0 ? 0 : 7), guard = 64;
+    std::vector<int> in(size_t(count) + guard, 1), out(size_t(count) + guard, -7);
+    int rc = MPI_Allreduce(in.data(), out.data(), count, MPI_INT, MPI_SUM, comm);
+    expect(error_class(rc) == MPI_ERR_COUNT, "mismatched counts must give MPI_ERR_COUNT, got class " +
+                                                 std::to_string(error_class(rc)));
+    for (int i = count; i < count + guard; ++i)
+        if (out[size_t(i)] != -7) {
+            expect(false, "written past the receive buffer");
+            break;
+        }
+    // The communicator is still usable.
+    rc = MPI_Allreduce(in.data(), out.data(), base, MPI_INT, MPI_SUM, comm);
+    expect(rc == MPI_SUCCESS && out[0] == g_size && out[size_t(base) - 1] == g_size, "an allreduce after the mismatch");
+    nexar_stats_t st;
+    nexar_get_stats(&st);
+    expect(st.ring_calls >= 1, "the call after the mismatch must take the ring");
+    MPI_Comm_free(&comm);
+}
+
+int g_signal = SIGKILL;
+void die(int) { raise(g_signal); }
+
+void mode_kill(int sig) {
+    g_signal = sig;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    const size_t n = size_t(64) << 20;  // 256 MiB of float: a ring of a good fraction of a second
+    std::vector<float> a(n, 1.0f);
+    MPI_Allreduce(MPI_IN_PLACE, a.data(), 1 << 20, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);  // contexts up
+    if (g_rank == 1) {
+        signal(SIGALRM, die);
+        itimerval t = {{0, 0}, {0, 20000}};  // 20 ms into the big call
+        setitimer(ITIMER_REAL, &t, nullptr);
+    }
+    double t0 = MPI_Wtime();
+    int rc = MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double took = MPI_Wtime() - t0;
+    if (g_rank == 0) {
+        printf("fault_check %s: rank 0 got class %d after %.2f s\n", g_signal == SIGKILL ? "kill" : "stall",
+               error_class(rc), took);
+        fflush(stdout);
+        // As an application would: give up on the job.
+        MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
+    }
+    pause();
+}
+
+void mode_oom() {
+    const size_t n = size_t(16) << 20;  // 64 MiB of float
+    std::vector<float> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) a[i] = float(i % 5 + size_t(g_rank));
+    int rc = MPI_Allreduce(a.data(), b.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    expect(rc == MPI_SUCCESS, "the call must succeed through MPI");
+    for (size_t i = 0; i < n; ++i)
+        if (b[i] != float(g_size * int(i % 5) + g_size * (g_size - 1) / 2)) {
+            expect(false, "wrong result at " + std::to_string(i));
+            break;
+        }
+    nexar_stats_t st;
+    nexar_get_stats(&st);
+    expect(st.ring_calls == 0 && st.fallback_calls == 1, "the call must fall back, not take the ring");
+}
+
+void mode_threads() {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided != MPI_THREAD_MULTIPLE) {
+        if (g_rank == 0) printf("fault_check threads: MPI gives thread level %d, not MPI_THREAD_MULTIPLE\n", provided);
+        ++g_failures;
+        return;
+    }
+    const int nthreads = 3, iters = 30;
+    std::vector<MPI_Comm> comms(nthreads);
+    for (auto& c : comms) MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    std::vector<int> bad(nthreads, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < nthreads; ++t)
+        threads.emplace_back([&, t] {
+            for (int it = 0; it < iters; ++it) {
+                size_t n = size_t(1000 + 7919 * (it + 1) * (t + 1) % 200000);
+                std::vector<double> x(n), y(n);
+                for (size_t i = 0; i < n; ++i) x[i] = double((i + size_t(g_rank) + size_t(t)) % 11);
+                MPI_Allreduce(x.data(), y.data(), int(n), MPI_DOUBLE, MPI_SUM, comms[size_t(t)]);
+                for (size_t i = 0; i < n; ++i) {
+                    double want = 0;
+                    for (int r = 0; r < g_size; ++r) want += double((i + size_t(r) + size_t(t)) % 11);
+                    if (y[i] != want) {
+                        ++bad[size_t(t)];
+                        break;
+                    }
+                }
+            }
+        });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < nthreads; ++t) expect(bad[size_t(t)] == 0, "thread " + std::to_string(t) + " got wrong results");
+    nexar_stats_t st;
+    nexar_get_stats(&st);
+    expect(st.ring_calls >= uint64_t(nthreads * iters), "every threaded call must take the ring");
+    for (auto& c : comms) MPI_Comm_free(&c);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "threads") {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (mode == "errors") mode_errors();
+    else if (mode == "count-mismatch") mode_count_mismatch();
+    else if (mode == "kill") mode_kill(SIGKILL);
+    else if (mode == "stall") mode_kill(SIGSTOP);
+    else if (mode == "threads") mode_threads();
+    else if (mode == "oom") mode_oom();
+    else {
+        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|oom|threads\n");
+        ++g_failures;
+    }
+    int total = 0;
+    PMPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0) printf("fault_check %s: failures=%d\n", mode.c_str(), total);
+    MPI_Finalize();
+    return total ? 1 : 0;
+}

@@ -1,0 +1,57 @@
+#!/bin/bash
+# Faults and bad input at MPI level (test/mpi/fault_check.cc): argument
+# errors get MPI's error classes, mismatched counts an MPI_ERR_COUNT on every
+# rank, a killed or stalled peer an error within NEXAR_TIMEOUT_S, scratch that
+# cannot be allocated a warning and a pass-through, and MPI_THREAD_MULTIPLE
+# correct results.  (A UCX that will not start and malformed settings are in
+# test/preload/run-preload-tests.sh.)
+set -u
+. "$(dirname "$0")/../lib.sh"
+prog="$NEXAR_BUILDDIR/test/mpi/fault_check"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0 NEXAR_STATS=1
+
+run() {  # run NP MODE [VAR=VALUE...]; leaves the output in $log, returns mpirun's status
+    local np=$1 mode=$2; shift 2
+    echo "== $mode, $np ranks ${*:-}"
+    env "$@" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" \
+        --mca orte_abort_on_non_zero_status 0 "$prog" "$mode" >"$log" 2>&1
+}
+must_pass() {
+    run "$@"
+    local rc=$?
+    grep -v '^\[' "$log" | grep -v "mpool.c" | tail -n 12
+    [ $rc = 0 ] || fail "fault_check $2 at $1 ranks exited with $rc"
+    grep -q "failures=0" "$log" || fail "fault_check $2 at $1 ranks"
+}
+
+must_pass 2 errors
+must_pass 3 errors
+must_pass 2 count-mismatch
+must_pass 3 count-mismatch
+grep -q "ranks passed different counts" "$log" || fail "no clear message for mismatched counts"
+must_pass 2 threads
+
+# Scratch that cannot be had: 1 GiB segments x 64 under a 1.5 GB address space.
+(ulimit -v 1500000; must_pass 2 oom NEXAR_SEGMENT_BYTES=1G NEXAR_PIPELINE_DEPTH=64) || exit 1
+(ulimit -v 1500000; run 2 oom NEXAR_SEGMENT_BYTES=1G NEXAR_PIPELINE_DEPTH=64)
+grep -q "no memory for .* of ring scratch" "$log" || fail "no warning when scratch cannot be allocated"
+
+# A peer that dies, or stops, in the middle of a 256 MiB ring.  Rank 0 must
+# get an error (MPI_ERR_OTHER) within the timeout, then aborts the job.
+for mode in kill stall; do
+    timeout_s=3
+    start=$(date +%s)
+    run 2 "$mode" NEXAR_TIMEOUT_S=$timeout_s
+    took=$(($(date +%s) - start))
+    grep -v '^\[' "$log" | grep -v "mpool.c" | head -n 4
+    line=$(grep "fault_check $mode: rank 0 got class" "$log") || fail "$mode: rank 0 never returned from the ring"
+    class=$(echo "$line" | sed 's/.*got class \([0-9]*\) after.*/\1/')
+    secs=$(echo "$line" | sed 's/.* after \([0-9.]*\) s/\1/')
+    [ "$class" != 0 ] || fail "$mode: the ring reported success with a dead peer"
+    awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= t + 1.5) }' ||
+        fail "$mode: the error took $secs s, NEXAR_TIMEOUT_S is $timeout_s"
+    [ "$took" -le 60 ] || fail "$mode: the job took $took s to end"
+done
+echo "all fault runs passed"
