@@ -20,6 +20,17 @@ nexar_mpirun() {
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# preload_value LIB: what LD_PRELOAD must hold to load LIB into a rank.  A
+# sanitizer build's library needs the sanitizer runtimes loaded first.
+preload_value() {
+    local v=$1
+    case " ${NEXAR_SAN_FLAGS:-} " in
+        *sanitize=address*)
+            v="$(${CC:-cc} -print-file-name=libasan.so):$(${CC:-cc} -print-file-name=libubsan.so):$v" ;;
+    esac
+    echo "$v"
+}
+
 # check_stats FILE NP MIN_RING: FILE holds NP NEXAR_STATS lines, one per
 # rank, each with ring_calls >= MIN_RING (0 means: exactly 0).
 check_stats() {

@@ -44,12 +44,13 @@ Status RingScratch::reserve(size_t slot_bytes, uint32_t depth) {
 }
 
 void RingScratch::abandon() {
-    // Kept reachable on purpose; a few MiB per failed communicator at most.
+    // Kept reachable on purpose, for the whole process (never destroyed, so
+    // not even at exit); a few MiB per failed communicator at most.
     static std::mutex graveyard_mutex;
-    static std::vector<std::pair<char*, UcxRequest*>> graveyard;
+    static auto* graveyard = new std::vector<std::pair<char*, UcxRequest*>>();
     std::lock_guard<std::mutex> lock(graveyard_mutex);
-    graveyard.emplace_back(buffer_, send_requests_.release());
-    graveyard.emplace_back(nullptr, recv_requests_.release());
+    graveyard->emplace_back(buffer_, send_requests_.release());
+    graveyard->emplace_back(nullptr, recv_requests_.release());
     buffer_ = nullptr;
     capacity_ = slot_bytes_ = 0;
     depth_ = 0;

@@ -2,18 +2,23 @@
 
 namespace nexar {
 
-Status CommContext::connect(UcxWorker& worker, const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr,
-                            size_t prev_len, std::string* error) {
-    Status s = UcxEndpoint::create(worker, next_addr, next_len, &next_, error);
+Status CommContext::start_worker(const UcxContext& ucx, bool serialized, std::string* error) {
+    return UcxWorker::create(ucx, serialized, &worker_, error);
+}
+
+Status CommContext::connect(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr, size_t prev_len,
+                            std::string* error) {
+    if (!worker_) return Status::unavailable;
+    Status s = UcxEndpoint::create(*worker_, next_addr, next_len, &next_, error);
     if (!ok(s)) return s;
     int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
-    if (prev != next) s = UcxEndpoint::create(worker, prev_addr, prev_len, &prev_, error);
+    if (prev != next) s = UcxEndpoint::create(*worker_, prev_addr, prev_len, &prev_, error);
     return s;
 }
 
-RingLinks CommContext::links(UcxWorker& worker) const {
+RingLinks CommContext::links() const {
     RingLinks l;
-    l.worker = &worker;
+    l.worker = worker_.get();
     l.next = next_.get();
     l.prev = prev_ ? prev_.get() : next_.get();
     l.rank = rank_;

@@ -1,6 +1,14 @@
 // Everything nexar keeps per communicator, cached on it with an MPI
-// attribute: ring neighbours, UCX endpoints, the context id used in tags,
-// the call sequence number and reusable scratch.
+// attribute: its own UCX worker, the endpoints to its ring neighbours, the
+// context id used in tags, the call sequence number and reusable scratch.
+//
+// One worker per communicator gives every communicator a tag space of its
+// own: rings on different communicators, run concurrently by different
+// threads under MPI_THREAD_MULTIPLE, can never match each other's messages,
+// whatever their context ids.  (Ids agreed with a MAX allreduce can collide
+// when two threads create contexts at once; a shared worker once let two
+// such rings cross-talk.)  It also needs no lock: MPI lets one thread at a
+// time use a communicator for collectives.
 #pragma once
 
 #include <mpi.h>
@@ -31,11 +39,14 @@ public:
     bool failed() const { return failed_; }
     void mark_failed() { failed_ = true; }
 
+    // Creates this communicator's worker (its address is then worker()->address()).
+    Status start_worker(const UcxContext& ucx, bool serialized, std::string* error);
+    UcxWorker* worker() { return worker_.get(); }
     // Connects to the ring neighbours given their packed worker addresses.
-    Status connect(UcxWorker& worker, const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr,
-                   size_t prev_len, std::string* error);
+    Status connect(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr, size_t prev_len,
+                   std::string* error);
 
-    RingLinks links(UcxWorker& worker) const;
+    RingLinks links() const;
     uint32_t next_sequence() { return sequence_++; }
     RingScratch& scratch() { return scratch_; }
     // GPU streams, events and slots, created on the first device-buffer call.
@@ -51,6 +62,8 @@ private:
     uint32_t sequence_ = 0;
     bool disabled_ = false;
     bool failed_ = false;
+    // Declared before the endpoints, so destroyed after them.
+    std::unique_ptr<UcxWorker> worker_;
     std::unique_ptr<UcxEndpoint> next_;
     std::unique_ptr<UcxEndpoint> prev_;  // null when prev == next (2 ranks)
     RingScratch scratch_;

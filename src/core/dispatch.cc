@@ -190,7 +190,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     }
     if (!agree[0]) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
 
-    RingLinks links = ctx->links(*rt->worker());
+    RingLinks links = ctx->links();
     HostEngine host_engine(type, rop, ctx->scratch());
     std::optional<DeviceEngine> device_engine;
     if (plan.device) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));

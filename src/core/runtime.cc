@@ -36,7 +36,7 @@ void Runtime::stop() {
     std::lock_guard<std::mutex> lock(g_lifecycle_mutex);
     Runtime* rt = get();
     if (!rt) return;
-    // Contexts first (they hold endpoints), then the worker and context.
+    // Contexts first (they hold workers and endpoints), then the UCX context.
     std::vector<MPI_Comm> comms;
     {
         std::lock_guard<std::mutex> reg(rt->registry_mutex_);
@@ -86,16 +86,19 @@ void Runtime::init(int thread_level) {
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &Runtime::on_comm_delete, &comm_keyval_, nullptr);
 
     multi_thread_ = thread_level == MPI_THREAD_MULTIPLE;
+    // A first worker proves that UCX can really start on this machine (it
+    // needs transports); communicator contexts then create their own.
     std::string error;
+    std::unique_ptr<UcxWorker> probe;
     Status s = UcxContext::create(multi_thread_, &ucx_, &error);
-    if (ok(s)) s = UcxWorker::create(*ucx_, multi_thread_, &worker_, &error);
+    if (ok(s)) s = UcxWorker::create(*ucx_, false, &probe, &error);
+    probe.reset();
     if (!ok(s)) {
-        worker_.reset();
         ucx_.reset();
         NEXAR_WARN("UCX could not start (%s); every MPI_Allreduce passes through to MPI", error.c_str());
     } else {
         ucx_cuda_ = ucx_supports_cuda(*ucx_);
-        NEXAR_INFO("UCX worker up (%s thread mode, %s CUDA memory)", multi_thread_ ? "multi" : "single",
+        NEXAR_INFO("UCX up (%s, %s CUDA memory)", multi_thread_ ? "MPI_THREAD_MULTIPLE" : "single thread",
                    ucx_cuda_ ? "moves" : "does not move");
     }
     start_device();
@@ -181,8 +184,11 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         ctx->disable();
         NEXAR_INFO("communicator context %u: a rank has no UCX transport; its allreduces pass through", id);
     } else {
-        // 2. Exchange worker addresses and connect to both neighbours.
-        const std::vector<uint8_t>& mine = worker_->address();
+        // 2. A worker of the context's own, whose address goes to every rank
+        //    (an empty one if it would not start: connecting then fails).
+        Status started = ctx->start_worker(*ucx_, multi_thread_, error);
+        static const std::vector<uint8_t> none;
+        const std::vector<uint8_t>& mine = ok(started) ? ctx->worker()->address() : none;
         int my_len = int(mine.size());
         std::vector<int> lens(size), displs(size);
         PMPI_Allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm);
@@ -191,8 +197,11 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         std::vector<uint8_t> all(total);
         PMPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, comm);
         int next = (rank + 1) % size, prev = (rank + size - 1) % size;
-        Status s = ctx->connect(*worker_, &all[displs[next]], size_t(lens[next]), &all[displs[prev]],
-                                size_t(lens[prev]), error);
+        bool addresses = ok(started) && lens[next] > 0 && lens[prev] > 0;
+        Status s = addresses ? ctx->connect(&all[displs[next]], size_t(lens[next]), &all[displs[prev]],
+                                            size_t(lens[prev]), error)
+                             : Status::unavailable;
+        if (ok(started) && !addresses) *error = "a ring neighbour has no UCX worker";
         // 3. Everyone connected, or everyone passes through.
         int connected = ok(s) ? 1 : 0;
         PMPI_Allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, comm);

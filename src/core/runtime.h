@@ -32,8 +32,7 @@ public:
 
     const Config& config() const { return config_; }
     int world_rank() const { return world_rank_; }
-    bool transport_ready() const { return worker_ != nullptr; }
-    UcxWorker* worker() { return worker_.get(); }
+    bool transport_ready() const { return ucx_ != nullptr; }
     // The GPU plugin of this rank, or null (memory/device.h).
     const nexar_device_api* device_api() const { return device_api_; }
     // Agreed at start-up: some rank of the job has a GPU plugin, so device
@@ -65,7 +64,6 @@ private:
     int comm_keyval_ = MPI_KEYVAL_INVALID;
     int self_keyval_ = MPI_KEYVAL_INVALID;
     std::unique_ptr<UcxContext> ucx_;
-    std::unique_ptr<UcxWorker> worker_;
     const nexar_device_api* device_api_ = nullptr;
     bool device_possible_ = false;
     bool ucx_cuda_ = false;

@@ -6,8 +6,10 @@
 //  |  16 bits       |  20 bits            |1 |  15 bits       |  12 bits    |
 //  +----------------+---------------------+--+----------------+-------------+
 //
-// - context id: one per communicator context, unique among the communicators
-//   a process belongs to at once (agreed with a MAX allreduce at creation).
+// - context id: one per communicator context (agreed with a MAX allreduce at
+//   creation).  Isolation between communicators does not rest on it: each
+//   context has a UCX worker, and so a tag space, of its own
+//   (core/comm_context.h); the id makes stray messages recognisable.
 // - call sequence: counts allreduces on that communicator; wraps after 2^20
 //   calls, long after every message of an old call has been matched.
 // - phase: 0 reduce-scatter, 1 allgather.
@@ -15,8 +17,8 @@
 //   pass through to MPI).
 // - segment: 0 .. kMaxSegmentsPerChunk-1 (algo/partition.h caps the count).
 // Inside one call (fixed context id and sequence) the remaining 28 bits never
-// wrap.  The worker is private to nexar, so no other library shares the
-// tag space.  Matching always uses the full mask.
+// wrap.  Workers are private to nexar, so no other library shares the tag
+// space.  Matching always uses the full mask.
 #pragma once
 
 #include <cstdint>

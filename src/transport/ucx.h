@@ -1,6 +1,6 @@
-// RAII wrappers around the UCX objects nexar owns: one ucp context and one
-// worker per process (private to nexar, so its tag space is ours alone), and
-// endpoints to ring neighbours.  Tag sends and receives complete through
+// RAII wrappers around the UCX objects nexar owns: one ucp context per
+// process, one worker per communicator context (private to nexar, so each
+// communicator has a tag space of its own), and endpoints to ring neighbours.  Tag sends and receives complete through
 // callbacks into a caller-owned UcxRequest; nothing here allocates per message.
 #pragma once
 
@@ -33,7 +33,9 @@ private:
 
 class UcxWorker {
 public:
-    static Status create(const UcxContext& ctx, bool multi_thread, std::unique_ptr<UcxWorker>* out,
+    // serialized: more than one thread may use the worker, one at a time
+    // (no locking inside UCX); otherwise only the creating thread does.
+    static Status create(const UcxContext& ctx, bool serialized, std::unique_ptr<UcxWorker>* out,
                          std::string* error);
     ~UcxWorker();
     UcxWorker(const UcxWorker&) = delete;

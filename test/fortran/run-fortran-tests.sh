@@ -11,20 +11,21 @@ src=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 libdir="$NEXAR_BUILDDIR/.libs"
-"$MPIFC" -I"$src" "$src/check_use_mpi.f90" -o "$work/check_use_mpi" || fail "compiling check_use_mpi.f90"
-"$MPIFC" -I"$src" "$src/check_mpi_f08.f90" -o "$work/check_mpi_f08" || fail "compiling check_mpi_f08.f90"
+san=${NEXAR_SAN_FLAGS:-}  # a sanitizer build needs its runtime in the programs too
+"$MPIFC" $san -I"$src" "$src/check_use_mpi.f90" -o "$work/check_use_mpi" || fail "compiling check_use_mpi.f90"
+"$MPIFC" $san -I"$src" "$src/check_mpi_f08.f90" -o "$work/check_mpi_f08" || fail "compiling check_mpi_f08.f90"
 # mpif.h has no interfaces: gfortran >= 10 needs this for MPI_IN_PLACE vs arrays.
-"$MPIFC" -fallow-argument-mismatch -w -I"$src" "$src/check_mpif.f90" -o "$work/check_mpif" \
+"$MPIFC" $san -fallow-argument-mismatch -w -I"$src" "$src/check_mpif.f90" -o "$work/check_mpif" \
     -L"$libdir" -Wl,-rpath,"$libdir" -lnexar_pmpi || fail "compiling check_mpif.f90 with -lnexar_pmpi"
 ldd "$work/check_mpif" | grep -q libnexar_pmpi || fail "check_mpif is not linked with libnexar_pmpi"
 
 export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=256K NEXAR_STATS=1
 for v in use_mpi mpi_f08 mpif; do
     for np in 2 3; do
-        preload="$libdir/libnexar_pmpi.so"
+        preload=$(preload_value "$libdir/libnexar_pmpi.so")
         [ $v = mpif ] && preload=""
         echo "== $v, $np ranks${preload:+, LD_PRELOAD}"
-        LD_PRELOAD="$preload" bash -c 'source "$0"; nexar_mpirun "$@"' "$src/../lib.sh" "$np" "$work/check_$v" \
+        bash -c 'source "$0"; nexar_mpirun "$@"' "$src/../lib.sh" "$np" -x LD_PRELOAD="$preload" "$work/check_$v" \
             >"$work/log" 2>&1
         rc=$?
         cat "$work/log"

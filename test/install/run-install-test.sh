@@ -29,6 +29,6 @@ flags=$(PKG_CONFIG_PATH="$stage$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage
     || fail "pkg-config does not know nexar_pmpi"
 echo "pkg-config: $flags"
 # shellcheck disable=SC2086
-cc "$stage/use.c" -o "$stage/use" $flags $(mpicc --showme:link 2>/dev/null) || fail "compiling against the installed header and library failed"
+cc ${NEXAR_SAN_FLAGS:-} "$stage/use.c" -o "$stage/use" $flags $(mpicc --showme:link 2>/dev/null) || fail "compiling against the installed header and library failed"
 LD_LIBRARY_PATH="$stage$libdir" "$stage/use" | grep -q "^nexar [0-9]" || fail "the installed library did not run"
 echo "install test passed"

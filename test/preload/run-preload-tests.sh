@@ -9,6 +9,7 @@ lib="$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so"
 [ -f "$lib" ] || fail "$lib not built"
 [ -x "$prog" ] || fail "$prog not built"
 ldd "$prog" | grep -q nexar && fail "$prog must not be linked with nexar"
+lib=$(preload_value "$lib")
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
@@ -18,9 +19,10 @@ run() {  # run NP EXPECT_MIN_RING VAR=VALUE... [-- MPMD ARGS: they replace "-np 
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
     [ $# -gt 0 ] && { shift; extra=("$@"); }
     echo "== $np ranks, LD_PRELOAD, ${envs[*]:-} ${extra[*]:-}"
-    local cmd=("$np" "$prog")
-    [ ${#extra[@]} -gt 0 ] && cmd=("${extra[@]}")
-    env "${envs[@]}" NEXAR_STATS=1 LD_PRELOAD="$lib" bash -c 'source "$0"; nexar_mpirun "$@"' \
+    # The ranks get the library (mpirun -x), not mpirun or the shell.
+    local cmd=("$np" -x LD_PRELOAD="$lib" "$prog")
+    [ ${#extra[@]} -gt 0 ] && cmd=("${extra[@]}")  # MPMD: the caller passes -x LD_PRELOAD per context
+    env "${envs[@]}" NEXAR_STATS=1 bash -c 'source "$0"; nexar_mpirun "$@"' \
         "$(dirname "$0")/../lib.sh" "${cmd[@]}" >"$log" 2>&1
     local rc=$?
     cat "$log"
@@ -44,6 +46,7 @@ grep -q "NEXAR_THRESHOLD_BYTES='lots' is not valid" "$log" || fail "no warning f
 run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M UCX_TLS=no_such_transport
 grep -q "UCX could not start" "$log" || fail "no warning when UCX cannot start"
 # UCX down on rank 0 only (MPMD): the ranks agree to pass through, no hang.
-run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M -- 1 -x UCX_TLS=no_such_transport "$prog" : -np 1 "$prog"
+run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M -- 1 -x LD_PRELOAD="$lib" -x UCX_TLS=no_such_transport "$prog" \
+    : -np 1 -x LD_PRELOAD="$lib" "$prog"
 [ "$(grep -c "fallback_calls=9" "$log")" = 2 ] || fail "calls that a rank without UCX could not take must fall back on every rank"
 echo "all preload runs passed"

@@ -271,7 +271,7 @@ void check_device_allreduce(int n, size_t count, DataType type, ReduceOp op, boo
             T* in = static_cast<T*>(dsend);
             T* outp = static_cast<T*>(drecv);
             for (size_t i = 0; i < count; ++i) in[i] = input_value<T>(r, i, op), outp[i] = T(77);
-            if (in_place) memcpy(outp, in, count * sizeof(T));
+            if (in_place && count) memcpy(outp, in, count * sizeof(T));
             {
                 RingOptions opt;
                 opt.segment_bytes = segment_bytes;
@@ -290,7 +290,7 @@ void check_device_allreduce(int n, size_t count, DataType type, ReduceOp op, boo
                                                 scratch, engine, &res.error);
                 }
             }
-            memcpy(out[r].data(), outp, count * sizeof(T));
+            if (count) memcpy(out[r].data(), outp, count * sizeof(T));
             api->free_device(dsend);
             api->free_device(drecv);
             return res;
