@@ -4,17 +4,18 @@
 // same path.  The first checks use only what MPI guarantees to be the same
 // on every rank (communicator, datatype, op, count) and the job-wide
 // configuration (rank 0's, broadcast at init).  Facts that are per rank
-// (transport up, scratch allocated, earlier failure) are then agreed with one
-// small PMPI_Allreduce, which also catches ranks passing different counts.
+// (where the buffers live, transport up, scratch allocated, earlier failure)
+// are then agreed with one small PMPI_Allreduce, which also catches ranks
+// passing different counts.
 #include <cstring>
 #include <optional>
 #include <string>
 
 #include "algo/ring.h"
+#include "algo/segment_engine.h"
 #include "core/log.h"
 #include "core/runtime.h"
 #include "core/stats.h"
-#include "algo/segment_engine.h"
 #include "memory/device.h"
 #include "reduce/mpi_types.h"
 #include "transport/tag.h"
