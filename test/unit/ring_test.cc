@@ -109,19 +109,25 @@ T input_value(int rank, size_t i, ReduceOp op) {
     return T(v);
 }
 
+// Reference: the ranks' inputs folded in rank order, one scalar op at a time.
 template <class T>
-void check_allreduce(int n, size_t count, DataType type, ReduceOp op, bool in_place, size_t segment_bytes,
-                     uint32_t depth) {
-    // Reference: fold the ranks' inputs in rank order with the same scalar op.
+std::vector<T> expected(int n, size_t count, DataType type, ReduceOp op) {
     std::vector<T> want(count);
     for (size_t i = 0; i < count; ++i) {
         T acc = input_value<T>(0, i, op);
         for (int r = 1; r < n; ++r) {
             T x = input_value<T>(r, i, op);
-            ASSERT_EQ(host_reduce(&acc, &acc, &x, 1, type, op), Status::ok);
+            EXPECT_EQ(host_reduce(&acc, &acc, &x, 1, type, op), Status::ok);
         }
         want[i] = acc;
     }
+    return want;
+}
+
+template <class T>
+void check_allreduce(int n, size_t count, DataType type, ReduceOp op, bool in_place, size_t segment_bytes,
+                     uint32_t depth) {
+    std::vector<T> want = expected<T>(n, count, type, op);
     std::vector<std::vector<T>> out(n);
     std::vector<RankResult> results;
     run_ranks(
@@ -249,15 +255,7 @@ template <class T>
 void check_device_allreduce(int n, size_t count, DataType type, ReduceOp op, bool in_place, DeviceEngine::Mode mode,
                             size_t segment_bytes, uint32_t depth) {
     const nexar_device_api* api = fake_device::api();
-    std::vector<T> want(count);
-    for (size_t i = 0; i < count; ++i) {
-        T acc = input_value<T>(0, i, op);
-        for (int r = 1; r < n; ++r) {
-            T x = input_value<T>(r, i, op);
-            ASSERT_EQ(host_reduce(&acc, &acc, &x, 1, type, op), Status::ok);
-        }
-        want[i] = acc;
-    }
+    std::vector<T> want = expected<T>(n, count, type, op);
     std::vector<std::vector<T>> out(n, std::vector<T>(count));
     std::vector<RankResult> results;
     unsigned long ops_before = fake_device::operations();
