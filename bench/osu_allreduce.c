@@ -17,8 +17,15 @@
  *                PMPI_Allreduce, copy back.  The nexar column passes the
  *                device buffers to MPI_Allreduce.
  *   --csv FILE   also write the table as CSV
+ *   --plot FILE  draw busbw against size (MPI, nexar, the bound) with gnuplot
  *
  * busbw = size / t * 2(n-1)/n, the bytes each rank's links carry in a ring.
+ *
+ * The bound (host buffers, one machine): each rank copies its share of the
+ * data in twice (reduce-scatter and allgather arrivals) and reduces it once,
+ * so t >= S(n-1)/n * (2/Bc + 1/Br), with Bc the single-core memcpy and Br the
+ * single-core dst += src bandwidth, both measured here on rank 0 on buffers
+ * of the same size.  In busbw terms: bound = 2 / (2/Bc + 1/Br).
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -62,6 +69,46 @@ static double run(int use_pmpi, const void *s, void *r, int count, MPI_Datatype 
     return tmax;
 }
 
+/* Single-core bandwidths on rank 0 (bytes/s), on this run's own buffers:
+ * memcpy, and dst += src over floats. */
+static void add_floats(float *restrict d, const float *restrict a, size_t n) {
+    for (size_t i = 0; i < n; ++i) d[i] += a[i];
+}
+static void measure_bound(char *a, char *b, size_t bytes, double *bc, double *br) {
+    /* Best of several repetitions: a bound is what the machine can do. */
+    int reps = bytes >= (64u << 20) ? 4 : 12;
+    double tc = 1e30, tr = 1e30;
+    memcpy(b, a, bytes); /* touch */
+    for (int i = 0; i < reps; ++i) {
+        double t0 = MPI_Wtime();
+        memcpy(b, a, bytes);
+        double t1 = MPI_Wtime();
+        add_floats((float *)b, (const float *)a, bytes / sizeof(float));
+        double t2 = MPI_Wtime();
+        if (t1 - t0 < tc) tc = t1 - t0;
+        if (t2 - t1 < tr) tr = t2 - t1;
+    }
+    *bc = bytes / tc;
+    *br = bytes / tr;
+}
+
+static void plot(const char *csv_path, const char *png, int ranks, const char *title) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "gnuplot -e \"set terminal pngcairo size 900,560; set output '%s'; set datafile separator ','; "
+             "set logscale x 2; set format x '%%g'; set xlabel 'message size (MiB)'; set ylabel 'busbw (GB/s)'; "
+             "set key top left; set grid; set title '%s, %d ranks'; "
+             "plot '%s' every ::1 using (column(1)/1048576):4 with linespoints title 'MPI (PMPI\\_Allreduce)', "
+             "'' every ::1 using (column(1)/1048576):6 with linespoints title 'nexar', "
+             "'' every ::1 using (column(1)/1048576):9 with lines dashtype 2 title 'bound: 2/(2/Bc+1/Br)'\" 2>&1",
+             png, title, ranks, csv_path);
+    int rc = system(cmd);
+    if (rc == 0)
+        printf("# plot written to %s\n", png);
+    else
+        printf("# --plot: gnuplot failed or is missing (Debian: apt-get install gnuplot-nox)\n");
+}
+
 static void cuda_or_host_copy(void *dst, const void *src, size_t bytes) {
     if (on_device) cuda.Memcpy(dst, src, bytes, 4);
     else if (dst != src) memcpy(dst, src, bytes);
@@ -79,7 +126,7 @@ static void fill(void *buf, size_t n, MPI_Datatype dt, int rank) {
 int main(int argc, char **argv) {
     size_t min = 1 << 20, max = 256u << 20;
     int iters = -1, warmup = -1, validate = 0, in_place = 0;
-    const char *type = "float", *csv_path = NULL;
+    const char *type = "float", *csv_path = NULL, *plot_path = NULL;
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -95,9 +142,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-l")) in_place = 1;
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) type = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+        else if (!strcmp(argv[i], "--plot") && i + 1 < argc) plot_path = argv[++i];
         else if (!strcmp(argv[i], "-d") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) on_device = 1, ++i;
         else {
-            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-T int|float|double] [-d cuda] [--csv FILE]\n", argv[0]);
+            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-T int|float|double] [-d cuda] [--csv FILE] [--plot FILE.png]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -119,6 +167,9 @@ int main(int argc, char **argv) {
     }
     get_stats_fn get_stats = (get_stats_fn)dlsym(RTLD_DEFAULT, "nexar_get_stats");
     int intercepted = get_stats != NULL;
+    /* The plot is drawn from the CSV: make one if none was asked for. */
+    char plot_csv[4096] = "";
+    if (plot_path && !csv_path) snprintf(plot_csv, sizeof plot_csv, "%s.csv", plot_path), csv_path = plot_csv;
     FILE *csv = (rank == 0 && csv_path) ? fopen(csv_path, "w") : NULL;
     if (rank == 0) {
         printf("# nexar osu-style allreduce: %d ranks, %s, %s, %s buffers\n# MPI = %s, nexar = MPI_Allreduce%s\n",
@@ -126,10 +177,13 @@ int main(int argc, char **argv) {
                on_device ? "cudaMemcpy to host + PMPI_Allreduce + cudaMemcpy back" : "PMPI_Allreduce",
                intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
         printf("# MALLOC_MMAP_THRESHOLD_=%s\n", getenv("MALLOC_MMAP_THRESHOLD_") ? getenv("MALLOC_MMAP_THRESHOLD_") : "(glibc default)");
-        printf("# %-12s %16s %12s %16s %12s %9s %7s\n", "Size", "MPI Avg(us)", "MPI busbw", "nexar Avg(us)",
-               "nexar busbw", "speedup", "ring");
-        printf("# %-12s %16s %12s %16s %12s %9s %7s\n", "(bytes)", "", "(GB/s)", "", "(GB/s)", "", "calls");
-        if (csv) fprintf(csv, "size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls\n");
+        if (!on_device) printf("# bound = 2/(2/Bc + 1/Br): Bc, Br = single-core memcpy and dst+=src on rank 0, same size\n");
+        printf("# %-12s %16s %12s %16s %12s %9s %7s %10s %8s %8s\n", "Size", "MPI Avg(us)", "MPI busbw", "nexar Avg(us)",
+               "nexar busbw", "speedup", "ring", "bound", "MPI", "nexar");
+        printf("# %-12s %16s %12s %16s %12s %9s %7s %10s %8s %8s\n", "(bytes)", "", "(GB/s)", "", "(GB/s)", "", "calls",
+               "(GB/s)", "%bound", "%bound");
+        if (csv) fprintf(csv, "size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls,"
+                              "bound_busbw_gbs,memcpy_gbs,add_gbs\n");
         fflush(stdout);
     }
     char *host_s = malloc(max), *host_r = malloc(max), *check = validate ? malloc(max) : NULL;
@@ -172,18 +226,31 @@ int main(int argc, char **argv) {
             cuda_or_host_copy(host_r, rbuf, bytes);
             if (memcmp(check, host_r, bytes)) bad = 1;
         }
+        double bc = 0, br = 0, bound = 0;
+        if (!on_device) {  /* host bound, measured while the other ranks wait */
+            if (rank == 0) measure_bound(host_s, host_r, bytes, &bc, &br);
+            PMPI_Barrier(MPI_COMM_WORLD);
+            bound = rank == 0 ? 2.0 / (2.0 / bc + 1.0 / br) / 1e9 : 0;
+        }
         double factor = 2.0 * (size - 1) / size;
         double bw_mpi = bytes / t_mpi * factor / 1e9, bw_nx = bytes / t_nx * factor / 1e9;
         unsigned long long ring = after.ring_calls - before.ring_calls;
         if (rank == 0) {
-            printf("%-14zu %16.2f %12.3f %16.2f %12.3f %8.2fx %7llu%s\n", bytes, t_mpi * 1e6, bw_mpi, t_nx * 1e6,
-                   bw_nx, t_mpi / t_nx, ring, validate ? (bad ? "  VALIDATION FAILED" : "  ok") : "");
-            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu\n", bytes, size, t_mpi * 1e6, bw_mpi,
-                             t_nx * 1e6, bw_nx, t_mpi / t_nx, ring);
+            printf("%-14zu %16.2f %12.3f %16.2f %12.3f %8.2fx %7llu %10.3f %7.0f%% %7.0f%%%s\n", bytes, t_mpi * 1e6,
+                   bw_mpi, t_nx * 1e6, bw_nx, t_mpi / t_nx, ring, bound, bound > 0 ? 100 * bw_mpi / bound : 0,
+                   bound > 0 ? 100 * bw_nx / bound : 0, validate ? (bad ? "  VALIDATION FAILED" : "  ok") : "");
+            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f\n", bytes, size, t_mpi * 1e6,
+                             bw_mpi, t_nx * 1e6, bw_nx, t_mpi / t_nx, ring, bound, bc / 1e9, br / 1e9);
             fflush(stdout);
         }
     }
     if (csv) fclose(csv);
+    if (rank == 0 && plot_path) {
+        char title[256];
+        snprintf(title, sizeof title, "allreduce busbw, %s, %s buffers, malloc %s", type, on_device ? "CUDA" : "host",
+                 getenv("MALLOC_MMAP_THRESHOLD_") ? "tuned" : "default");
+        plot(csv_path, plot_path, size, title);
+    }
     int any_bad = 0;
     PMPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0 && validate) printf("# validation: %s\n", any_bad ? "FAILED" : "all sizes match PMPI_Allreduce");

@@ -9,6 +9,7 @@ packages=(
     libgtest-dev                                     # unit tests
     libbenchmark-dev                                 # make bench
     gfortran                                         # Fortran tests
+    gnuplot-nox                                      # the benchmark's --plot
 )
 missing=()
 for p in "${packages[@]}"; do

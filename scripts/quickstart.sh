@@ -23,8 +23,8 @@ fi
 make -j"$jobs"
 
 if [ "$what" = bench ]; then
-    bench/nexar-osu -np 2 -c -m 1048576:268435456 --csv bench/results.csv
-    echo "CSV of the last table: bench/results.csv"
+    bench/nexar-osu -np 2 -c -m 1048576:268435456 --csv bench/results.csv --plot bench/busbw.png
+    echo "CSV: bench/results-default.csv, bench/results-tuned.csv; plots: bench/busbw-default.png, bench/busbw-tuned.png"
     exit 0
 fi
 
