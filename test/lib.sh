@@ -20,6 +20,12 @@ nexar_mpirun() {
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# new_log: a temporary file for mpirun's output in $log, removed at exit.
+new_log() {
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
+}
+
 # preload_value LIB: what LD_PRELOAD must hold to load LIB into a rank.  A
 # sanitizer build's library needs the sanitizer runtimes loaded first.
 preload_value() {

@@ -56,10 +56,11 @@ bool statically_eligible(const Runtime& rt, const void* sendbuf, void* recvbuf, 
 struct LocalPlan {
     bool ready = false;
     MemoryType memory = MemoryType::host;
-    bool device = false;  // device or managed memory: a device engine
     DeviceEngine::Mode mode = DeviceEngine::Mode::staged;
     int device_id = 0;
     const char* why = "";  // when not ready
+    // Device or managed memory: a device engine moves it.
+    bool device() const { return memory != MemoryType::host; }
 };
 
 // Where the buffers live; not ready yet.
@@ -69,7 +70,6 @@ LocalPlan classify_buffers(const Runtime& rt, const void* src, void* recvbuf) {
     MemoryType ms = classify_pointer(rt.device_api(), src, &dev_s);
     MemoryType mr = classify_pointer(rt.device_api(), recvbuf, &dev_r);
     p.memory = ms;
-    p.device = ms != MemoryType::host;
     p.device_id = dev_s;
     if (ms != mr || dev_s != dev_r) p.why = "send and receive buffers are in different memories";
     return p;
@@ -82,7 +82,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     if (!rt.transport_ready()) return p.why = "UCX is not running on this rank", p;
     if (ctx.failed()) return p.why = "an earlier ring on this communicator failed", p;
     size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
-    if (!p.device) {
+    if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
         if (!ok(ctx.scratch().reserve(slot, opt.depth))) {
             NEXAR_WARN("no memory for %s of ring scratch (NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH); "
@@ -180,8 +180,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
     LocalPlan plan = plan_buffers(*rt, *ctx, src, recvbuf, ring_count, esz, opt);
     if (!plan.ready) NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", ring_count * esz, plan.why);
-    bool ready = plan.ready;
-    int64_t agree[3] = {ready ? 1 : 0, int64_t(count), -int64_t(count)};
+    int64_t agree[3] = {plan.ready ? 1 : 0, int64_t(count), -int64_t(count)};
     PMPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT64_T, MPI_MIN, comm);
     if (agree[1] != -agree[2]) {
         NEXAR_ERROR("MPI_Allreduce: ranks passed different counts (from %lld to %lld elements of %s); "
@@ -194,8 +193,8 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     RingLinks links = ctx->links();
     HostEngine host_engine(type, rop, ctx->scratch());
     std::optional<DeviceEngine> device_engine;
-    if (plan.device) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
-    SegmentEngine& engine = plan.device ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
+    if (plan.device()) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
+    SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
     Status s = ring_allreduce(links, ctx->next_sequence(), src, recvbuf, ring_count, type, rop, opt, ctx->scratch(),
                               engine, &error);
     if (!ok(s)) {

@@ -6,8 +6,7 @@
 set -u
 . "$(dirname "$0")/../lib.sh"
 prog="$NEXAR_BUILDDIR/test/gpu/allreduce_cuda_check"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+new_log
 export NEXAR_THRESHOLD_BYTES=0 NEXAR_STATS=1
 
 run() {  # run NP VAR=VALUE... [-- ARGS]

@@ -130,6 +130,25 @@ bool known_mpi_defect(MPI_Datatype dt, int op) {
 #endif
 }
 
+// The MPI_Allreduce under test: in place (out starts as a copy of in) or not.
+template <class V>
+int call_allreduce(const V& in, V& out, int count, MPI_Datatype dt, int op, MPI_Comm comm, bool in_place) {
+    if (!in_place) return MPI_Allreduce(in.data(), out.data(), count, dt, mpi_op(op), comm);
+    out = in;
+    return MPI_Allreduce(MPI_IN_PLACE, out.data(), count, dt, mpi_op(op), comm);
+}
+
+// "MPI_INT SUM count=7 in place on a dup of MPI_COMM_WORLD (rank 1 of 3)"
+std::string describe(const char* type_name, int op, size_t count, bool in_place, const Comm& c) {
+    int rank, size;
+    MPI_Comm_rank(c.comm, &rank);
+    MPI_Comm_size(c.comm, &size);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s %s count=%zu %s on %s (rank %d of %d)", type_name, kOpNames[op], count,
+             in_place ? "in place" : "out of place", c.name, rank, size);
+    return buf;
+}
+
 template <class T>
 int run_case(const char* type_name, MPI_Datatype dt, int op, size_t count, bool in_place, const Comm& c,
              uint64_t case_seed) {
@@ -144,17 +163,10 @@ int run_case(const char* type_name, MPI_Datatype dt, int op, size_t count, bool 
         ref_local[i] = acc;
     }
     std::vector<T> in_copy = in;
-    int rc;
-    if (in_place) {
-        out = in;
-        rc = MPI_Allreduce(MPI_IN_PLACE, out.data(), int(count), dt, mpi_op(op), c.comm);
-    } else {
-        rc = MPI_Allreduce(in.data(), out.data(), int(count), dt, mpi_op(op), c.comm);
-    }
+    int rc = call_allreduce(in, out, int(count), dt, op, c.comm, in_place);
     PMPI_Allreduce(in.data(), ref_mpi.data(), int(count), dt, mpi_op(op), c.comm);
-    char where[200];
-    snprintf(where, sizeof where, "%s %s count=%zu %s on %s (rank %d of %d)", type_name, kOpNames[op], count,
-             in_place ? "in place" : "out of place", c.name, rank, size);
+    const std::string desc = describe(type_name, op, count, in_place, c);
+    const char* where = desc.c_str();
     if (rc != MPI_SUCCESS) {
         fprintf(stderr, "FAIL [world rank %d]: MPI_Allreduce returned %d: %s\n", g_world_rank, rc, where);
         return 1;
@@ -202,12 +214,10 @@ int run_case_half(const char* type_name, MPI_Datatype dt, int op, size_t count, 
         for (int r = 1; r < size; ++r) acc = combine<long>(acc, value(r, i), op);
         want[i] = encode_small_int(acc, BF);
     }
-    int rc = in_place ? (out = in, MPI_Allreduce(MPI_IN_PLACE, out.data(), int(count), dt, mpi_op(op), c.comm))
-                      : MPI_Allreduce(in.data(), out.data(), int(count), dt, mpi_op(op), c.comm);
+    int rc = call_allreduce(in, out, int(count), dt, op, c.comm, in_place);
     if (rc != MPI_SUCCESS || out != want) {
-        fprintf(stderr, "FAIL [world rank %d]: %s %s count=%zu %s on %s: %s\n", g_world_rank, type_name,
-                kOpNames[op], count, in_place ? "in place" : "out of place", c.name,
-                rc != MPI_SUCCESS ? "error returned" : "wrong result");
+        fprintf(stderr, "FAIL [world rank %d]: %s: %s\n", g_world_rank,
+                describe(type_name, op, count, in_place, c).c_str(), rc != MPI_SUCCESS ? "error returned" : "wrong result");
         return 1;
     }
     return 0;
@@ -235,12 +245,11 @@ int run_case_complex(const char* type_name, MPI_Datatype dt, int op, size_t coun
         }
         want[2 * i] = re, want[2 * i + 1] = im;
     }
-    int rc = in_place ? (out = in, MPI_Allreduce(MPI_IN_PLACE, out.data(), int(count), dt, mpi_op(op), c.comm))
-                      : MPI_Allreduce(in.data(), out.data(), int(count), dt, mpi_op(op), c.comm);
+    int rc = call_allreduce(in, out, int(count), dt, op, c.comm, in_place);
     PMPI_Allreduce(in.data(), ref_mpi.data(), int(count), dt, mpi_op(op), c.comm);
     if (rc != MPI_SUCCESS || out != want || ref_mpi != want) {
-        fprintf(stderr, "FAIL [world rank %d]: %s %s count=%zu %s on %s: %s\n", g_world_rank, type_name,
-                kOpNames[op], count, in_place ? "in place" : "out of place", c.name,
+        fprintf(stderr, "FAIL [world rank %d]: %s: %s\n", g_world_rank,
+                describe(type_name, op, count, in_place, c).c_str(),
                 rc != MPI_SUCCESS ? "error returned" : out != want ? "wrong result" : "PMPI disagrees with the reference");
         return 1;
     }

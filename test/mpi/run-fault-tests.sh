@@ -8,8 +8,7 @@
 set -u
 . "$(dirname "$0")/../lib.sh"
 prog="$NEXAR_BUILDDIR/test/mpi/fault_check"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+new_log
 export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0 NEXAR_STATS=1
 
 run() {  # run NP MODE [VAR=VALUE...]; leaves the output in $log, returns mpirun's status

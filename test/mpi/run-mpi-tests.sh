@@ -6,8 +6,7 @@
 set -u
 . "$(dirname "$0")/../lib.sh"
 prog="$NEXAR_BUILDDIR/test/mpi/allreduce_check"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+new_log
 export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0 NEXAR_STATS=1
 
 run() {  # run NP [env...] -- ARGS...

@@ -6,8 +6,7 @@
 set -u
 . "$(dirname "$0")/../lib.sh"
 prog="$NEXAR_BUILDDIR/test/mpi/allreduce_check"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+new_log
 export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0 NEXAR_STATS=1
 for spec in "2 5000 4000 250 101" "3 2000 2000 400 102" "4 1000 1000 0 103"; do
     set -- $spec

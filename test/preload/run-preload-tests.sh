@@ -10,8 +10,7 @@ lib="$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so"
 [ -x "$prog" ] || fail "$prog not built"
 ldd "$prog" | grep -q nexar && fail "$prog must not be linked with nexar"
 lib=$(preload_value "$lib")
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+new_log
 
 run() {  # run NP EXPECT_MIN_RING VAR=VALUE... [-- MPMD ARGS: they replace "-np NP prog"]
     local np=$1 min=$2; shift 2
