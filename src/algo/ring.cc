@@ -56,6 +56,28 @@ void RingScratch::abandon() {
     depth_ = 0;
 }
 
+void set_ring_error(std::string* error, const char* fmt, va_list ap) {
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    if (error) *error = buf;
+}
+
+std::string ring_timeout(const RingOptions& options, std::chrono::steady_clock::time_point last, int rank, int size,
+                         size_t received, size_t sent, const char* unit) {
+    if (options.timeout_s <= 0) return "";
+    double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - last).count();
+    if (idle_s <= options.timeout_s) return "";
+    int prev = (rank + size - 1) % size, next = (rank + 1) % size;
+    char peers[64], buf[256];
+    if (prev == next)
+        snprintf(peers, sizeof peers, "rank %d", prev);
+    else
+        snprintf(peers, sizeof peers, "rank %d or rank %d", prev, next);
+    snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on %s (received %zu, sent %zu of the call's %s)",
+             idle_s, peers, received, sent, unit);
+    return buf;
+}
+
 size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment_bytes) {
     return max_segment_elems(count, size_t(ranks), segment_elems(segment_bytes, elem_size)) * elem_size;
 }
@@ -91,15 +113,7 @@ public:
     Status run();
 
 private:
-    uint64_t tag(const RingCursor& c) const {
-        TagFields f;
-        f.context_id = l_.context_id;
-        f.sequence = seq_;
-        f.phase = c.phase();
-        f.step = c.step();
-        f.segment = c.segment();
-        return pack_tag(f);
-    }
+    uint64_t tag(const RingCursor& c) const { return ring_tag(l_.context_id, seq_, c); }
     uint32_t slot(size_t message) const { return uint32_t(message % depth_); }
     int next_rank() const { return (l_.rank + 1) % l_.size; }
     int prev_rank() const { return (l_.rank + l_.size - 1) % l_.size; }
@@ -142,12 +156,10 @@ private:
 };
 
 Status Ring::fail(Status s, const char* fmt, ...) {
-    char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    set_ring_error(error_, fmt, ap);
     va_end(ap);
-    if (error_) *error_ = buf;
     abort_outstanding();
     return s;
 }
@@ -262,21 +274,8 @@ Status Ring::check_stall() {
     if (l_.prev && l_.prev->failed())
         return fail(Status::peer_failure, "connection to rank %d failed (%s)", prev_rank(),
                     ucs_status_string(l_.prev->failure_status()));
-    if (opt_.timeout_s > 0) {
-        double idle = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_progress_).count();
-        if (idle > opt_.timeout_s) {
-            char peers[64];
-            if (prev_rank() == next_rank())
-                snprintf(peers, sizeof peers, "rank %d", prev_rank());
-            else
-                snprintf(peers, sizeof peers, "rank %d or rank %d", prev_rank(), next_rank());
-            return fail(Status::timeout,
-                        "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on %s "
-                        "(received %zu, sent %zu of the call's segment messages)",
-                        idle, peers, recv_done_, send_done_);
-        }
-    }
-    return Status::ok;
+    std::string late = ring_timeout(opt_, last_progress_, l_.rank, l_.size, recv_done_, send_done_, "segment messages");
+    return late.empty() ? Status::ok : fail(Status::timeout, "%s", late.c_str());
 }
 
 // After a failure: cancel what can be cancelled, close the endpoint to force

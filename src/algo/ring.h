@@ -24,6 +24,8 @@
 // RingScratch reserved once and reused by every call on a communicator.
 #pragma once
 
+#include <chrono>
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -83,6 +85,14 @@ private:
     std::unique_ptr<UcxRequest[]> send_requests_;
     std::unique_ptr<UcxRequest[]> recv_requests_;
 };
+
+// Both rings' error text: printf into *error (when not null).
+void set_ring_error(std::string* error, const char* fmt, va_list ap);
+
+// Both rings' timeout: the error to report when nothing moved since `last`
+// for longer than options.timeout_s, else an empty string.
+std::string ring_timeout(const RingOptions& options, std::chrono::steady_clock::time_point last, int rank, int size,
+                         size_t received, size_t sent, const char* unit);
 
 // Bytes of scratch one call needs per pipeline slot.
 size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment_bytes);

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "algo/partition.h"
+#include "transport/tag.h"
 
 namespace nexar {
 
@@ -65,5 +66,16 @@ private:
     Span chunk_;
     size_t nseg_ = 0, seg_ = 0;
 };
+
+// The tag of the message a cursor stands on (transport/tag.h).
+inline uint64_t ring_tag(uint32_t context_id, uint32_t sequence, const RingCursor& c) {
+    TagFields f;
+    f.context_id = context_id;
+    f.sequence = sequence;
+    f.phase = c.phase();
+    f.step = c.step();
+    f.segment = c.segment();
+    return pack_tag(f);
+}
 
 }  // namespace nexar

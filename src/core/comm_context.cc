@@ -27,4 +27,15 @@ RingLinks CommContext::links() const {
     return l;
 }
 
+ShmRingLinks CommContext::shm_links() const {
+    ShmRingLinks l;
+    l.inbox = inbox_.get();
+    l.next_inbox = next_inbox_.get();
+    l.prev_pid = prev_pid_;
+    l.rank = rank_;
+    l.size = size_;
+    l.context_id = id_;
+    return l;
+}
+
 }  // namespace nexar

@@ -17,7 +17,9 @@
 #include <memory>
 
 #include "algo/ring.h"
+#include "algo/shm_ring.h"
 #include "memory/device_buffers.h"
+#include "transport/shm_inbox.h"
 #include "transport/ucx.h"
 
 namespace nexar {
@@ -47,6 +49,23 @@ public:
                    std::string* error);
 
     RingLinks links() const;
+
+    // Same-node shared-memory inboxes (transport/shm_inbox.h), set up
+    // collectively by the runtime: this rank's own, then its successor's.
+    Status create_inbox(uint32_t depth, size_t slot_bytes, ShmInboxName* name, std::string* error) {
+        return ShmInbox::create(depth, slot_bytes, &inbox_, name, error);
+    }
+    Status open_next_inbox(const ShmInboxName& next, pid_t prev_pid, std::string* error) {
+        prev_pid_ = prev_pid;
+        return ShmInbox::open(next, &next_inbox_, error);
+    }
+    // After every rank has opened its successor's inbox (or given up).
+    void finish_shm(bool use) {
+        if (inbox_) inbox_->unlink();
+        if (!use) inbox_.reset(), next_inbox_.reset();
+    }
+    bool shm_ready() const { return inbox_ && next_inbox_; }
+    ShmRingLinks shm_links() const;
     uint32_t next_sequence() { return sequence_++; }
     RingScratch& scratch() { return scratch_; }
     // GPU streams, events and slots, created on the first device-buffer call.
@@ -67,6 +86,9 @@ private:
     std::unique_ptr<UcxEndpoint> next_;
     std::unique_ptr<UcxEndpoint> prev_;  // null when prev == next (2 ranks)
     RingScratch scratch_;
+    std::unique_ptr<ShmInbox> inbox_;       // written by the predecessor
+    std::unique_ptr<ShmInbox> next_inbox_;  // the successor's, written here
+    pid_t prev_pid_ = 0;
     std::unique_ptr<DeviceBuffers> device_buffers_;
 };
 

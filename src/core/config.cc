@@ -12,7 +12,7 @@ namespace nexar {
 bool operator==(const Config& a, const Config& b) {
     return a.enable == b.enable && a.threshold_bytes == b.threshold_bytes &&
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
-           a.host_buffers == b.host_buffers && a.timeout_s == b.timeout_s && a.stats == b.stats &&
+           a.host_buffers == b.host_buffers && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
            a.log_level == b.log_level && a.cuda_path == b.cuda_path;
 }
 
@@ -154,6 +154,8 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
     }
     if ((v = lookup("NEXAR_HOST_BUFFERS")) && !parse_bool(v, &c.host_buffers))
         complain("NEXAR_HOST_BUFFERS", v, "1 or 0", "0");
+    if ((v = lookup("NEXAR_SHM")) && !parse_bool(v, &c.shm))
+        complain("NEXAR_SHM", v, "1 or 0", "1");
     if ((v = lookup("NEXAR_TIMEOUT_S")) && !parse_seconds(v, &c.timeout_s))
         complain("NEXAR_TIMEOUT_S", v, "a number of seconds >= 0 (0 waits forever)", "60");
     if ((v = lookup("NEXAR_STATS")) && !parse_bool(v, &c.stats))
@@ -168,9 +170,9 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
 std::string describe(const Config& c) {
     char buf[256];
     snprintf(buf, sizeof buf,
-             "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d timeout=%gs stats=%d cuda_path=%s",
+             "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d shm=%d timeout=%gs stats=%d cuda_path=%s",
              c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(), format_bytes(c.segment_bytes).c_str(),
-             c.pipeline_depth, c.host_buffers ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path));
+             c.pipeline_depth, c.host_buffers ? 1 : 0, c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path));
     return buf;
 }
 

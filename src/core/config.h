@@ -27,6 +27,7 @@ struct Config {
     uint64_t segment_bytes = 1ull << 20;          // NEXAR_SEGMENT_BYTES
     uint32_t pipeline_depth = 4;                  // NEXAR_PIPELINE_DEPTH: segments in flight
     bool host_buffers = false;                    // NEXAR_HOST_BUFFERS
+    bool shm = true;                              // NEXAR_SHM: same-node host rings through shared memory
     double timeout_s = 60.0;                      // NEXAR_TIMEOUT_S (0: wait forever)
     bool stats = false;                           // NEXAR_STATS
     LogLevel log_level = LogLevel::warn;          // NEXAR_LOG

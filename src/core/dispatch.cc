@@ -13,6 +13,7 @@
 
 #include "algo/ring.h"
 #include "algo/segment_engine.h"
+#include "algo/shm_ring.h"
 #include "core/log.h"
 #include "core/runtime.h"
 #include "core/stats.h"
@@ -58,6 +59,7 @@ struct LocalPlan {
     MemoryType memory = MemoryType::host;
     DeviceEngine::Mode mode = DeviceEngine::Mode::staged;
     int device_id = 0;
+    bool shm = false;      // host buffers through the shared-memory inboxes
     const char* why = "";  // when not ready
     // Device or managed memory: a device engine moves it.
     bool device() const { return memory != MemoryType::host; }
@@ -84,6 +86,10 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
+        if (ctx.shm_ready() && shm_ring_fits(ctx.shm_links(), count, esz, opt.segment_bytes)) {
+            p.shm = p.ready = true;  // the inboxes are all the scratch it needs
+            return p;
+        }
         if (!ok(ctx.scratch().reserve(slot, opt.depth))) {
             NEXAR_WARN("no memory for %s of ring scratch (NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH); "
                        "this allreduce passes through to MPI",
@@ -130,6 +136,21 @@ int fall_back(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const void* 
         NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
         return raise_mpi_error(comm, MPI_ERR_OTHER);
     }
+    return MPI_SUCCESS;
+}
+
+// Accounts for a finished ring, or reports its failure and retires the
+// communicator's rings (their endpoints or inboxes are out of step).
+int finish_ring(CommContext& ctx, MPI_Comm comm, Status s, const std::string& error, size_t bytes) {
+    if (!ok(s)) {
+        ctx.mark_failed();
+        NEXAR_ERROR("MPI_Allreduce of %zu bytes on communicator context %u failed: %s: %s", bytes, ctx.id(),
+                    status_string(s), error.c_str());
+        return raise_mpi_error(comm, s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
+    }
+    Stats& stats = process_stats();
+    stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
+    stats.ring_bytes.fetch_add(uint64_t(bytes), std::memory_order_relaxed);
     return MPI_SUCCESS;
 }
 
@@ -190,22 +211,19 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     }
     if (!agree[0]) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
 
+    Status s;
+    if (plan.shm) {
+        s = shm_ring_allreduce(ctx->shm_links(), ctx->next_sequence(), src, recvbuf, ring_count, type, rop, opt, &error);
+        return finish_ring(*ctx, comm, s, error, ring_count * esz);
+    }
     RingLinks links = ctx->links();
     HostEngine host_engine(type, rop, ctx->scratch());
     std::optional<DeviceEngine> device_engine;
     if (plan.device()) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
     SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
-    Status s = ring_allreduce(links, ctx->next_sequence(), src, recvbuf, ring_count, type, rop, opt, ctx->scratch(),
-                              engine, &error);
-    if (!ok(s)) {
-        ctx->mark_failed();
-        NEXAR_ERROR("MPI_Allreduce of %zu bytes on communicator context %u failed: %s: %s", ring_count * esz,
-                    ctx->id(), status_string(s), error.c_str());
-        return raise_mpi_error(comm, s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
-    }
-    stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
-    stats.ring_bytes.fetch_add(uint64_t(ring_count) * esz, std::memory_order_relaxed);
-    return MPI_SUCCESS;
+    s = ring_allreduce(links, ctx->next_sequence(), src, recvbuf, ring_count, type, rop, opt, ctx->scratch(), engine,
+                       &error);
+    return finish_ring(*ctx, comm, s, error, ring_count * esz);
 }
 
 }  // namespace nexar

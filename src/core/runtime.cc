@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,38 @@ void Runtime::forget(CommContext* ctx) {
     delete ctx;  // closes its endpoints
 }
 
+// Host rings between ranks of one node go through shared-memory inboxes
+// when every rank can open its successor's (all ranks on one node); any
+// failure anywhere leaves the whole communicator on UCX.  Collective.
+void Runtime::connect_shm(CommContext& ctx) {
+    // Slots of one segment each; a call with larger segments (huge counts)
+    // takes the UCX ring.  Very large settings are not worth shared memory.
+    constexpr size_t kMaxInboxBytes = size_t(256) << 20;
+    size_t slot_bytes = (size_t(config_.segment_bytes) + 63) & ~size_t(63);
+    uint32_t depth = config_.pipeline_depth;
+    std::string error;
+    ShmInboxName mine;
+    memset(&mine, 0, sizeof mine);
+    Status s = slot_bytes * depth <= kMaxInboxBytes ? ctx.create_inbox(depth, slot_bytes, &mine, &error)
+                                                    : (error = "NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH is over 256 MiB",
+                                                       Status::unavailable);
+    std::vector<ShmInboxName> all(size_t(ctx.size()));
+    PMPI_Allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
+    int next = (ctx.rank() + 1) % ctx.size(), prev = (ctx.rank() + ctx.size() - 1) % ctx.size();
+    if (ok(s)) s = ctx.open_next_inbox(all[size_t(next)], pid_t(all[size_t(prev)].pid), &error);
+    int use = ok(s) ? 1 : 0;
+    PMPI_Allreduce(MPI_IN_PLACE, &use, 1, MPI_INT, MPI_MIN, ctx.comm());
+    ctx.finish_shm(use != 0);
+    if (use)
+        NEXAR_INFO("communicator context %u: host rings go through shared memory (%u slots of %s)", ctx.id(), depth,
+                   format_bytes(slot_bytes).c_str());
+    else if (!ok(s))
+        NEXAR_INFO("communicator context %u: host rings use UCX: %s", ctx.id(), error.c_str());
+    else
+        NEXAR_INFO("communicator context %u: host rings use UCX: a rank cannot share memory with its neighbour",
+                   ctx.id());
+}
+
 CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
     void* value = nullptr;
     int found = 0;
@@ -209,6 +242,8 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         if (!connected) {
             ctx->disable();
             NEXAR_WARN("communicator context %u: ring disabled, its allreduces pass through to MPI", id);
+        } else if (config_.host_buffers && config_.shm) {
+            connect_shm(*ctx);
         }
     }
     {

@@ -54,6 +54,7 @@ private:
     ~Runtime();
     void init(int thread_level);
     void start_device();
+    void connect_shm(CommContext& ctx);
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     static int on_self_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     void forget(CommContext* ctx);

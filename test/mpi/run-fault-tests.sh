@@ -48,10 +48,14 @@ grep -q "no memory for .* of ring scratch" "$log" || fail "no warning when scrat
 
 # A peer that dies, or stops, in the middle of a 256 MiB ring.  Rank 0 must
 # get an error (MPI_ERR_OTHER) within the timeout, then aborts the job.
-for mode in kill stall; do
+# Both rings: shared memory (same node) and UCX (NEXAR_SHM=0).
+for mode in kill stall kill-ucx stall-ucx; do
     timeout_s=3
     start=$(date +%s)
-    run 2 "$mode" NEXAR_TIMEOUT_S=$timeout_s
+    case $mode in
+        *-ucx) mode=${mode%-ucx}; run 2 "$mode" NEXAR_TIMEOUT_S=$timeout_s NEXAR_SHM=0 ;;
+        *) run 2 "$mode" NEXAR_TIMEOUT_S=$timeout_s ;;
+    esac
     took=$(($(date +%s) - start))
     grep -v '^\[' "$log" | grep -v "mpool.c" | head -n 4
     line=$(grep "fault_check $mode: rank 0 got class" "$log") || fail "$mode: rank 0 never returned from the ring"

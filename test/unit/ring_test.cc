@@ -11,10 +11,12 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "algo/ring.h"
 #include "algo/segment_engine.h"
+#include "algo/shm_ring.h"
 #include "fake_device.h"
 #include "memory/device.h"
 #include "memory/device_buffers.h"
@@ -100,6 +102,44 @@ void run_ranks(int n, const std::function<RankResult(int, RingLinks&)>& body, st
     ASSERT_EQ(setup_failures.load(), 0) << (*results)[0].error;
 }
 
+// The same with the shared-memory path: each thread-rank creates its inbox,
+// then maps its successor's by name, as ranks of one node do.
+void run_shm_ranks(int n, size_t slot_bytes, uint32_t depth, const std::function<RankResult(int, ShmRingLinks&)>& body,
+                   std::vector<RankResult>* results) {
+    std::vector<ShmInboxName> names(n);
+    Barrier barrier(n);
+    results->assign(n, RankResult());
+    std::atomic<int> setup_failures{0};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+        threads.emplace_back([&, r] {
+            std::unique_ptr<ShmInbox> mine, next;
+            std::string err;
+            if (!ok(ShmInbox::create(depth, slot_bytes, &mine, &names[r], &err))) ++setup_failures;
+            barrier.wait();
+            if (setup_failures == 0 && !ok(ShmInbox::open(names[(r + 1) % n], &next, &err))) ++setup_failures;
+            barrier.wait();
+            if (mine) mine->unlink();
+            if (setup_failures == 0) {
+                ShmRingLinks links;
+                links.inbox = mine.get();
+                links.next_inbox = next.get();
+                links.prev_pid = getpid();
+                links.rank = r;
+                links.size = n;
+                links.context_id = 9;
+                (*results)[r] = body(r, links);
+            } else {
+                (*results)[r] = {Status::unavailable, err};
+            }
+            barrier.wait();  // no inbox goes away while a peer may still write to it
+        });
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(setup_failures.load(), 0) << (*results)[0].error;
+}
+
+enum class Path { ucx, shm };
+
 template <class T>
 T input_value(int rank, size_t i, ReduceOp op) {
     // Small integers: sums and products of a few ranks are exact in float,
@@ -124,29 +164,68 @@ std::vector<T> expected(int n, size_t count, DataType type, ReduceOp op) {
     return want;
 }
 
+// One allreduce on whichever ring a test runs.
+using RingCall = std::function<Status(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                                      const RingOptions& opt, std::string* error)>;
+
+// Runs `body(rank, call)` on `n` thread-ranks connected for `path`; shared
+// memory slots are `slot_bytes` (0: enough for `opt`-sized segments).
+void run_path(Path path, int n, size_t slot_bytes, uint32_t depth,
+              const std::function<RankResult(int, const RingCall&)>& body, std::vector<RankResult>* results) {
+    if (path == Path::ucx) {
+        run_ranks(
+            n,
+            [&](int r, RingLinks& links) {
+                RingScratch scratch;
+                uint32_t seq = 0;
+                RingCall call = [&](const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                                    const RingOptions& opt, std::string* error) {
+                    Status s = scratch.reserve(ring_slot_bytes(count, n, datatype_size(type), opt.segment_bytes),
+                                               opt.depth);
+                    return ok(s) ? ring_allreduce(links, seq++, send, recv, count, type, op, opt, scratch, error) : s;
+                };
+                return body(r, call);
+            },
+            results);
+    } else {
+        run_shm_ranks(
+            n, (std::max<size_t>(slot_bytes, 1) + 63) & ~size_t(63), depth,
+            [&](int r, ShmRingLinks& links) {
+                uint32_t seq = 0;
+                RingCall call = [&](const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                                    const RingOptions& opt, std::string* error) {
+                    return shm_ring_allreduce(links, seq++, send, recv, count, type, op, opt, error);
+                };
+                return body(r, call);
+            },
+            results);
+    }
+}
+
+// `calls` allreduces in a row on the same links (the shared-memory
+// counters run on across calls); the last one is checked.
 template <class T>
 void check_allreduce(int n, size_t count, DataType type, ReduceOp op, bool in_place, size_t segment_bytes,
-                     uint32_t depth) {
+                     uint32_t depth, Path path = Path::ucx, int calls = 1) {
     std::vector<T> want = expected<T>(n, count, type, op);
     std::vector<std::vector<T>> out(n);
     std::vector<RankResult> results;
-    run_ranks(
-        n,
-        [&](int r, RingLinks& links) {
+    RingOptions opt;
+    opt.segment_bytes = segment_bytes;
+    opt.depth = depth;
+    opt.timeout_s = 30;
+    run_path(
+        path, n, ring_slot_bytes(count, n, sizeof(T), segment_bytes), depth,
+        [&](int r, const RingCall& allreduce) {
             std::vector<T> in(count);
             for (size_t i = 0; i < count; ++i) in[i] = input_value<T>(r, i, op);
-            out[r].assign(count, T(99));
-            RingOptions opt;
-            opt.segment_bytes = segment_bytes;
-            opt.depth = depth;
-            opt.timeout_s = 30;
-            RingScratch scratch;
             RankResult res;
-            res.status = scratch.reserve(ring_slot_bytes(count, n, sizeof(T), segment_bytes), depth);
-            if (!ok(res.status)) return res;
-            if (in_place) out[r] = in;
-            res.status = ring_allreduce(links, 0, in_place ? out[r].data() : in.data(), out[r].data(), count, type, op,
-                                        opt, scratch, &res.error);
+            for (int c = 0; c < calls && ok(res.status); ++c) {
+                out[r].assign(count, T(99));
+                if (in_place) out[r] = in;
+                res.status = allreduce(in_place ? out[r].data() : in.data(), out[r].data(), count, type, op, opt,
+                                       &res.error);
+            }
             return res;
         },
         &results);
@@ -188,23 +267,22 @@ TEST(RingOverUcx, SeveralMegabytesManySegments) {
     check_allreduce<int32_t>(3, 1024 * 1024 + 1, DataType::i32, ReduceOp::sum, true, 64 * 1024, 6);
 }
 
+namespace {
+
 // A peer that never joins: the ring must give up within its timeout.
-TEST(RingOverUcx, MissingPeerTimesOut) {
+void check_missing_peer(Path path) {
     std::vector<RankResult> results;
     auto t0 = std::chrono::steady_clock::now();
-    run_ranks(
-        2,
-        [&](int r, RingLinks& links) {
+    run_path(
+        path, 2, 4096, 4,
+        [&](int r, const RingCall& allreduce) {
             RankResult res;
             if (r == 1) return res;  // never calls the allreduce
             std::vector<int32_t> buf(100000, 1);
             RingOptions opt;
             opt.timeout_s = 1.0;
-            RingScratch scratch;
-            res.status = scratch.reserve(ring_slot_bytes(buf.size(), 2, 4, opt.segment_bytes), opt.depth);
-            if (ok(res.status))
-                res.status = ring_allreduce(links, 0, buf.data(), buf.data(), buf.size(), DataType::i32, ReduceOp::sum,
-                                            opt, scratch, &res.error);
+            opt.segment_bytes = 4096;
+            res.status = allreduce(buf.data(), buf.data(), buf.size(), DataType::i32, ReduceOp::sum, opt, &res.error);
             return res;
         },
         &results);
@@ -215,24 +293,22 @@ TEST(RingOverUcx, MissingPeerTimesOut) {
 }
 
 // Ranks that disagree on the count: an error on each rank, never a hang and
-// never a write past the smaller buffer.
-TEST(RingOverUcx, MismatchedCountsFailCleanly) {
+// never a write past the smaller buffer (shared memory checks every slot's
+// tag and length before using it).
+void check_mismatched_counts(Path path) {
     std::vector<RankResult> results;
     const size_t counts[2] = {1000, 1500};
     std::vector<std::vector<int32_t>> bufs(2);
-    run_ranks(
-        2,
-        [&](int r, RingLinks& links) {
+    run_path(
+        path, 2, 1024, 4,
+        [&](int r, const RingCall& allreduce) {
             RankResult res;
             bufs[r].assign(counts[r] + 16, 7);  // 16 guard elements past the end
             RingOptions opt;
             opt.timeout_s = 2.0;
             opt.segment_bytes = 256;
-            RingScratch scratch;
-            res.status = scratch.reserve(ring_slot_bytes(counts[r], 2, 4, opt.segment_bytes), opt.depth);
-            if (ok(res.status))
-                res.status = ring_allreduce(links, 0, bufs[r].data(), bufs[r].data(), counts[r], DataType::i32,
-                                            ReduceOp::sum, opt, scratch, &res.error);
+            res.status = allreduce(bufs[r].data(), bufs[r].data(), counts[r], DataType::i32, ReduceOp::sum, opt,
+                                   &res.error);
             return res;
         },
         &results);
@@ -243,6 +319,64 @@ TEST(RingOverUcx, MismatchedCountsFailCleanly) {
     EXPECT_TRUE(results[0].status == Status::mismatch || results[1].status == Status::mismatch)
         << results[0].error << " / " << results[1].error;
 }
+
+}  // namespace
+
+TEST(RingOverUcx, MissingPeerTimesOut) { check_missing_peer(Path::ucx); }
+TEST(RingOverUcx, MismatchedCountsFailCleanly) { check_mismatched_counts(Path::ucx); }
+
+// ---------------------------------------------------------------- shared memory
+
+TEST(RingOverSharedMemory, CountsAndRankCounts) {
+    for (int n : {2, 3, 4})
+        for (size_t count : {0, 1, 2, 3, 5, 17, 1009, 40000}) {
+            SCOPED_TRACE("n=" + std::to_string(n) + " count=" + std::to_string(count));
+            check_allreduce<int32_t>(n, count, DataType::i32, ReduceOp::sum, count % 2 == 1, 1024, 4, Path::shm, 3);
+        }
+}
+
+TEST(RingOverSharedMemory, EveryTypeAndOp) {
+    check_allreduce<int8_t>(3, 777, DataType::i8, ReduceOp::sum, false, 256, 2, Path::shm);
+    check_allreduce<uint8_t>(2, 777, DataType::u8, ReduceOp::bxor, true, 256, 2, Path::shm);
+    check_allreduce<int16_t>(3, 999, DataType::i16, ReduceOp::prod, false, 256, 3, Path::shm);
+    check_allreduce<uint16_t>(2, 999, DataType::u16, ReduceOp::max, true, 512, 4, Path::shm);
+    check_allreduce<int64_t>(3, 4097, DataType::i64, ReduceOp::min, false, 1000, 4, Path::shm);
+    check_allreduce<uint64_t>(2, 4097, DataType::u64, ReduceOp::lor, false, 1000, 4, Path::shm);
+    check_allreduce<uint32_t>(3, 513, DataType::u32, ReduceOp::band, true, 300, 1, Path::shm);
+    check_allreduce<float>(3, 10007, DataType::f32, ReduceOp::sum, false, 4096, 8, Path::shm);
+    check_allreduce<float>(2, 10007, DataType::f32, ReduceOp::prod, true, 4096, 8, Path::shm);
+    check_allreduce<double>(4, 10007, DataType::f64, ReduceOp::sum, true, 8192, 4, Path::shm);
+    check_allreduce<double>(3, 10007, DataType::f64, ReduceOp::max, false, 8192, 4, Path::shm, 2);
+}
+
+TEST(RingOverSharedMemory, SeveralMegabytesManySegments) {
+    check_allreduce<float>(2, 3 * 1024 * 1024 + 3, DataType::f32, ReduceOp::sum, false, 256 * 1024, 4, Path::shm, 2);
+    check_allreduce<int32_t>(3, 1024 * 1024 + 1, DataType::i32, ReduceOp::sum, true, 64 * 1024, 6, Path::shm);
+}
+
+// A call whose segments exceed the slots is refused (the dispatcher sends
+// it to the UCX ring instead), never written past a slot.
+TEST(RingOverSharedMemory, SegmentsLargerThanSlotsAreRefused) {
+    std::vector<RankResult> results;
+    run_shm_ranks(
+        2, 1024, 2,
+        [&](int, ShmRingLinks& links) {
+            std::vector<int32_t> buf(10000, 1);
+            RingOptions opt;
+            opt.segment_bytes = 4096;  // 4 KiB segments, 1 KiB slots
+            RankResult res;
+            EXPECT_FALSE(shm_ring_fits(links, buf.size(), 4, opt.segment_bytes));
+            EXPECT_TRUE(shm_ring_fits(links, buf.size(), 4, 1024));
+            res.status = shm_ring_allreduce(links, 0, buf.data(), buf.data(), buf.size(), DataType::i32,
+                                            ReduceOp::sum, opt, &res.error);
+            return res;
+        },
+        &results);
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].status, Status::invalid_argument);
+}
+
+TEST(RingOverSharedMemory, MissingPeerTimesOut) { check_missing_peer(Path::shm); }
+TEST(RingOverSharedMemory, MismatchedCountsFailCleanly) { check_mismatched_counts(Path::shm); }
 
 // ---------------------------------------------------------------- device engine
 // The staged and direct device paths on the host-emulated GPU of

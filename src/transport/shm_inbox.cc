@@ -1,0 +1,166 @@
+#include "transport/shm_inbox.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+namespace nexar {
+
+namespace {
+
+constexpr uint64_t kInboxMagic = 0x6e65786172696e31ull;  // "nexarin1"
+constexpr size_t kHeaderBytes = 4096;                     // header, counters, slot records
+
+// The first page of an inbox.  The two counters sit on cache lines of their
+// own: each is written by a different process.
+struct InboxHeader {
+    uint64_t magic;
+    uint64_t nonce;
+    uint64_t slot_bytes;
+    uint32_t depth;
+    int32_t pid;
+    alignas(64) std::atomic<uint64_t> produced;
+    alignas(64) std::atomic<uint64_t> consumed;
+    alignas(64) ShmSlotRecord records[1];  // `depth` of them
+};
+static_assert(offsetof(InboxHeader, records) + sizeof(ShmSlotRecord) * 64 <= kHeaderBytes, "records fit the header");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared between processes");
+
+size_t inbox_length(uint32_t depth, size_t slot_bytes) { return kHeaderBytes + size_t(depth) * slot_bytes; }
+
+uint64_t fresh_nonce() {
+    uint64_t n = 0;
+    if (getrandom(&n, sizeof n, GRND_NONBLOCK) != ssize_t(sizeof n))
+        n = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9e3779b97f4a7c15ull ^
+            uint64_t(getpid());
+    return n;
+}
+
+std::string errno_text(const char* what, const char* name, int err) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s %s: %s", what, name, strerror(err));
+    return buf;
+}
+
+}  // namespace
+
+std::atomic<uint64_t>& ShmInbox::produced() { return static_cast<InboxHeader*>(base_)->produced; }
+std::atomic<uint64_t>& ShmInbox::consumed() { return static_cast<InboxHeader*>(base_)->consumed; }
+
+Status ShmInbox::map(int fd, bool create, const char* label, std::string* error) {
+    if (create) {
+        // Reserve the pages now: a full /dev/shm is an error here, not a
+        // SIGBUS inside a ring.
+        int err = ftruncate(fd, off_t(length_)) == 0 ? posix_fallocate(fd, 0, off_t(length_)) : errno;
+        if (err) {
+            *error = errno_text("cannot size shared memory", label, err);
+            return Status::no_memory;
+        }
+    } else {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || size_t(st.st_size) < length_) {
+            *error = std::string("shared memory ") + label + " is smaller than announced";
+            return Status::mismatch;
+        }
+    }
+    void* p = mmap(nullptr, length_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (p == MAP_FAILED) {
+        *error = errno_text("cannot map shared memory", label, errno);
+        return Status::no_memory;
+    }
+    base_ = p;
+    auto* h = static_cast<InboxHeader*>(base_);
+    records_ = h->records;
+    data_ = static_cast<char*>(base_) + kHeaderBytes;
+    return Status::ok;
+}
+
+Status ShmInbox::create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmInbox>* out, ShmInboxName* name,
+                        std::string* error) {
+    if (depth == 0 || depth > 64 || slot_bytes == 0 || slot_bytes % 64) return Status::invalid_argument;
+    static std::atomic<uint32_t> serial{0};
+    std::unique_ptr<ShmInbox> box(new ShmInbox());
+    box->depth_ = depth;
+    box->slot_bytes_ = slot_bytes;
+    box->length_ = inbox_length(depth, slot_bytes);
+    box->owner_pid_ = getpid();
+    uint64_t nonce = fresh_nonce();
+    char nm[64];
+    snprintf(nm, sizeof nm, "/nexar-%d-%u-%016llx", int(getpid()), serial.fetch_add(1), (unsigned long long)nonce);
+    box->name_ = nm;
+    int fd = shm_open(nm, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        *error = errno_text("cannot create shared memory", nm, errno);
+        box->name_.clear();
+        return Status::unavailable;
+    }
+    Status s = box->map(fd, true, nm, error);
+    close(fd);
+    if (!ok(s)) return s;  // the destructor unlinks the name
+    auto* h = static_cast<InboxHeader*>(box->base_);
+    h->magic = kInboxMagic;
+    h->nonce = nonce;
+    h->slot_bytes = slot_bytes;
+    h->depth = depth;
+    h->pid = int32_t(getpid());
+    h->produced.store(0, std::memory_order_relaxed);
+    h->consumed.store(0, std::memory_order_release);
+
+    memset(name, 0, sizeof *name);
+    snprintf(name->name, sizeof name->name, "%s", nm);
+    name->nonce = nonce;
+    name->pid = getpid();
+    name->slot_bytes = slot_bytes;
+    name->depth = depth;
+    *out = std::move(box);
+    return Status::ok;
+}
+
+Status ShmInbox::open(const ShmInboxName& name, std::unique_ptr<ShmInbox>* out, std::string* error) {
+    if (!name.name[0] || memchr(name.name, 0, sizeof name.name) == nullptr || name.depth == 0 || name.depth > 64 ||
+        name.slot_bytes == 0 || name.slot_bytes % 64) {
+        *error = "the neighbour has no shared-memory inbox";
+        return Status::unavailable;
+    }
+    std::unique_ptr<ShmInbox> box(new ShmInbox());
+    box->depth_ = name.depth;
+    box->slot_bytes_ = name.slot_bytes;
+    box->length_ = inbox_length(name.depth, name.slot_bytes);
+    box->owner_pid_ = pid_t(name.pid);
+    int fd = shm_open(name.name, O_RDWR, 0);
+    if (fd < 0) {
+        // Expected when the neighbour runs on another node.
+        *error = errno_text("cannot open the neighbour's shared memory", name.name, errno);
+        return Status::unavailable;
+    }
+    Status s = box->map(fd, false, name.name, error);  // name_ stays empty: only the owner unlinks
+    close(fd);
+    if (!ok(s)) return s;
+    auto* h = static_cast<InboxHeader*>(box->base_);
+    if (h->magic != kInboxMagic || h->nonce != name.nonce || h->depth != name.depth ||
+        h->slot_bytes != name.slot_bytes) {
+        *error = std::string("shared memory ") + name.name + " is not the neighbour's inbox";
+        return Status::mismatch;
+    }
+    *out = std::move(box);
+    return Status::ok;
+}
+
+void ShmInbox::unlink() {
+    if (!name_.empty()) shm_unlink(name_.c_str());
+    name_.clear();
+}
+
+ShmInbox::~ShmInbox() {
+    unlink();
+    if (base_) munmap(base_, length_);
+}
+
+}  // namespace nexar
