@@ -12,6 +12,11 @@ namespace nexar {
 struct float16_t { uint16_t bits; };
 struct bfloat16_t { uint16_t bits; };
 
+// Internal linkage on purpose: reduce/host_reduce_kernels.h is compiled with
+// AVX-512 flags too, and an out-of-line copy from that build must never be
+// the one a baseline caller links to.
+namespace {
+
 inline float to_float(float16_t h) {
     uint32_t sign = uint32_t(h.bits & 0x8000) << 16, exp = (h.bits >> 10) & 0x1f, man = h.bits & 0x3ff, f;
     if (exp == 0x1f) {
@@ -65,5 +70,7 @@ inline bfloat16_t to_bfloat16(float v) {
     uint32_t rounding = 0x7fff + ((f >> 16) & 1);
     return {uint16_t((f + rounding) >> 16)};
 }
+
+}  // namespace
 
 }  // namespace nexar

@@ -1,129 +1,79 @@
-// Host reduction kernels: one small template per (type, op), written as plain
-// loops over __restrict pointers so that -O3 vectorizes them.  Signed integer
-// SUM/PROD are computed in the unsigned type to get the wrap-around MPI
-// libraries produce without undefined behaviour.
+// The baseline build of the host kernels (any CPU), and the run-time choice
+// between it and the AVX2 / AVX-512 builds (host_reduce_kernels.h).
+#define NEXAR_REDUCE_NS isa_baseline
+#define NEXAR_REDUCE_F16C 0
+#include "reduce/host_reduce_kernels.h"
+
 #include "reduce/host_reduce.h"
-
-#include "reduce/half.h"
-
-#include <cstdint>
-#include <type_traits>
 
 namespace nexar {
 
-namespace {
+#if NEXAR_HAVE_X86_ISAS
+namespace isa_avx2 {
+Status host_reduce(void* dst, const void* a, const void* b, size_t n, DataType type, ReduceOp op);
+}
+namespace isa_avx512 {
+Status host_reduce(void* dst, const void* a, const void* b, size_t n, DataType type, ReduceOp op);
+}
+#endif
 
-// The type arithmetic is done in: unsigned for integers, itself otherwise.
-template <class T, bool = std::is_integral<T>::value>
-struct ArithOf { using type = T; };
-template <class T>
-struct ArithOf<T, true> { using type = std::make_unsigned_t<T>; };
-template <class T>
-using Arith = typename ArithOf<T>::type;
-
-struct OpSum { template <class T> static T apply(T a, T b) { return T(Arith<T>(a) + Arith<T>(b)); } };
-struct OpProd { template <class T> static T apply(T a, T b) { return T(Arith<T>(a) * Arith<T>(b)); } };
-struct OpMin { template <class T> static T apply(T a, T b) { return b < a ? b : a; } };
-struct OpMax { template <class T> static T apply(T a, T b) { return b > a ? b : a; } };
-struct OpBand { template <class T> static T apply(T a, T b) { return T(a & b); } };
-struct OpBor { template <class T> static T apply(T a, T b) { return T(a | b); } };
-struct OpBxor { template <class T> static T apply(T a, T b) { return T(a ^ b); } };
-struct OpLand { template <class T> static T apply(T a, T b) { return T((a != 0) & (b != 0)); } };
-struct OpLor { template <class T> static T apply(T a, T b) { return T((a != 0) | (b != 0)); } };
-struct OpLxor { template <class T> static T apply(T a, T b) { return T((a != 0) ^ (b != 0)); } };
-
-// Out of place: three distinct arrays.
-template <class T, class Op>
-void reduce3(void* __restrict dst, const void* __restrict a, const void* __restrict b, size_t n) {
-    T* __restrict d = static_cast<T*>(dst);
-    const T* __restrict x = static_cast<const T*>(a);
-    const T* __restrict y = static_cast<const T*>(b);
-    for (size_t i = 0; i < n; ++i) d[i] = Op::apply(x[i], y[i]);
+const char* host_isa_name(HostIsa isa) {
+    switch (isa) {
+        case HostIsa::baseline: return "baseline";
+        case HostIsa::avx2: return "avx2";
+        case HostIsa::avx512: return "avx512";
+    }
+    return "?";
 }
 
-// In place: dst op= b.
-template <class T, class Op>
-void reduce2(void* __restrict dst, const void* __restrict b, size_t n) {
-    T* __restrict d = static_cast<T*>(dst);
-    const T* __restrict y = static_cast<const T*>(b);
-    for (size_t i = 0; i < n; ++i) d[i] = Op::apply(d[i], y[i]);
+bool host_isa_supported(HostIsa isa) {
+    switch (isa) {
+        case HostIsa::baseline: return true;
+#if NEXAR_HAVE_X86_ISAS
+        case HostIsa::avx2:
+            __builtin_cpu_init();  // may run before libgcc's own constructor did
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        case HostIsa::avx512:
+            return host_isa_supported(HostIsa::avx2) && __builtin_cpu_supports("avx512f") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512dq");
+#else
+        default: return false;
+#endif
+    }
+    return false;
 }
 
-template <class T, class Op>
-void run(void* dst, const void* a, const void* b, size_t n) {
-    if (dst == a)
-        reduce2<T, Op>(dst, b, n);
-    else
-        reduce3<T, Op>(dst, a, b, n);
+HostIsa host_isa_best() {
+    static const HostIsa best = host_isa_supported(HostIsa::avx512) ? HostIsa::avx512
+                                : host_isa_supported(HostIsa::avx2)  ? HostIsa::avx2
+                                                                     : HostIsa::baseline;
+    return best;
 }
 
-// 16-bit floats: widen to float, apply the op, round to nearest even.
-template <class H, class Op>
-void run_half(void* dst, const void* a, const void* b, size_t n) {
-    H* d = static_cast<H*>(dst);
-    const H* x = static_cast<const H*>(a);
-    const H* y = static_cast<const H*>(b);
-    for (size_t i = 0; i < n; ++i) {
-        float r = Op::apply(to_float(x[i]), to_float(y[i]));
-        if constexpr (std::is_same<H, float16_t>::value)
-            d[i] = to_float16(r);
-        else
-            d[i] = to_bfloat16(r);
+Status host_reduce_isa(HostIsa isa, void* dst, const void* a, const void* b, size_t n, DataType type, ReduceOp op) {
+    if (!host_isa_supported(isa)) return Status::unavailable;
+    switch (isa) {
+#if NEXAR_HAVE_X86_ISAS
+        case HostIsa::avx2: return isa_avx2::host_reduce(dst, a, b, n, type, op);
+        case HostIsa::avx512: return isa_avx512::host_reduce(dst, a, b, n, type, op);
+#endif
+        default: return isa_baseline::host_reduce(dst, a, b, n, type, op);
     }
 }
-
-template <class H>
-Status by_op_half(void* dst, const void* a, const void* b, size_t n, ReduceOp op) {
-    switch (op) {
-        case ReduceOp::sum: run_half<H, OpSum>(dst, a, b, n); return Status::ok;
-        case ReduceOp::prod: run_half<H, OpProd>(dst, a, b, n); return Status::ok;
-        case ReduceOp::min: run_half<H, OpMin>(dst, a, b, n); return Status::ok;
-        case ReduceOp::max: run_half<H, OpMax>(dst, a, b, n); return Status::ok;
-        default: return Status::invalid_argument;
-    }
-}
-
-template <class T>
-Status by_op(void* dst, const void* a, const void* b, size_t n, ReduceOp op) {
-    switch (op) {
-        case ReduceOp::sum: run<T, OpSum>(dst, a, b, n); return Status::ok;
-        case ReduceOp::prod: run<T, OpProd>(dst, a, b, n); return Status::ok;
-        case ReduceOp::min: run<T, OpMin>(dst, a, b, n); return Status::ok;
-        case ReduceOp::max: run<T, OpMax>(dst, a, b, n); return Status::ok;
-        default: break;
-    }
-    if constexpr (std::is_integral<T>::value) {
-        switch (op) {
-            case ReduceOp::band: run<T, OpBand>(dst, a, b, n); return Status::ok;
-            case ReduceOp::bor: run<T, OpBor>(dst, a, b, n); return Status::ok;
-            case ReduceOp::bxor: run<T, OpBxor>(dst, a, b, n); return Status::ok;
-            case ReduceOp::land: run<T, OpLand>(dst, a, b, n); return Status::ok;
-            case ReduceOp::lor: run<T, OpLor>(dst, a, b, n); return Status::ok;
-            case ReduceOp::lxor: run<T, OpLxor>(dst, a, b, n); return Status::ok;
-            default: break;
-        }
-    }
-    return Status::invalid_argument;
-}
-
-}  // namespace
 
 Status host_reduce(void* dst, const void* a, const void* b, size_t n, DataType type, ReduceOp op) {
-    switch (type) {
-        case DataType::i8: return by_op<int8_t>(dst, a, b, n, op);
-        case DataType::i16: return by_op<int16_t>(dst, a, b, n, op);
-        case DataType::i32: return by_op<int32_t>(dst, a, b, n, op);
-        case DataType::i64: return by_op<int64_t>(dst, a, b, n, op);
-        case DataType::u8: return by_op<uint8_t>(dst, a, b, n, op);
-        case DataType::u16: return by_op<uint16_t>(dst, a, b, n, op);
-        case DataType::u32: return by_op<uint32_t>(dst, a, b, n, op);
-        case DataType::u64: return by_op<uint64_t>(dst, a, b, n, op);
-        case DataType::f32: return by_op<float>(dst, a, b, n, op);
-        case DataType::f64: return by_op<double>(dst, a, b, n, op);
-        case DataType::f16: return by_op_half<float16_t>(dst, a, b, n, op);
-        case DataType::bf16: return by_op_half<bfloat16_t>(dst, a, b, n, op);
-        default: return Status::invalid_argument;
-    }
+    using Fn = Status (*)(void*, const void*, const void*, size_t, DataType, ReduceOp);
+    static const Fn best = [] {
+        switch (host_isa_best()) {
+#if NEXAR_HAVE_X86_ISAS
+            case HostIsa::avx512: return Fn(isa_avx512::host_reduce);
+            case HostIsa::avx2: return Fn(isa_avx2::host_reduce);
+#endif
+            default: return Fn(isa_baseline::host_reduce);
+        }
+    }();
+    return best(dst, a, b, n, type, op);
 }
 
 }  // namespace nexar

@@ -86,8 +86,11 @@ TEST(Half, ReducersMatchIndependentReference) {
             do a[i] = uint16_t(rng()); while (is_nan16(a[i], bf) || std::isinf(widen(a[i], bf)));
             do b[i] = uint16_t(rng()); while (is_nan16(b[i], bf) || std::isinf(widen(b[i], bf)));
         }
+        for (HostIsa isa : {HostIsa::baseline, HostIsa::avx2, HostIsa::avx512})
         for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
-            ASSERT_EQ(host_reduce(out.data(), a.data(), b.data(), n, type, op), Status::ok);
+            if (!host_isa_supported(isa)) continue;
+            SCOPED_TRACE(host_isa_name(isa));
+            ASSERT_EQ(host_reduce_isa(isa, out.data(), a.data(), b.data(), n, type, op), Status::ok);
             for (size_t i = 0; i < n; ++i) {
                 double x = widen(a[i], bf), y = widen(b[i], bf);
                 double exact = op == ReduceOp::sum ? x + y : op == ReduceOp::prod ? x * y
@@ -98,5 +101,35 @@ TEST(Half, ReducersMatchIndependentReference) {
             }
         }
         EXPECT_EQ(host_reduce(out.data(), a.data(), b.data(), n, type, ReduceOp::band), Status::invalid_argument);
+    }
+}
+
+// Infinities, NaNs (every payload), subnormals and overflow: the AVX builds
+// (F16C conversions, vector compares) give exactly the baseline's bits, whose
+// conversions the tests above check against IEEE rounding.
+TEST(Half, EveryBuildMatchesBaselineOnSpecialValues) {
+    for (bool bf : {false, true}) {
+        DataType type = bf ? DataType::bf16 : DataType::f16;
+        const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0xbc00, 0x7bff, 0xfbff,
+                                     0x7c00, 0xfc00, 0x7e00, 0x7c01, 0xfe01, 0x7f80, 0xff80, 0x7fc0, 0x7f81,
+                                     0x0080, 0x007f, 0x7f7f, 0x4b00, 0x3555};
+        std::vector<uint16_t> a, b;
+        for (uint32_t x = 0; x < 0x10000; ++x)
+            for (uint16_t y : specials) a.push_back(uint16_t(x)), b.push_back(y);
+        std::vector<uint16_t> want(a.size()), got(a.size());
+        for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+            ASSERT_EQ(host_reduce_isa(HostIsa::baseline, want.data(), a.data(), b.data(), a.size(), type, op), Status::ok);
+            for (HostIsa isa : {HostIsa::avx2, HostIsa::avx512}) {
+                if (!host_isa_supported(isa)) continue;
+                ASSERT_EQ(host_reduce_isa(isa, got.data(), a.data(), b.data(), a.size(), type, op), Status::ok);
+                for (size_t i = 0; i < a.size(); ++i) {
+                    // Which NaN operand's payload survives NaN op NaN is the
+                    // compiler's choice (it may swap operands): any NaN will do.
+                    if (is_nan16(want[i], bf) && is_nan16(got[i], bf)) continue;
+                    ASSERT_EQ(got[i], want[i]) << (bf ? "bf16 " : "f16 ") << host_isa_name(isa) << " "
+                                               << reduce_op_name(op) << std::hex << " a=" << a[i] << " b=" << b[i];
+                }
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -52,6 +53,9 @@ T reference(T a, T b, ReduceOp op) {
 }
 
 template <class T>
+void check_type_isa(HostIsa isa, DataType type);
+
+template <class T>
 T random_value(std::mt19937_64& rng) {
     if constexpr (std::is_integral<T>::value) {
         switch (rng() % 6) {
@@ -66,14 +70,25 @@ T random_value(std::mt19937_64& rng) {
     }
 }
 
+// Every build of the kernels this CPU runs (host_reduce_isa), each against
+// the reference.
 template <class T>
 void check_type(DataType type) {
+    for (HostIsa isa : {HostIsa::baseline, HostIsa::avx2, HostIsa::avx512}) {
+        if (!host_isa_supported(isa)) continue;
+        SCOPED_TRACE(host_isa_name(isa));
+        check_type_isa<T>(isa, type);
+    }
+}
+
+template <class T>
+void check_type_isa(HostIsa isa, DataType type) {
     std::mt19937_64 rng(1234 + int(type));
     for (int opi = 0; opi < int(ReduceOp::count_); ++opi) {
         ReduceOp op = ReduceOp(opi);
         if (!op_supported(type, op)) {
             std::vector<T> d(4), a(4), b(4);
-            EXPECT_EQ(host_reduce(d.data(), a.data(), b.data(), 4, type, op), Status::invalid_argument);
+            EXPECT_EQ(host_reduce_isa(isa, d.data(), a.data(), b.data(), 4, type, op), Status::invalid_argument);
             continue;
         }
         for (size_t n : {0, 1, 2, 7, 31, 64, 1000, 4099}) {
@@ -81,9 +96,9 @@ void check_type(DataType type) {
                 std::vector<T> a(n + 1), b(n + 1), dst(n + 1, T(0)), inplace(n + 1);
                 for (size_t i = 0; i < n + 1; ++i) a[i] = random_value<T>(rng), b[i] = random_value<T>(rng);
                 inplace = a;
-                ASSERT_EQ(host_reduce(dst.data() + misalign, a.data() + misalign, b.data() + misalign, n, type, op),
+                ASSERT_EQ(host_reduce_isa(isa, dst.data() + misalign, a.data() + misalign, b.data() + misalign, n, type, op),
                           Status::ok);
-                ASSERT_EQ(host_reduce(inplace.data() + misalign, inplace.data() + misalign, b.data() + misalign, n,
+                ASSERT_EQ(host_reduce_isa(isa, inplace.data() + misalign, inplace.data() + misalign, b.data() + misalign, n,
                                       type, op),
                           Status::ok);
                 for (size_t i = 0; i < n; ++i) {
@@ -114,6 +129,15 @@ TEST(HostReduce, UInt32) { check_type<uint32_t>(DataType::u32); }
 TEST(HostReduce, UInt64) { check_type<uint64_t>(DataType::u64); }
 TEST(HostReduce, Float) { check_type<float>(DataType::f32); }
 TEST(HostReduce, Double) { check_type<double>(DataType::f64); }
+
+TEST(HostReduce, BestBuildIsSupported) {
+    EXPECT_TRUE(host_isa_supported(host_isa_best()));
+    EXPECT_TRUE(host_isa_supported(HostIsa::baseline));
+    float a = 1, b = 2, d = 0;
+    ASSERT_EQ(host_reduce(&d, &a, &b, 1, DataType::f32, ReduceOp::sum), Status::ok);
+    EXPECT_EQ(d, 3.f);
+    std::printf("host reducers: %s build\n", host_isa_name(host_isa_best()));
+}
 
 TEST(HostReduce, TypeSizesAndSupport) {
     EXPECT_EQ(datatype_size(DataType::i8), 1u);
