@@ -168,6 +168,10 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     Runtime* rt = Runtime::get();
     if (!rt || !rt->config().enable) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
     const Config& cfg = rt->config();
+    // Most calls are small: decide those before any table lookup (the cost
+    // every pass-through pays).  Null buffers take the checks below.
+    if (count >= 0 && sendbuf && recvbuf && uint64_t(count) * max_ring_item_bytes() < cfg.threshold_bytes)
+        return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
 
     // A null buffer with a predefined type cannot be MPI_BOTTOM plus absolute
     // addresses; Open MPI does not check it and crashes, so report it here.

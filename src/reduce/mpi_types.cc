@@ -1,5 +1,7 @@
 #include "reduce/mpi_types.h"
 
+#include <algorithm>
+
 #include "reduce/host_reduce.h"
 
 #include <cstdint>
@@ -34,6 +36,7 @@ struct TypeEntry {
 };
 
 std::vector<TypeEntry> g_types;
+size_t g_max_item_bytes = SIZE_MAX;  // before init: no call is known to be small
 
 MPI_Datatype g_float16 = MPI_DATATYPE_NULL;
 MPI_Datatype g_bfloat16 = MPI_DATATYPE_NULL;
@@ -158,11 +161,17 @@ void init_mpi_types() {
     add_sized(MPI_LOGICAL, C::logical);
     add_sized(MPI_COMPLEX, C::complex);
     add_sized(MPI_DOUBLE_COMPLEX, C::complex);
+    g_max_item_bytes = 0;
+    for (const TypeEntry& e : g_types)
+        g_max_item_bytes = std::max(g_max_item_bytes, (e.cls == C::complex ? 2 : 1) * datatype_size(e.type));
 }
+
+size_t max_ring_item_bytes() { return g_max_item_bytes; }
 
 void free_mpi_types() {
     if (g_float16 == MPI_DATATYPE_NULL) return;
     g_types.clear();
+    g_max_item_bytes = SIZE_MAX;
     PMPI_Type_free(&g_float16);
     PMPI_Type_free(&g_bfloat16);
     for (auto& row : g_half_ops)

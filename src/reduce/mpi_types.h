@@ -25,6 +25,11 @@ struct RingElement {
 // would reject - returns false and goes to PMPI, which reports any error.
 // Valid after init_mpi_types().
 bool map_mpi_call(MPI_Datatype dt, MPI_Op op, RingElement* out);
+// The largest item (bytes) any call map_mpi_call accepts can have: a call
+// of `count` items with count * this below the threshold is small whatever
+// its datatype, which lets small calls skip the table.  SIZE_MAX before
+// init_mpi_types().
+size_t max_ring_item_bytes();
 // True when `dt` is one of the predefined types in the table (any op).
 bool known_mpi_datatype(MPI_Datatype dt);
 // True for the predefined ops the ring implements (any datatype).
