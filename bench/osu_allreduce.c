@@ -6,7 +6,7 @@
  * it with LD_PRELOAD.
  *
  * Options (as OSU's where they exist):
- *   -m MIN:MAX   message sizes in bytes (powers of two from MIN to MAX)
+ *   -m MIN:MAX   message sizes in bytes, K/M/G allowed (powers of two from MIN to MAX)
  *   -i N         timed iterations per size (default: 100, fewer for large sizes)
  *   -x N         warm-up iterations per size (default: 10, fewer for large sizes)
  *   -c           validate every result against the other side's
@@ -132,6 +132,21 @@ static void fill(void *buf, size_t n, MPI_Datatype dt, int rank) {
     }
 }
 
+/* "8388608", "8M", "8MiB", "512K", "1G": powers of 1024; 0 when malformed. */
+static size_t parse_bytes(const char *text) {
+    char *end = NULL;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text) return 0;
+    switch (*end) {
+        case 'K': case 'k': v <<= 10; ++end; break;
+        case 'M': case 'm': v <<= 20; ++end; break;
+        case 'G': case 'g': v <<= 30; ++end; break;
+        default: break;
+    }
+    if (!strcmp(end, "iB") || !strcmp(end, "B")) end += strlen(end);
+    return *end == '\0' || *end == ':' ? (size_t)v : 0;
+}
+
 /* --overhead: what interposition adds to calls that pass through.  The two
  * sides alternate `reps` times; each keeps its best average, which filters
  * out the other processes' noise on a shared machine. */
@@ -180,8 +195,13 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) {
             char *colon = strchr(argv[++i], ':');
-            if (colon) { min = strtoull(argv[i], NULL, 10); max = strtoull(colon + 1, NULL, 10); }
-            else max = strtoull(argv[i], NULL, 10);
+            if (colon) { min = parse_bytes(argv[i]); max = parse_bytes(colon + 1); }
+            else max = parse_bytes(argv[i]);
+            if (!min || !max) {
+                if (rank == 0) fprintf(stderr, "nexar_osu_allreduce: -m takes MIN:MAX in bytes (K, M, G allowed)\n");
+                MPI_Finalize();
+                return 2;
+            }
         } else if (!strcmp(argv[i], "-i") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-x") && i + 1 < argc) warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-c")) validate = 1;

@@ -1,5 +1,7 @@
 #include "algo/ring.h"
 
+#include <sched.h>
+
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -322,8 +324,10 @@ Status Ring::run() {
         if (moved) {
             last_progress_ = std::chrono::steady_clock::now();
             idle_spins = 0;
-        } else if (++idle_spins % 4096 == 0) {
-            if (!ok(s = check_stall())) return s;
+        } else {
+            ++idle_spins;
+            if (idle_spins % kIdleSpinsBeforeYield == 0) sched_yield();
+            if (idle_spins % 4096 == 0 && !ok(s = check_stall())) return s;
         }
     }
     // Every reduction has been waited for through its event; this only
@@ -337,7 +341,7 @@ Status Ring::run() {
 Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, ReduceOp op, const RingOptions& options, RingScratch& scratch,
                       std::string* error) {
-    HostEngine engine(type, op, scratch);
+    HostEngine engine(type, op, scratch, sendbuf == recvbuf);
     return ring_allreduce(links, sequence, sendbuf, recvbuf, count, type, op, options, scratch, engine, error);
 }
 

@@ -48,6 +48,12 @@ struct RingLinks {
     uint32_t context_id = 0;
 };
 
+// Both rings poll; after this many polls without progress they give their
+// core away once (sched_yield).  Measured with bench/nexar-sweep: with more
+// ranks than cores, pure spinning ran 4-8x slower (the peer a ring waits for
+// needs the core), and at one rank per core yielding costs nothing.
+constexpr unsigned kIdleSpinsBeforeYield = 64;
+
 // Most segments one direction may have in flight.
 constexpr uint32_t kMaxRingDepth = 64;
 

@@ -15,14 +15,17 @@ Status HostEngine::stage_send(uint32_t, const char* src, size_t, WireBuffer* wir
 }
 
 WireBuffer HostEngine::recv_target(uint32_t slot, char* place, bool reduce) {
-    // Reduce-scatter data lands in a slot; allgather data lands in place.
+    // In place, the input still sits in `place` while a reduce-scatter
+    // segment travels: it lands in a slot.  Everything else lands in place.
     WireBuffer w;
-    w.ptr = reduce ? scratch_.slot(slot) : place;
+    w.ptr = reduce && in_place_ ? scratch_.slot(slot) : place;
     return w;
 }
 
 Status HostEngine::finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) {
-    return reduce ? host_reduce(place, a, scratch_.slot(slot), count, type_, op_) : Status::ok;
+    if (!reduce) return Status::ok;
+    // place op= slot (in place), or place op= input (it arrived in place).
+    return host_reduce(place, place, in_place_ ? scratch_.slot(slot) : a, count, type_, op_);
 }
 
 Status DeviceEngine::failed(const char* what) {

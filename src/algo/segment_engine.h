@@ -3,7 +3,8 @@
 // slot by slot; slots are reused in order, `depth` of them per direction.
 //
 //   HostEngine            host buffers: UCX sends from and receives into
-//                         them, the CPU reduces (reduce/host_reduce.h).
+//                         them (into a slot only for in-place
+//                         reduce-scatter), the CPU reduces (host_reduce.h).
 //   DeviceEngine staged   GPU buffers, host-only UCX: segments are copied to
 //                         pinned host slots before sending and back to the
 //                         GPU on arrival, then reduced by a GPU kernel.
@@ -54,7 +55,11 @@ public:
 
 class HostEngine : public SegmentEngine {
 public:
-    HostEngine(DataType type, ReduceOp op, RingScratch& scratch) : type_(type), op_(op), scratch_(scratch) {}
+    // in_place: sendbuf == recvbuf (MPI_IN_PLACE).  Otherwise reduce-scatter
+    // segments are received straight into recvbuf and reduced there with
+    // the input (dst op= src: two streams, not three), and no slot is used.
+    HostEngine(DataType type, ReduceOp op, RingScratch& scratch, bool in_place)
+        : type_(type), op_(op), scratch_(scratch), in_place_(in_place) {}
     Status stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) override;
     Status send_ready(uint32_t, bool* ready) override { return *ready = true, Status::ok; }
     WireBuffer recv_target(uint32_t slot, char* place, bool reduce) override;
@@ -66,6 +71,7 @@ private:
     DataType type_;
     ReduceOp op_;
     RingScratch& scratch_;
+    bool in_place_;
 };
 
 class DeviceEngine : public SegmentEngine {

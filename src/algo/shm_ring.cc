@@ -18,9 +18,6 @@ namespace nexar {
 
 namespace {
 
-// Idle polls before the ring gives its core away once (sched_yield): when
-// ranks outnumber cores, the peer it waits for may need this one.
-constexpr unsigned kSpinsBeforeYield = 64;
 // Idle polls between checks of the clock and of the peers' processes.
 constexpr unsigned kSpinsBetweenChecks = 1024;
 
@@ -151,7 +148,7 @@ Status ShmRing::run() {
             continue;
         }
         ++idle;
-        if (idle % kSpinsBeforeYield == 0) sched_yield();
+        if (idle % kIdleSpinsBeforeYield == 0) sched_yield();
         if (idle % kSpinsBetweenChecks == 0) {
             // The clock is read only when idle: the first check after a
             // move starts the idle period.

@@ -90,7 +90,9 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
             p.shm = p.ready = true;  // the inboxes are all the scratch it needs
             return p;
         }
-        if (!ok(ctx.scratch().reserve(slot, opt.depth))) {
+        // Out of place, every segment lands in recvbuf: only request
+        // records are needed.
+        if (!ok(ctx.scratch().reserve(src == recvbuf ? slot : 0, opt.depth))) {
             NEXAR_WARN("no memory for %s of ring scratch (NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH); "
                        "this allreduce passes through to MPI",
                        format_bytes(uint64_t(slot) * opt.depth).c_str());
@@ -221,7 +223,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         return finish_ring(*ctx, comm, s, error, ring_count * esz);
     }
     RingLinks links = ctx->links();
-    HostEngine host_engine(type, rop, ctx->scratch());
+    HostEngine host_engine(type, rop, ctx->scratch(), src == recvbuf);
     std::optional<DeviceEngine> device_engine;
     if (plan.device()) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
     SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;

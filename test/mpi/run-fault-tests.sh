@@ -32,7 +32,8 @@ must_pass 3 count-mismatch
 grep -q "ranks passed different counts" "$log" || fail "no clear message for mismatched counts"
 must_pass 2 threads
 
-# Scratch that cannot be had: 1 GiB segments x 64 under a 1.5 GB address
+# Scratch that cannot be had (an in-place call, which needs receive slots;
+# too large for shared-memory inboxes): 1 GiB segments x 64 under a 1.5 GB address
 # space.  A sanitizer build cannot live under `ulimit -v` (ASan reserves
 # terabytes of shadow memory): there ASan's own allocation cap does it.
 oom_env=(NEXAR_SEGMENT_BYTES=1G NEXAR_PIPELINE_DEPTH=64)
