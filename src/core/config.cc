@@ -143,7 +143,8 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         if (parse_size(v, &s) && s >= kMinSegmentBytes && s <= kMaxSegmentBytes)
             c.segment_bytes = s;
         else
-            complain("NEXAR_SEGMENT_BYTES", v, "a byte count from 256 to 1GiB, such as 1M", format_bytes(c.segment_bytes));
+            complain("NEXAR_SEGMENT_BYTES", v, "a byte count from 256 to 1GiB, such as 1M",
+                     "(256KiB for shared memory, 1MiB for UCX)");
     }
     if ((v = lookup("NEXAR_PIPELINE_DEPTH"))) {
         uint64_t d = 0;
@@ -171,7 +172,8 @@ std::string describe(const Config& c) {
     char buf[256];
     snprintf(buf, sizeof buf,
              "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d shm=%d timeout=%gs stats=%d cuda_path=%s",
-             c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(), format_bytes(c.segment_bytes).c_str(),
+             c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(),
+             c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
              c.pipeline_depth, c.host_buffers ? 1 : 0, c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path));
     return buf;
 }

@@ -21,10 +21,16 @@ namespace nexar {
 enum class CudaPath { automatic, direct, staged };
 const char* cuda_path_name(CudaPath p);
 
+// Default segment sizes, chosen with bench/nexar-sweep (README, "Tuning"):
+// the shared-memory ring wants segments that stay in cache, the UCX ring
+// fewer and larger messages.
+constexpr uint64_t kShmSegmentBytes = 256ull << 10;
+constexpr uint64_t kUcxSegmentBytes = 1ull << 20;
+
 struct Config {
     bool enable = true;                           // NEXAR_ENABLE
     uint64_t threshold_bytes = 8ull << 20;        // NEXAR_THRESHOLD_BYTES
-    uint64_t segment_bytes = 1ull << 20;          // NEXAR_SEGMENT_BYTES
+    uint64_t segment_bytes = 0;                   // NEXAR_SEGMENT_BYTES; 0: each ring's default
     uint32_t pipeline_depth = 4;                  // NEXAR_PIPELINE_DEPTH: segments in flight
     bool host_buffers = false;                    // NEXAR_HOST_BUFFERS
     bool shm = true;                              // NEXAR_SHM: same-node host rings through shared memory
@@ -32,6 +38,9 @@ struct Config {
     bool stats = false;                           // NEXAR_STATS
     LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
     CudaPath cuda_path = CudaPath::automatic;     // NEXAR_CUDA_PATH
+
+    uint64_t shm_segment_bytes() const { return segment_bytes ? segment_bytes : kShmSegmentBytes; }
+    uint64_t ucx_segment_bytes() const { return segment_bytes ? segment_bytes : kUcxSegmentBytes; }
 };
 static_assert(std::is_trivially_copyable<Config>::value, "Config is broadcast as bytes");
 

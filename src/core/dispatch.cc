@@ -86,7 +86,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
-        if (ctx.shm_ready() && shm_ring_fits(ctx.shm_links(), count, esz, opt.segment_bytes)) {
+        if (ctx.shm_ready() && shm_ring_fits(ctx.shm_links(), count, esz, rt.config().shm_segment_bytes())) {
             p.shm = p.ready = true;  // the inboxes are all the scratch it needs
             return p;
         }
@@ -198,7 +198,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
                          ring_count * esz);
     }
     RingOptions opt;
-    opt.segment_bytes = cfg.segment_bytes;
+    opt.segment_bytes = cfg.ucx_segment_bytes();
     opt.depth = cfg.pipeline_depth;
     opt.timeout_s = cfg.timeout_s;
 
@@ -219,6 +219,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
 
     Status s;
     if (plan.shm) {
+        opt.segment_bytes = cfg.shm_segment_bytes();
         s = shm_ring_allreduce(ctx->shm_links(), ctx->next_sequence(), src, recvbuf, ring_count, type, rop, opt, &error);
         return finish_ring(*ctx, comm, s, error, ring_count * esz);
     }

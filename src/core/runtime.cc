@@ -168,7 +168,7 @@ void Runtime::connect_shm(CommContext& ctx) {
     // Slots of one segment each; a call with larger segments (huge counts)
     // takes the UCX ring.  Very large settings are not worth shared memory.
     constexpr size_t kMaxInboxBytes = size_t(256) << 20;
-    size_t slot_bytes = (size_t(config_.segment_bytes) + 63) & ~size_t(63);
+    size_t slot_bytes = (size_t(config_.shm_segment_bytes()) + 63) & ~size_t(63);
     uint32_t depth = config_.pipeline_depth;
     std::string error;
     ShmInboxName mine;

@@ -125,3 +125,15 @@ TEST(ParseConfig, DepthAboveLimitIsRejected) {
     EXPECT_EQ(c.segment_bytes, Config().segment_bytes);
     EXPECT_EQ(problems.size(), 2u);
 }
+
+TEST(ParseConfig, SegmentSizeDefaultsPerRingUnlessSet) {
+    std::vector<std::string> problems;
+    Config d = parse({}, &problems);
+    EXPECT_EQ(d.shm_segment_bytes(), kShmSegmentBytes);
+    EXPECT_EQ(d.ucx_segment_bytes(), kUcxSegmentBytes);
+    EXPECT_NE(describe(d).find("segment=auto"), std::string::npos) << describe(d);
+    Config c = parse({{"NEXAR_SEGMENT_BYTES", "512K"}}, &problems);
+    EXPECT_EQ(c.shm_segment_bytes(), 512u << 10);
+    EXPECT_EQ(c.ucx_segment_bytes(), 512u << 10);
+    EXPECT_TRUE(problems.empty());
+}
