@@ -2,6 +2,7 @@
 // between it and the AVX2 / AVX-512 builds (host_reduce_kernels.h).
 #define NEXAR_REDUCE_NS isa_baseline
 #define NEXAR_REDUCE_F16C 0
+#define NEXAR_REDUCE_AVX512 0
 #include "reduce/host_reduce_kernels.h"
 
 #include "reduce/host_reduce.h"

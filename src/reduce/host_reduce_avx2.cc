@@ -2,4 +2,5 @@
 // from Makefile.am); used only when the CPU has them (host_reduce.cc).
 #define NEXAR_REDUCE_NS isa_avx2
 #define NEXAR_REDUCE_F16C 1
+#define NEXAR_REDUCE_AVX512 0
 #include "reduce/host_reduce_kernels.h"

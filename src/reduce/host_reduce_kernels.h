@@ -25,6 +25,12 @@
 #include "reduce/half.h"
 #if NEXAR_REDUCE_F16C
 #include <immintrin.h>
+// GCC 12's AVX-512 conversion intrinsics start from _mm*_undefined_*() and
+// then warn about it wherever they are inlined.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace nexar {
@@ -79,32 +85,57 @@ void run(void* dst, const void* a, const void* b, size_t n) {
 // vector and scalar forms give the same bits (the same float operation and
 // IEEE conversions; the tests compare every build with a reference).
 #if NEXAR_REDUCE_F16C
-struct Half { uint16_t bits; };
+// The op on 8 (AVX2) or 16 (AVX-512) floats.  MIN/MAX as OpMin/OpMax:
+// b < a ? b : a and b > a ? b : a, NaN operands included.
+struct VecSum {
+    static __m256 apply(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+#if NEXAR_REDUCE_AVX512
+    static __m512 apply(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+#endif
+};
+struct VecProd {
+    static __m256 apply(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+#if NEXAR_REDUCE_AVX512
+    static __m512 apply(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+#endif
+};
+struct VecMin {
+    static __m256 apply(__m256 a, __m256 b) { return _mm256_blendv_ps(a, b, _mm256_cmp_ps(b, a, _CMP_LT_OQ)); }
+#if NEXAR_REDUCE_AVX512
+    static __m512 apply(__m512 a, __m512 b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b, a, _CMP_LT_OQ), a, b); }
+#endif
+};
+struct VecMax {
+    static __m256 apply(__m256 a, __m256 b) { return _mm256_blendv_ps(a, b, _mm256_cmp_ps(b, a, _CMP_GT_OQ)); }
+#if NEXAR_REDUCE_AVX512
+    static __m512 apply(__m512 a, __m512 b) { return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(b, a, _CMP_GT_OQ), a, b); }
+#endif
+};
 
-struct VecSum { static __m256 apply(__m256 a, __m256 b) { return _mm256_add_ps(a, b); } };
-struct VecProd { static __m256 apply(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); } };
-// b < a ? b : a and b > a ? b : a, NaN operands included (OpMin, OpMax).
-struct VecMin { static __m256 apply(__m256 a, __m256 b) { return _mm256_blendv_ps(a, b, _mm256_cmp_ps(b, a, _CMP_LT_OQ)); } };
-struct VecMax { static __m256 apply(__m256 a, __m256 b) { return _mm256_blendv_ps(a, b, _mm256_cmp_ps(b, a, _CMP_GT_OQ)); } };
+constexpr int kRoundNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
-// IEEE half <-> float with F16C (round to nearest even).
-struct F16 {
-    static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-    static void store(uint16_t* p, __m256 v) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+// IEEE half <-> float with F16C (round to nearest even), 8 at a time.
+struct F16x8 {
+    using V = __m256;
+    static constexpr size_t kLanes = 8;
+    static V load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+    static void store(uint16_t* p, V v) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, kRoundNearest));
     }
     static float widen(uint16_t h) { return _cvtsh_ss(h); }
-    static uint16_t narrow(float f) { return uint16_t(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+    static uint16_t narrow(float f) { return uint16_t(_cvtss_sh(f, kRoundNearest)); }
 };
 
 // bfloat16 <-> float: the top half of the float's bits, rounded to nearest
-// even; NaNs stay NaN (quiet bit set), as reduce/half.h does.
-struct BF16 {
-    static __m256 load(const uint16_t* p) {
+// even; NaNs stay NaN with the quiet bit set, as reduce/half.h does.
+struct BF16x8 {
+    using V = __m256;
+    static constexpr size_t kLanes = 8;
+    static V load(const uint16_t* p) {
         __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
     }
-    static void store(uint16_t* p, __m256 v) {
+    static void store(uint16_t* p, V v) {
         __m256i f = _mm256_castps_si256(v);
         __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(f, 16), _mm256_set1_epi32(1));
         __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(f, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
@@ -118,13 +149,47 @@ struct BF16 {
     static uint16_t narrow(float v) { return to_bfloat16(v).bits; }
 };
 
+#if NEXAR_REDUCE_AVX512
+// The same, 16 at a time.
+struct F16x16 : F16x8 {
+    using V = __m512;
+    static constexpr size_t kLanes = 16;
+    static V load(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+    static void store(uint16_t* p, V v) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, kRoundNearest));
+    }
+};
+struct BF16x16 : BF16x8 {
+    using V = __m512;
+    static constexpr size_t kLanes = 16;
+    static V load(const uint16_t* p) {
+        __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+    static void store(uint16_t* p, V v) {
+        __m512i f = _mm512_castps_si512(v);
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(f, 16), _mm512_set1_epi32(1));
+        __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(f, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+        __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(f, 16), _mm512_set1_epi32(0x40));
+        __m512i r = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), rounded, quiet);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(r));
+    }
+};
+using HalfF16 = F16x16;
+using HalfBF16 = BF16x16;
+#else
+using HalfF16 = F16x8;
+using HalfBF16 = BF16x8;
+#endif
+
 template <class Conv, class Op, class Vec>
 void run_half(void* dst, const void* a, const void* b, size_t n) {
     uint16_t* d = static_cast<uint16_t*>(dst);
     const uint16_t* x = static_cast<const uint16_t*>(a);
     const uint16_t* y = static_cast<const uint16_t*>(b);
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) Conv::store(d + i, Vec::apply(Conv::load(x + i), Conv::load(y + i)));
+    for (; i + Conv::kLanes <= n; i += Conv::kLanes)
+        Conv::store(d + i, Vec::apply(Conv::load(x + i), Conv::load(y + i)));
     for (; i < n; ++i) d[i] = Conv::narrow(Op::apply(Conv::widen(x[i]), Conv::widen(y[i])));
 }
 
@@ -138,8 +203,6 @@ Status by_op_half(void* dst, const void* a, const void* b, size_t n, ReduceOp op
         default: return Status::invalid_argument;
     }
 }
-using HalfF16 = F16;
-using HalfBF16 = BF16;
 #else
 template <class H, class Op>
 void run_half(void* dst, const void* a, const void* b, size_t n) {
@@ -214,3 +277,7 @@ Status host_reduce(void* dst, const void* a, const void* b, size_t n, DataType t
 
 }  // namespace NEXAR_REDUCE_NS
 }  // namespace nexar
+
+#if NEXAR_REDUCE_F16C && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
