@@ -27,7 +27,7 @@ namespace nexar {
 struct ShmRingLinks {
     ShmInbox* inbox = nullptr;       // this rank's, written by rank-1
     ShmInbox* next_inbox = nullptr;  // rank+1's, written by this rank
-    pid_t prev_pid = 0;              // the writer of `inbox`, watched for exit
+    pid_t prev_pid = 0;              // the writer of `inbox`, watched for exit (0: not watched)
     int rank = 0;
     int size = 1;
     uint32_t context_id = 0;

@@ -179,7 +179,7 @@ void Runtime::connect_shm(CommContext& ctx) {
     std::vector<ShmInboxName> all(size_t(ctx.size()));
     PMPI_Allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
     int next = (ctx.rank() + 1) % ctx.size(), prev = (ctx.rank() + ctx.size() - 1) % ctx.size();
-    if (ok(s)) s = ctx.open_next_inbox(all[size_t(next)], pid_t(all[size_t(prev)].pid), &error);
+    if (ok(s)) s = ctx.open_next_inbox(all[size_t(next)], watchable_pid(all[size_t(prev)]), &error);
     int use = ok(s) ? 1 : 0;
     PMPI_Allreduce(MPI_IN_PLACE, &use, 1, MPI_INT, MPI_MIN, ctx.comm());
     ctx.finish_shm(use != 0);

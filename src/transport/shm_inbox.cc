@@ -49,7 +49,17 @@ std::string errno_text(const char* what, const char* name, int err) {
     return buf;
 }
 
+uint64_t own_pid_namespace() {
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? uint64_t(st.st_ino) : 0;
+}
+
 }  // namespace
+
+pid_t watchable_pid(const ShmInboxName& name) {
+    uint64_t mine = own_pid_namespace();
+    return mine != 0 && name.pid_ns == mine ? pid_t(name.pid) : 0;
+}
 
 std::atomic<uint64_t>& ShmInbox::produced() { return static_cast<InboxHeader*>(base_)->produced; }
 std::atomic<uint64_t>& ShmInbox::consumed() { return static_cast<InboxHeader*>(base_)->consumed; }
@@ -117,6 +127,7 @@ Status ShmInbox::create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmIn
     snprintf(name->name, sizeof name->name, "%s", nm);
     name->nonce = nonce;
     name->pid = getpid();
+    name->pid_ns = own_pid_namespace();
     name->slot_bytes = slot_bytes;
     name->depth = depth;
     *out = std::move(box);
@@ -133,7 +144,7 @@ Status ShmInbox::open(const ShmInboxName& name, std::unique_ptr<ShmInbox>* out, 
     box->depth_ = name.depth;
     box->slot_bytes_ = name.slot_bytes;
     box->length_ = inbox_length(name.depth, name.slot_bytes);
-    box->owner_pid_ = pid_t(name.pid);
+    box->owner_pid_ = watchable_pid(name);
     int fd = shm_open(name.name, O_RDWR, 0);
     if (fd < 0) {
         // Expected when the neighbour runs on another node.

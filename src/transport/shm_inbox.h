@@ -41,10 +41,15 @@ struct ShmInboxName {
     char name[64];   // shm_open name, NUL-terminated; empty: no inbox
     uint64_t nonce;  // written into the header, proves it is the same memory
     int64_t pid;     // the owner, watched for exit while a ring waits on it
+    uint64_t pid_ns; // its process-id namespace (inode); pids of another mean nothing here
     uint64_t slot_bytes;
     uint32_t depth;
     uint32_t pad;
 };
+
+// The process id to watch for `name`'s owner: its pid when it lives in this
+// process's pid namespace, else 0 (not watched; NEXAR_TIMEOUT_S still is).
+pid_t watchable_pid(const ShmInboxName& name);
 
 class ShmInbox {
 public:
@@ -62,7 +67,7 @@ public:
 
     uint32_t depth() const { return depth_; }
     size_t slot_bytes() const { return slot_bytes_; }
-    pid_t owner_pid() const { return owner_pid_; }
+    pid_t owner_pid() const { return owner_pid_; }  // 0: not watchable
     char* slot(uint64_t message) { return data_ + size_t(message % depth_) * slot_bytes_; }
     ShmSlotRecord& record(uint64_t message) { return records_[message % depth_]; }
     std::atomic<uint64_t>& produced();

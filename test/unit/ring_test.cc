@@ -375,6 +375,19 @@ TEST(RingOverSharedMemory, SegmentsLargerThanSlotsAreRefused) {
     for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].status, Status::invalid_argument);
 }
 
+// A neighbour's pid is watched only when it means the same process here.
+TEST(RingOverSharedMemory, PidsAreWatchedOnlyInTheSamePidNamespace) {
+    std::unique_ptr<ShmInbox> box;
+    ShmInboxName name;
+    std::string err;
+    ASSERT_EQ(ShmInbox::create(2, 4096, &box, &name, &err), Status::ok) << err;
+    box->unlink();
+    EXPECT_EQ(watchable_pid(name), getpid());
+    ShmInboxName foreign = name;
+    foreign.pid_ns ^= 1;  // another namespace
+    EXPECT_EQ(watchable_pid(foreign), 0);
+}
+
 TEST(RingOverSharedMemory, MissingPeerTimesOut) { check_missing_peer(Path::shm); }
 TEST(RingOverSharedMemory, MismatchedCountsFailCleanly) { check_mismatched_counts(Path::shm); }
 
