@@ -6,7 +6,8 @@
 // configuration (rank 0's, broadcast at init).  Facts that are per rank
 // (where the buffers live, transport up, scratch allocated, earlier failure)
 // are then agreed with one small PMPI_Allreduce, which also catches ranks
-// passing different counts.
+// passing different counts and settles which ring (shared memory or UCX)
+// every rank takes.
 #include <cstring>
 #include <optional>
 #include <string>
@@ -86,10 +87,11 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
-        if (ctx.shm_ready() && shm_ring_fits(ctx.shm_links(), count, esz, rt.config().shm_segment_bytes())) {
-            p.shm = p.ready = true;  // the inboxes are all the scratch it needs
-            return p;
-        }
+        p.shm = ctx.shm_ready() && shm_ring_fits(ctx.shm_links(), count, esz, rt.config().shm_segment_bytes());
+        // The inboxes are all the shared-memory ring needs.  But where device
+        // buffers may come, another rank may hold them and take the UCX ring
+        // (the ranks agree below), so this one must be able to join it.
+        if (p.shm && !rt.device_possible()) return p.ready = true, p;
         // Out of place, every segment lands in recvbuf: only request
         // records are needed.
         if (!ok(ctx.scratch().reserve(src == recvbuf ? slot : 0, opt.depth))) {
@@ -207,8 +209,8 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
     LocalPlan plan = plan_buffers(*rt, *ctx, src, recvbuf, ring_count, esz, opt);
     if (!plan.ready) NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", ring_count * esz, plan.why);
-    int64_t agree[3] = {plan.ready ? 1 : 0, int64_t(count), -int64_t(count)};
-    PMPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT64_T, MPI_MIN, comm);
+    int64_t agree[4] = {plan.ready ? 1 : 0, int64_t(count), -int64_t(count), plan.shm ? 1 : 0};
+    PMPI_Allreduce(MPI_IN_PLACE, agree, 4, MPI_INT64_T, MPI_MIN, comm);
     if (agree[1] != -agree[2]) {
         NEXAR_ERROR("MPI_Allreduce: ranks passed different counts (from %lld to %lld elements of %s); "
                     "every rank must pass the same count",
@@ -218,7 +220,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     if (!agree[0]) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
 
     Status s;
-    if (plan.shm) {
+    if (agree[3]) {  // every rank takes the shared-memory ring, or none does
         opt.segment_bytes = cfg.shm_segment_bytes();
         s = shm_ring_allreduce(ctx->shm_links(), ctx->next_sequence(), src, recvbuf, ring_count, type, rop, opt, &error);
         return finish_ring(*ctx, comm, s, error, ring_count * esz);
