@@ -24,7 +24,8 @@
  *   --csv FILE   also write the table as CSV
  *   --plot FILE  draw busbw against size (MPI, nexar, the bound) with gnuplot
  *
- * busbw = size / t * 2(n-1)/n, the bytes each rank's links carry in a ring.
+ * algbw = size / t; busbw = algbw * 2(n-1)/n, the bytes each rank's links
+ * carry in a ring.
  *
  * The bound (host buffers, one machine): each rank copies its share of the
  * data in twice (reduce-scatter and allgather arrivals) and reduces it once,
@@ -255,12 +256,12 @@ int main(int argc, char **argv) {
                intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
         printf("# MALLOC_MMAP_THRESHOLD_=%s\n", getenv("MALLOC_MMAP_THRESHOLD_") ? getenv("MALLOC_MMAP_THRESHOLD_") : "(glibc default)");
         if (!on_device) printf("# bound = 2/(2/Bc + 1/Br): Bc, Br = single-core memcpy and dst+=src on rank 0, same size\n");
-        printf("# %-12s %16s %12s %16s %12s %9s %7s %10s %8s %8s\n", "Size", "MPI Avg(us)", "MPI busbw", "nexar Avg(us)",
-               "nexar busbw", "speedup", "ring", "bound", "MPI", "nexar");
-        printf("# %-12s %16s %12s %16s %12s %9s %7s %10s %8s %8s\n", "(bytes)", "", "(GB/s)", "", "(GB/s)", "", "calls",
-               "(GB/s)", "%bound", "%bound");
+        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s\n", "Size", "MPI Avg(us)", "MPI", "MPI",
+               "nexar Avg", "nexar", "nexar", "speedup", "ring", "bound", "MPI", "nexar");
+        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s\n", "(bytes)", "", "algbw", "busbw", "(us)",
+               "algbw", "busbw", "", "calls", "(GB/s)", "%bound", "%bound");
         if (csv) fprintf(csv, "size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls,"
-                              "bound_busbw_gbs,memcpy_gbs,add_gbs\n");
+                              "bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs\n");
         fflush(stdout);
     }
     char *host_s = malloc(max), *host_r = malloc(max), *check = validate ? malloc(max) : NULL;
@@ -313,11 +314,13 @@ int main(int argc, char **argv) {
         double bw_mpi = bytes / t_mpi * factor / 1e9, bw_nx = bytes / t_nx * factor / 1e9;
         unsigned long long ring = after.ring_calls - before.ring_calls;
         if (rank == 0) {
-            printf("%-14zu %16.2f %12.3f %16.2f %12.3f %8.2fx %7llu %10.3f %7.0f%% %7.0f%%%s\n", bytes, t_mpi * 1e6,
-                   bw_mpi, t_nx * 1e6, bw_nx, t_mpi / t_nx, ring, bound, bound > 0 ? 100 * bw_mpi / bound : 0,
-                   bound > 0 ? 100 * bw_nx / bound : 0, validate ? (bad ? "  VALIDATION FAILED" : "  ok") : "");
-            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f\n", bytes, size, t_mpi * 1e6,
-                             bw_mpi, t_nx * 1e6, bw_nx, t_mpi / t_nx, ring, bound, bc / 1e9, br / 1e9);
+            printf("%-14zu %12.2f %9.3f %9.3f %12.2f %9.3f %9.3f %8.2fx %7llu %9.3f %6.0f%% %6.0f%%%s\n", bytes,
+                   t_mpi * 1e6, bytes / t_mpi / 1e9, bw_mpi, t_nx * 1e6, bytes / t_nx / 1e9, bw_nx, t_mpi / t_nx, ring,
+                   bound, bound > 0 ? 100 * bw_mpi / bound : 0, bound > 0 ? 100 * bw_nx / bound : 0,
+                   validate ? (bad ? "  VALIDATION FAILED" : "  ok") : "");
+            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f,%.4f,%.4f\n", bytes, size,
+                             t_mpi * 1e6, bw_mpi, t_nx * 1e6, bw_nx, t_mpi / t_nx, ring, bound, bc / 1e9, br / 1e9,
+                             bytes / t_mpi / 1e9, bytes / t_nx / 1e9);
             fflush(stdout);
         }
     }
