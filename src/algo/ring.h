@@ -106,7 +106,7 @@ size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment
 // Allreduces `count` elements of `type` with `op` over the ring.  sendbuf may
 // equal recvbuf (MPI_IN_PLACE); otherwise they must not overlap.  `scratch`
 // must have been reserved for this call (ring_slot_bytes, options.depth;
-// its slots are used by a HostEngine only).  On failure *error explains it;
+// its slots are used by an in-place HostEngine only).  On failure *error explains it;
 // outstanding operations have been completed or cancelled, and the `next`
 // endpoint may have been closed.
 Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
