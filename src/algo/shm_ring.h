@@ -36,9 +36,9 @@ struct ShmRingLinks {
 // Bytes one segment of this call needs in a slot (ring_slot_bytes); the call
 // fits when this is at most the inboxes' slot_bytes.
 inline bool shm_ring_fits(const ShmRingLinks& l, size_t count, size_t elem_size, size_t segment_bytes) {
-    return l.inbox && l.next_inbox &&
-           ring_slot_bytes(count, l.size, elem_size, segment_bytes) <= l.next_inbox->slot_bytes() &&
-           ring_slot_bytes(count, l.size, elem_size, segment_bytes) <= l.inbox->slot_bytes();
+    if (!l.inbox || !l.next_inbox) return false;
+    size_t need = ring_slot_bytes(count, l.size, elem_size, segment_bytes);
+    return need <= l.next_inbox->slot_bytes() && need <= l.inbox->slot_bytes();
 }
 
 // Allreduces `count` elements like ring_allreduce (sendbuf may equal
