@@ -31,7 +31,8 @@
 
 #include "algo/ring.h"
 #include "algo/ring_schedule.h"
-#include "algo/shm_ring.h"
+#include "transport/shm_channel.h"
+#include "transport/ucx_channel.h"
 #include "memory/device.h"
 #include "reduce/host_reduce.h"
 #include "transport/tag.h"
@@ -169,15 +170,17 @@ private:
             l.inbox = inbox_[r].get();
             l.next_inbox = next_inbox_[r].get();
             l.prev_pid = getpid();
-            l.rank = r;
-            l.size = 2;
+            l.peers.position = r;
+            l.peers.size = 2;
+            l.peers.prev_rank = l.peers.next_rank = 1 - r;
             return shm_ring_allreduce(l, seq, send_[r]->p, recv_[r]->p, count_, DataType::f32, ReduceOp::sum, opt_, &err);
         }
         RingLinks l;
         l.worker = worker_[r].get();
         l.next = l.prev = ep_[r].get();
-        l.rank = r;
-        l.size = 2;
+        l.peers.position = r;
+        l.peers.size = 2;
+        l.peers.prev_rank = l.peers.next_rank = 1 - r;
         return ring_allreduce(l, seq, send_[r]->p, recv_[r]->p, count_, DataType::f32, ReduceOp::sum, opt_, scratch_[r],
                               &err);
     }

@@ -51,3 +51,22 @@ check_stats() {
         fi
     done < <(sed -n 's/^nexar: rank [0-9]*: ring_calls=\([0-9]*\) .*/\1/p' "$file")
 }
+
+# stats_values FILE FIELD: the FIELD=N values of FILE's NEXAR_STATS lines, one a line.
+stats_values() {
+    sed -n "s/^nexar: rank [0-9]*: .* $2=\([0-9]*\).*/\1/p" "$1"
+}
+
+# check_bytes FILE FIELD zero|nonzero: every NEXAR_STATS line's FIELD
+# (shm_bytes, ucx_bytes) is 0, or is not.
+check_bytes() {
+    local file=$1 field=$2 want=$3 v n=0
+    while read -r v; do
+        n=$((n + 1))
+        case $want in
+            zero) [ "$v" = 0 ] || fail "$field=$v where none were expected" ;;
+            nonzero) [ "$v" != 0 ] || fail "$field=0 on a rank that should have sent over it" ;;
+        esac
+    done < <(stats_values "$file" "$field")
+    [ "$n" -gt 0 ] || fail "no $field in the NEXAR_STATS lines of $file"
+}

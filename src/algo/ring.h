@@ -1,121 +1,70 @@
-// Pipelined ring allreduce over UCX tag messages (host memory).
+// The pipelined ring allreduce, driven over two channels (algo/channel.h).
 //
 // Reduce-scatter then allgather, n-1 steps each.  With chunks numbered as in
-// algo/partition.h, rank r at step s
-//   reduce-scatter: sends chunk r-s,   receives chunk r-s-1 and reduces it;
-//   allgather:      sends chunk r+1-s, receives chunk r-s straight into place.
+// algo/partition.h, the rank at ring position p at step s
+//   reduce-scatter: sends chunk p-s,   receives chunk p-s-1 and reduces it;
+//   allgather:      sends chunk p+1-s, receives chunk p-s straight into place.
 // Every chunk is cut into segments, and the whole call is one stream of
-// segment messages to the next rank and one from the previous rank.  The
-// stream a rank sends is the stream it receives shifted by one chunk (its
-// own chunk r first), so send k+nseg(r) may leave as soon as receive k has
-// been handled: the pipeline runs across step boundaries, up to
-// `depth` receives are posted ahead and `depth` sends are in flight while the
-// CPU reduces the segment that just arrived.
+// segment messages to the next rank and one from the previous rank
+// (algo/ring_schedule.h).  The stream a rank sends is the stream it receives
+// shifted by one chunk (its own chunk p first), so send k+nseg(p) may leave
+// as soon as receive k is done: the pipeline runs across step boundaries,
+// receives are announced ahead and sends are in flight while the segment
+// that just arrived is reduced.
 //
-// Moving and reducing the bytes of a segment is the job of a SegmentEngine
-// (algo/segment_engine.h): host buffers, or GPU buffers staged through
-// pinned host memory or handed to a CUDA-aware UCX.  Each direction has
-// three stages per message: sends are staged (e.g. copied off the GPU),
-// posted to UCX, completed; receives are posted, arrive (the engine starts
-// the reduction), and finish (the reduction is done, which unblocks the send
-// that forwards the segment).
+// Positions follow the topology (algo/topology.h): the caller passes this
+// rank's position and its neighbours' ranks; chunk ownership follows the
+// position.
 //
-// No allocation on the hot path: receive slots and request records live in a
-// RingScratch reserved once and reused by every call on a communicator.
+// No allocation on the hot path: the driver keeps counters only, channels
+// keep their slots and request records from call to call.
 #pragma once
 
-#include <chrono>
-#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 
+#include "algo/channel.h"
 #include "core/status.h"
 #include "reduce/types.h"
-#include "transport/ucx.h"
 
 namespace nexar {
 
-class SegmentEngine;
-
-struct RingLinks {
-    UcxWorker* worker = nullptr;
-    UcxEndpoint* next = nullptr;  // messages go to rank+1
-    UcxEndpoint* prev = nullptr;  // watched for failure only (may equal next)
-    int rank = 0;
-    int size = 1;
-    uint32_t context_id = 0;
-};
-
-// Both rings poll; after this many polls without progress they give their
-// core away once (sched_yield).  Measured with bench/nexar-sweep: with more
-// ranks than cores, pure spinning ran 4-8x slower (the peer a ring waits for
-// needs the core), and at one rank per core yielding costs nothing.
+// Rings poll; after this many polls without progress they give their core
+// away once (sched_yield).  Measured with bench/nexar-sweep: with more ranks
+// than cores, pure spinning ran 4-8x slower (the peer a ring waits for needs
+// the core), and at one rank per core yielding costs nothing.
 constexpr unsigned kIdleSpinsBeforeYield = 64;
+// Idle polls between checks of the clock and of the peers.
+constexpr unsigned kIdleSpinsBetweenChecks = 1024;
 
 // Most segments one direction may have in flight.
 constexpr uint32_t kMaxRingDepth = 64;
 
 struct RingOptions {
     size_t segment_bytes = 1 << 20;
-    uint32_t depth = 4;      // segments in flight per direction
+    uint32_t depth = 4;      // segments in flight per direction (UCX channels)
     double timeout_s = 60;   // fail when nothing completes for this long; 0: never
 };
 
-// Receive slots and request records, grown on demand and kept.
-class RingScratch {
-public:
-    RingScratch() = default;
-    ~RingScratch();
-    RingScratch(const RingScratch&) = delete;
-    RingScratch& operator=(const RingScratch&) = delete;
-
-    // Makes room for `depth` slots of `slot_bytes` each.  Fresh memory is
-    // touched once here so page faults never land inside a ring.
-    Status reserve(size_t slot_bytes, uint32_t depth);
-    char* slot(uint32_t i) { return buffer_ + size_t(i) * slot_bytes_; }
-    UcxRequest* send_request(uint32_t i) { return &send_requests_[i]; }
-    UcxRequest* recv_request(uint32_t i) { return &recv_requests_[i]; }
-    size_t bytes() const { return capacity_; }
-    // Gives up this memory for good: UCX still holds requests that point into
-    // it (a peer vanished mid-call and UCX would not complete them), so it
-    // must never be freed or reused.  The scratch starts empty afterwards.
-    void abandon();
-
-private:
-    char* buffer_ = nullptr;
-    size_t capacity_ = 0;
-    size_t slot_bytes_ = 0;
-    uint32_t depth_ = 0;
-    std::unique_ptr<UcxRequest[]> send_requests_;
-    std::unique_ptr<UcxRequest[]> recv_requests_;
+// This rank's place on the ring.
+struct RingPeers {
+    int position = 0;   // 0 .. size-1: which chunk is this rank's own
+    int size = 1;
+    int prev_rank = 0;  // communicator ranks of the neighbours, for messages
+    int next_rank = 0;
+    uint32_t context_id = 0;  // goes into every tag
 };
 
-// Both rings' error text: printf into *error (when not null).
-void set_ring_error(std::string* error, const char* fmt, va_list ap);
-
-// Both rings' timeout: the error to report when nothing moved since `last`
-// for longer than options.timeout_s, else an empty string.
-std::string ring_timeout(const RingOptions& options, std::chrono::steady_clock::time_point last, int rank, int size,
-                         size_t received, size_t sent, const char* unit);
-
-// Bytes of scratch one call needs per pipeline slot.
+// Bytes of the largest segment of this call (sizes slots and scratch).
 size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment_bytes);
 
-// Allreduces `count` elements of `type` with `op` over the ring.  sendbuf may
-// equal recvbuf (MPI_IN_PLACE); otherwise they must not overlap.  `scratch`
-// must have been reserved for this call (ring_slot_bytes, options.depth;
-// its slots are used by an in-place HostEngine only).  On failure *error explains it;
-// outstanding operations have been completed or cancelled, and the `next`
-// endpoint may have been closed.
-Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
-                      DataType type, ReduceOp op, const RingOptions& options, RingScratch& scratch,
-                      SegmentEngine& engine, std::string* error);
-
-// The same on host buffers, with a HostEngine over `scratch`.
-Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
-                      DataType type, ReduceOp op, const RingOptions& options, RingScratch& scratch,
+// Allreduces `count` elements of `type` over the ring: sends go to
+// `to_next`, receives come from `from_prev`, which do the reductions.
+// sendbuf may equal recvbuf (MPI_IN_PLACE); otherwise they must not overlap.
+// On failure *error explains it and both channels have been aborted.
+Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
+                      DataType type, const RingOptions& options, SendChannel& to_next, RecvChannel& from_prev,
                       std::string* error);
 
 }  // namespace nexar

@@ -11,9 +11,18 @@ Status CommContext::connect(const uint8_t* next_addr, size_t next_len, const uin
     if (!worker_) return Status::unavailable;
     Status s = UcxEndpoint::create(*worker_, next_addr, next_len, &next_, error);
     if (!ok(s)) return s;
-    int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
-    if (prev != next) s = UcxEndpoint::create(*worker_, prev_addr, prev_len, &prev_, error);
+    if (prev_rank() != next_rank()) s = UcxEndpoint::create(*worker_, prev_addr, prev_len, &prev_, error);
     return s;
+}
+
+RingPeers CommContext::peers() const {
+    RingPeers p;
+    p.position = topo_.position(rank_);
+    p.size = size_;
+    p.prev_rank = prev_rank();
+    p.next_rank = next_rank();
+    p.context_id = id_;
+    return p;
 }
 
 RingLinks CommContext::links() const {
@@ -21,21 +30,23 @@ RingLinks CommContext::links() const {
     l.worker = worker_.get();
     l.next = next_.get();
     l.prev = prev_ ? prev_.get() : next_.get();
-    l.rank = rank_;
-    l.size = size_;
-    l.context_id = id_;
+    l.peers = peers();
     return l;
 }
 
-ShmRingLinks CommContext::shm_links() const {
-    ShmRingLinks l;
-    l.inbox = inbox_.get();
-    l.next_inbox = next_inbox_.get();
-    l.prev_pid = prev_pid_;
-    l.rank = rank_;
-    l.size = size_;
-    l.context_id = id_;
-    return l;
+void CommContext::finish_shm(const std::vector<int>& hop_shm, pid_t prev_pid) {
+    if (inbox_) inbox_->unlink();
+    int pos = topo_.position(rank_);
+    send_shm_ = hop_shm[size_t(pos)] != 0;
+    recv_shm_ = hop_shm[size_t((pos + size_ - 1) % size_)] != 0;
+    any_hop_shm_ = all_hops_shm_ = false;
+    size_t shm_hops = 0;
+    for (int h : hop_shm) shm_hops += h != 0;
+    any_hop_shm_ = shm_hops > 0;
+    all_hops_shm_ = shm_hops == hop_shm.size();
+    if (!send_shm_) next_inbox_.reset();
+    if (!recv_shm_) inbox_.reset();
+    prev_pid_ = recv_shm_ ? prev_pid : 0;
 }
 
 }  // namespace nexar

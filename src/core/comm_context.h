@@ -1,6 +1,8 @@
 // Everything nexar keeps per communicator, cached on it with an MPI
-// attribute: its own UCX worker, the endpoints to its ring neighbours, the
-// context id used in tags, the call sequence number and reusable scratch.
+// attribute: its topology (algo/topology.h), its own UCX worker and the
+// endpoints to its ring neighbours, the shared-memory inboxes of its
+// same-node hops, the context id used in tags, the call sequence number and
+// reusable scratch.
 //
 // One worker per communicator gives every communicator a tag space of its
 // own: rings on different communicators, run concurrently by different
@@ -15,23 +17,30 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "algo/ring.h"
-#include "algo/shm_ring.h"
+#include "algo/topology.h"
 #include "memory/device_buffers.h"
+#include "transport/shm_channel.h"
 #include "transport/shm_inbox.h"
 #include "transport/ucx.h"
+#include "transport/ucx_channel.h"
 
 namespace nexar {
 
 class CommContext {
 public:
-    CommContext(MPI_Comm comm, int rank, int size, uint32_t id) : comm_(comm), rank_(rank), size_(size), id_(id) {}
+    CommContext(MPI_Comm comm, int rank, int size, uint32_t id, RingTopology topology)
+        : comm_(comm), rank_(rank), size_(size), id_(id), topo_(std::move(topology)) {}
 
     MPI_Comm comm() const { return comm_; }
     int rank() const { return rank_; }
     int size() const { return size_; }
     uint32_t id() const { return id_; }
+    const RingTopology& topology() const { return topo_; }
+    int next_rank() const { return topo_.next(rank_); }
+    int prev_rank() const { return topo_.prev(rank_); }
 
     // Disabled: some rank could not connect, so every rank passes this
     // communicator's calls through (decided collectively at creation).
@@ -48,24 +57,31 @@ public:
     Status connect(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr, size_t prev_len,
                    std::string* error);
 
+    // This rank's place on the ring.
+    RingPeers peers() const;
     RingLinks links() const;
 
-    // Same-node shared-memory inboxes (transport/shm_inbox.h), set up
-    // collectively by the runtime: this rank's own, then its successor's.
+    // Shared-memory inboxes of the hops inside a node, set up collectively
+    // by the runtime: this rank's own (when its predecessor shares its
+    // node), then its successor's (when that one does).
     Status create_inbox(uint32_t depth, size_t slot_bytes, ShmInboxName* name, std::string* error) {
         return ShmInbox::create(depth, slot_bytes, &inbox_, name, error);
     }
-    Status open_next_inbox(const ShmInboxName& next, pid_t prev_pid, std::string* error) {
-        prev_pid_ = prev_pid;
+    Status open_next_inbox(const ShmInboxName& next, std::string* error) {
         return ShmInbox::open(next, &next_inbox_, error);
     }
-    // After every rank has opened its successor's inbox (or given up).
-    void finish_shm(bool use) {
-        if (inbox_) inbox_->unlink();
-        if (!use) inbox_.reset(), next_inbox_.reset();
-    }
-    bool shm_ready() const { return inbox_ && next_inbox_; }
-    ShmRingLinks shm_links() const;
+    // After every rank has tried: hop_shm[p] says whether the hop from ring
+    // position p to p+1 goes through shared memory (identical on every rank).
+    void finish_shm(const std::vector<int>& hop_shm, pid_t prev_pid);
+    // This rank's two hops, and whether every hop of the ring is in shared memory.
+    bool send_shm() const { return send_shm_; }
+    bool recv_shm() const { return recv_shm_; }
+    bool any_hop_shm() const { return any_hop_shm_; }
+    bool all_hops_shm() const { return all_hops_shm_; }
+    ShmInbox* inbox() { return inbox_.get(); }
+    ShmInbox* next_inbox() { return next_inbox_.get(); }
+    pid_t prev_pid() const { return prev_pid_; }
+
     uint32_t next_sequence() { return sequence_++; }
     RingScratch& scratch() { return scratch_; }
     // GPU streams, events and slots, created on the first device-buffer call.
@@ -78,6 +94,7 @@ private:
     MPI_Comm comm_;
     int rank_, size_;
     uint32_t id_;
+    RingTopology topo_;
     uint32_t sequence_ = 0;
     bool disabled_ = false;
     bool failed_ = false;
@@ -89,6 +106,7 @@ private:
     std::unique_ptr<ShmInbox> inbox_;       // written by the predecessor
     std::unique_ptr<ShmInbox> next_inbox_;  // the successor's, written here
     pid_t prev_pid_ = 0;
+    bool send_shm_ = false, recv_shm_ = false, any_hop_shm_ = false, all_hops_shm_ = false;
     std::unique_ptr<DeviceBuffers> device_buffers_;
 };
 

@@ -13,8 +13,9 @@
 #include <string>
 
 #include "algo/ring.h"
-#include "algo/segment_engine.h"
-#include "algo/shm_ring.h"
+#include "transport/segment_engine.h"
+#include "transport/shm_channel.h"
+#include "transport/ucx_channel.h"
 #include "core/log.h"
 #include "core/runtime.h"
 #include "core/stats.h"
@@ -60,7 +61,7 @@ struct LocalPlan {
     MemoryType memory = MemoryType::host;
     DeviceEngine::Mode mode = DeviceEngine::Mode::staged;
     int device_id = 0;
-    bool shm = false;      // host buffers through the shared-memory inboxes
+    bool shm = false;      // host buffers: this rank's shared-memory hops can take the call
     const char* why = "";  // when not ready
     // Device or managed memory: a device engine moves it.
     bool device() const { return memory != MemoryType::host; }
@@ -78,6 +79,13 @@ LocalPlan classify_buffers(const Runtime& rt, const void* src, void* recvbuf) {
     return p;
 }
 
+// Segment size of a host call whose same-node hops go through shared
+// memory: shared memory's own when every hop does, else the network's (one
+// segment size serves the whole ring).
+size_t shm_call_segment(const Config& cfg, const CommContext& ctx) {
+    return ctx.all_hops_shm() ? cfg.shm_segment_bytes() : cfg.ucx_segment_bytes();
+}
+
 LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* recvbuf, size_t count, size_t esz,
                        const RingOptions& opt) {
     LocalPlan p = classify_buffers(rt, src, recvbuf);
@@ -87,11 +95,14 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
-        p.shm = ctx.shm_ready() && shm_ring_fits(ctx.shm_links(), count, esz, rt.config().shm_segment_bytes());
-        // The inboxes are all the shared-memory ring needs.  But where device
-        // buffers may come, another rank may hold them and take the UCX ring
-        // (the ranks agree below), so this one must be able to join it.
-        if (p.shm && !rt.device_possible()) return p.ready = true, p;
+        size_t seg = shm_call_segment(rt.config(), ctx);
+        p.shm = ctx.any_hop_shm() &&
+                (!ctx.send_shm() || shm_slots_fit(*ctx.next_inbox(), count, ctx.size(), esz, seg)) &&
+                (!ctx.recv_shm() || shm_slots_fit(*ctx.inbox(), count, ctx.size(), esz, seg));
+        // Both hops in shared memory need nothing more.  But where device
+        // buffers may come, another rank may hold them and every hop takes
+        // UCX (the ranks agree below), so this one must be able to join.
+        if (p.shm && ctx.send_shm() && ctx.recv_shm() && !rt.device_possible()) return p.ready = true, p;
         // Out of place, every segment lands in recvbuf: only request
         // records are needed.
         if (!ok(ctx.scratch().reserve(src == recvbuf ? slot : 0, opt.depth))) {
@@ -114,6 +125,43 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     }
     p.ready = true;
     return p;
+}
+
+// Runs the ring over this rank's two hops: shared memory where the hop has
+// an inbox and the call uses them (use_shm, agreed), UCX otherwise.  Bytes
+// sent are counted per channel kind.
+Status run_ring(Runtime& rt, CommContext& ctx, const LocalPlan& plan, bool use_shm, const void* src, void* recvbuf,
+                size_t count, DataType type, ReduceOp op, const RingOptions& opt, std::string* error) {
+    const RingLinks links = ctx.links();
+    const bool shm_out = use_shm && ctx.send_shm(), shm_in = use_shm && ctx.recv_shm();
+    HostEngine host_engine(type, op, ctx.scratch(), src == recvbuf);
+    std::optional<DeviceEngine> device_engine;
+    if (plan.device()) device_engine.emplace(plan.mode, type, op, ctx.device_buffers(rt.device_api()));
+    SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
+
+    std::optional<ShmSendChannel> shm_send;
+    std::optional<UcxSendChannel> ucx_send;
+    std::optional<ShmRecvChannel> shm_recv;
+    std::optional<UcxRecvChannel> ucx_recv;
+    const RingPeers& peers = links.peers;
+    // The UCX receive side progresses the worker; a UCX send side does when
+    // its receive side is shared memory.
+    if (shm_out)
+        shm_send.emplace(*ctx.next_inbox(), peers.next_rank);
+    else
+        ucx_send.emplace(*links.worker, *links.next, peers.next_rank, opt.depth, ctx.scratch(), engine, shm_in);
+    if (shm_in)
+        shm_recv.emplace(*ctx.inbox(), peers.prev_rank, ctx.prev_pid(), type, op);
+    else
+        ucx_recv.emplace(*links.worker, links.prev, peers.prev_rank, opt.depth, ctx.scratch(), engine, true);
+    SendChannel& out = shm_out ? static_cast<SendChannel&>(*shm_send) : *ucx_send;
+    RecvChannel& in = shm_in ? static_cast<RecvChannel&>(*shm_recv) : *ucx_recv;
+
+    Status s = ring_allreduce(peers, ctx.next_sequence(), src, recvbuf, count, type, opt, out, in, error);
+    Stats& stats = process_stats();
+    (out.kind() == ChannelKind::shm ? stats.shm_bytes : stats.ucx_bytes)
+        .fetch_add(out.bytes_sent(), std::memory_order_relaxed);
+    return s;
 }
 
 // An eligible call the ring cannot take.  Device buffers cannot be handed to
@@ -219,19 +267,9 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     }
     if (!agree[0]) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
 
-    Status s;
-    if (agree[3]) {  // every rank takes the shared-memory ring, or none does
-        opt.segment_bytes = cfg.shm_segment_bytes();
-        s = shm_ring_allreduce(ctx->shm_links(), ctx->next_sequence(), src, recvbuf, ring_count, type, rop, opt, &error);
-        return finish_ring(*ctx, comm, s, error, ring_count * esz);
-    }
-    RingLinks links = ctx->links();
-    HostEngine host_engine(type, rop, ctx->scratch(), src == recvbuf);
-    std::optional<DeviceEngine> device_engine;
-    if (plan.device()) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
-    SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
-    s = ring_allreduce(links, ctx->next_sequence(), src, recvbuf, ring_count, type, rop, opt, ctx->scratch(), engine,
-                       &error);
+    const bool use_shm = agree[3] != 0;  // every rank's shared-memory hops take the call, or none does
+    if (use_shm) opt.segment_bytes = shm_call_segment(cfg, *ctx);
+    Status s = run_ring(*rt, *ctx, plan, use_shm, src, recvbuf, ring_count, type, rop, opt, &error);
     return finish_ring(*ctx, comm, s, error, ring_count * esz);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -161,36 +162,72 @@ void Runtime::forget(CommContext* ctx) {
     delete ctx;  // closes its endpoints
 }
 
-// Host rings between ranks of one node go through shared-memory inboxes
-// when every rank can open its successor's (all ranks on one node); any
-// failure anywhere leaves the whole communicator on UCX.  Collective.
+namespace {
+
+// Which ranks of `comm` share a node: MPI_Comm_split_type's groups, each
+// named by its lowest rank of `comm`.  Collective.
+RingTopology learn_topology(MPI_Comm comm, int rank, int size) {
+    MPI_Comm local = MPI_COMM_NULL;
+    int leader = rank;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) == MPI_SUCCESS &&
+        local != MPI_COMM_NULL) {
+        PMPI_Bcast(&leader, 1, MPI_INT, 0, local);  // key = rank: local rank 0 is the lowest
+        PMPI_Comm_free(&local);
+    }
+    std::vector<int> node_of(size_t(size), 0);
+    PMPI_Allgather(&leader, 1, MPI_INT, node_of.data(), 1, MPI_INT, comm);
+    return RingTopology(node_of);
+}
+
+}  // namespace
+
+// Host-buffer hops between ranks of one node go through shared-memory
+// inboxes: a rank whose predecessor shares its node creates one, the
+// predecessor maps it.  Hops across nodes, and any hop whose inbox could not
+// be set up, use UCX.  Every rank learns every hop's kind.  Collective.
 void Runtime::connect_shm(CommContext& ctx) {
-    // Slots of one segment each; a call with larger segments (huge counts)
-    // takes the UCX ring.  Very large settings are not worth shared memory.
+    const RingTopology& topo = ctx.topology();
+    const bool prev_local = topo.same_node(ctx.prev_rank(), ctx.rank());
+    const bool next_local = topo.same_node(ctx.next_rank(), ctx.rank());
+    // Slots of one segment each.  A ring that also crosses the network runs
+    // at the network's segment size, on every hop.  A call with larger
+    // segments (huge counts) takes UCX on every hop.
     constexpr size_t kMaxInboxBytes = size_t(256) << 20;
-    size_t slot_bytes = (size_t(config_.shm_segment_bytes()) + 63) & ~size_t(63);
+    uint64_t segment = config_.shm_segment_bytes();
+    if (topo.network_hops() > 0) segment = std::max(segment, config_.ucx_segment_bytes());
+    size_t slot_bytes = (size_t(segment) + 63) & ~size_t(63);
     uint32_t depth = config_.pipeline_depth;
     std::string error;
     ShmInboxName mine;
     memset(&mine, 0, sizeof mine);
-    Status s = slot_bytes * depth <= kMaxInboxBytes ? ctx.create_inbox(depth, slot_bytes, &mine, &error)
-                                                    : (error = "NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH is over 256 MiB",
-                                                       Status::unavailable);
+    Status s = Status::ok;
+    if (prev_local) {
+        if (slot_bytes * depth > kMaxInboxBytes) {
+            error = "NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH is over 256 MiB";
+            s = Status::unavailable;
+        } else {
+            s = ctx.create_inbox(depth, slot_bytes, &mine, &error);
+        }
+    }
     std::vector<ShmInboxName> all(size_t(ctx.size()));
     PMPI_Allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
-    int next = (ctx.rank() + 1) % ctx.size(), prev = (ctx.rank() + ctx.size() - 1) % ctx.size();
-    if (ok(s)) s = ctx.open_next_inbox(all[size_t(next)], watchable_pid(all[size_t(prev)]), &error);
-    int use = ok(s) ? 1 : 0;
-    PMPI_Allreduce(MPI_IN_PLACE, &use, 1, MPI_INT, MPI_MIN, ctx.comm());
-    ctx.finish_shm(use != 0);
-    if (use)
-        NEXAR_INFO("communicator context %u: host rings go through shared memory (%u slots of %s)", ctx.id(), depth,
-                   format_bytes(slot_bytes).c_str());
-    else if (!ok(s))
-        NEXAR_INFO("communicator context %u: host rings use UCX: %s", ctx.id(), error.c_str());
-    else
-        NEXAR_INFO("communicator context %u: host rings use UCX: a rank cannot share memory with its neighbour",
-                   ctx.id());
+    int opened = 0;
+    if (next_local && all[size_t(ctx.next_rank())].name[0]) {
+        Status o = ctx.open_next_inbox(all[size_t(ctx.next_rank())], &error);
+        opened = ok(o) ? 1 : 0;
+        if (!ok(o)) s = o;
+    }
+    std::vector<int> opened_by_rank(size_t(ctx.size()));
+    PMPI_Allgather(&opened, 1, MPI_INT, opened_by_rank.data(), 1, MPI_INT, ctx.comm());
+    std::vector<int> hop_shm(size_t(ctx.size()));  // by the sender's ring position
+    for (int r = 0; r < ctx.size(); ++r) hop_shm[size_t(topo.position(r))] = opened_by_rank[size_t(r)];
+    ctx.finish_shm(hop_shm, watchable_pid(all[size_t(ctx.prev_rank())]));
+    if (!ok(s)) NEXAR_INFO("communicator context %u: a hop next to this rank uses UCX: %s", ctx.id(), error.c_str());
+    int shm_hops = 0;
+    for (int h : hop_shm) shm_hops += h;
+    NEXAR_INFO("communicator context %u: %d node(s); %d of %d ring hops through shared memory (%u slots of %s), "
+               "the rest over UCX",
+               ctx.id(), topo.nodes(), shm_hops, ctx.size(), depth, format_bytes(slot_bytes).c_str());
 }
 
 CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
@@ -211,7 +248,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
     uint32_t seen = next_context_id_.load();
     while (seen <= id && !next_context_id_.compare_exchange_weak(seen, id + 1)) {
     }
-    auto* ctx = new CommContext(comm, rank, size, id);
+    auto* ctx = new CommContext(comm, rank, size, id, learn_topology(comm, rank, size));
 
     if (agree[1]) {
         ctx->disable();
@@ -229,7 +266,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         for (int i = 0; i < size; ++i) displs[i] = int(total), total += size_t(lens[i]);
         std::vector<uint8_t> all(total);
         PMPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, comm);
-        int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+        int next = ctx->next_rank(), prev = ctx->prev_rank();
         bool addresses = ok(started) && lens[next] > 0 && lens[prev] > 0;
         Status s = addresses ? ctx->connect(&all[displs[next]], size_t(lens[next]), &all[displs[prev]],
                                             size_t(lens[prev]), error)

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "core/comm_context.h"
-#include "algo/segment_engine.h"
+#include "transport/segment_engine.h"
 #include "core/config.h"
 #include "memory/device_api.h"
 #include "transport/ucx.h"

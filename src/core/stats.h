@@ -12,13 +12,17 @@ struct Stats {
     std::atomic<uint64_t> ring_bytes{0};
     std::atomic<uint64_t> passthrough_calls{0};
     std::atomic<uint64_t> fallback_calls{0};
+    // Payload bytes this rank sent, per channel kind (algo/channel.h).
+    std::atomic<uint64_t> shm_bytes{0};
+    std::atomic<uint64_t> ucx_bytes{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
 // after MPI_Finalize).
 Stats& process_stats();
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y"
+// (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 
 }  // namespace nexar

@@ -1,5 +1,5 @@
 // Where a buffer lives.  Host and device memory take different paths
-// through the ring (algo/segment_engine.h).
+// through the ring (transport/segment_engine.h).
 #pragma once
 
 namespace nexar {

@@ -1,4 +1,4 @@
-// Same-node shared-memory inboxes for the host ring (algo/shm_ring.h).
+// Same-node shared-memory inboxes for the host ring (transport/shm_channel.h).
 //
 // Every rank owns one inbox: `depth` slots of `slot_bytes` in a POSIX
 // shared-memory object, written only by its ring predecessor and read only

@@ -22,10 +22,13 @@ run() {  # run NP [env...] -- ARGS...
     grep -v '^nexar: rank' "$log" | tail -n 20
     [ $rc = 0 ] || fail "allreduce_check at $np ranks exited with $rc"
     check_stats "$log" "$np" "$min_ring"
-    # Which ring the communicator took (path=shm or path=ucx before run).
+    # Which channels the ring took (path=shm or path=ucx before run): on
+    # one node every hop is in shared memory unless NEXAR_SHM=0.
     case ${path:-} in
-        shm) grep -q "host rings go through shared memory" "$log" || fail "the shared-memory ring was not used" ;;
-        ucx) grep -q "host rings go through shared memory" "$log" && fail "NEXAR_SHM=0 still used shared memory" ;;
+        shm) grep -q "; $np of $np ring hops through shared memory" "$log" || fail "not every hop used shared memory"
+             check_bytes "$log" shm_bytes nonzero; check_bytes "$log" ucx_bytes zero ;;
+        ucx) grep -q "ring hops through shared memory" "$log" && fail "NEXAR_SHM=0 still used shared memory"
+             check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero ;;
     esac
     return 0
 }

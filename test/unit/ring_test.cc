@@ -15,8 +15,10 @@
 #include <vector>
 
 #include "algo/ring.h"
-#include "algo/segment_engine.h"
-#include "algo/shm_ring.h"
+#include "algo/topology.h"
+#include "transport/segment_engine.h"
+#include "transport/shm_channel.h"
+#include "transport/ucx_channel.h"
 #include "fake_device.h"
 #include "memory/device.h"
 #include "memory/device_buffers.h"
@@ -52,6 +54,17 @@ struct RankResult {
     std::string error;
 };
 
+// Rank r of n on a ring in rank order.
+RingPeers test_peers(int r, int n) {
+    RingPeers p;
+    p.position = r;
+    p.size = n;
+    p.prev_rank = (r + n - 1) % n;
+    p.next_rank = (r + 1) % n;
+    p.context_id = 9;
+    return p;
+}
+
 // Runs `body(rank, links)` on `n` connected thread-ranks.
 void run_ranks(int n, const std::function<RankResult(int, RingLinks&)>& body, std::vector<RankResult>* results) {
     std::vector<std::vector<uint8_t>> addresses(n);
@@ -86,9 +99,7 @@ void run_ranks(int n, const std::function<RankResult(int, RingLinks&)>& body, st
                 links.worker = worker.get();
                 links.next = next.get();
                 links.prev = prev ? prev.get() : next.get();
-                links.rank = r;
-                links.size = n;
-                links.context_id = 9;
+                links.peers = test_peers(r, n);
                 (*results)[r] = body(r, links);
             } else if (!connected) {
                 (*results)[r] = {Status::transport_error, err};
@@ -125,9 +136,7 @@ void run_shm_ranks(int n, size_t slot_bytes, uint32_t depth, const std::function
                 links.inbox = mine.get();
                 links.next_inbox = next.get();
                 links.prev_pid = getpid();
-                links.rank = r;
-                links.size = n;
-                links.context_id = 9;
+                links.peers = test_peers(r, n);
                 (*results)[r] = body(r, links);
             } else {
                 (*results)[r] = {Status::unavailable, err};
@@ -391,6 +400,219 @@ TEST(RingOverSharedMemory, PidsAreWatchedOnlyInTheSamePidNamespace) {
 TEST(RingOverSharedMemory, MissingPeerTimesOut) { check_missing_peer(Path::shm); }
 TEST(RingOverSharedMemory, MismatchedCountsFailCleanly) { check_mismatched_counts(Path::shm); }
 
+// ---------------------------------------------------------------- topology
+// Rings whose order follows the nodes (algo/topology.h) and whose hops are
+// of both kinds, wired as the dispatcher wires them: shared memory between
+// thread-ranks of one "node", UCX between nodes.  Positions differ from
+// ranks whenever the placement is not by slot.
+
+namespace {
+
+struct HopBytes {
+    uint64_t shm = 0, ucx = 0;
+};
+
+template <class T>
+void check_topology_allreduce(const std::vector<int>& node_of, size_t count, DataType type, ReduceOp op,
+                              bool in_place, size_t segment_bytes, uint32_t depth, int calls = 1,
+                              std::vector<HopBytes>* sent = nullptr) {
+    const int n = int(node_of.size());
+    const RingTopology topo(node_of);
+    std::vector<T> want = expected<T>(n, count, type, op);
+    std::vector<std::vector<T>> out(n);
+    std::vector<std::vector<uint8_t>> addresses(n);
+    std::vector<ShmInboxName> names(n);
+    std::vector<RankResult> results(n);
+    std::vector<HopBytes> bytes(n);
+    std::atomic<int> setup_failures{0};
+    Barrier barrier(n);
+    const size_t slot_bytes = (ring_slot_bytes(count, n, sizeof(T), segment_bytes) + 64) & ~size_t(63);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+        threads.emplace_back([&, r] {
+            const int next = topo.next(r), prev = topo.prev(r);
+            const bool shm_in = topo.same_node(prev, r), shm_out = topo.same_node(r, next);
+            std::unique_ptr<UcxContext> ctx;
+            std::unique_ptr<UcxWorker> worker;
+            std::unique_ptr<UcxEndpoint> ep_next, ep_prev;
+            std::unique_ptr<ShmInbox> inbox, next_inbox;
+            std::string err;
+            memset(&names[r], 0, sizeof names[r]);
+            bool fine = ok(UcxContext::create(false, &ctx, &err)) && ok(UcxWorker::create(*ctx, false, &worker, &err)) &&
+                        (!shm_in || ok(ShmInbox::create(4, slot_bytes, &inbox, &names[r], &err)));
+            if (fine) addresses[r] = worker->address();
+            if (!fine) ++setup_failures;
+            barrier.wait();
+            if (setup_failures == 0) {
+                fine = ok(UcxEndpoint::create(*worker, addresses[next].data(), addresses[next].size(), &ep_next, &err)) &&
+                       (prev == next ||
+                        ok(UcxEndpoint::create(*worker, addresses[prev].data(), addresses[prev].size(), &ep_prev, &err))) &&
+                       (!shm_out || ok(ShmInbox::open(names[next], &next_inbox, &err)));
+                if (!fine) ++setup_failures;
+            }
+            barrier.wait();
+            if (inbox) inbox->unlink();
+            if (setup_failures == 0) {
+                RingPeers peers;
+                peers.position = topo.position(r);
+                peers.size = n;
+                peers.next_rank = next;
+                peers.prev_rank = prev;
+                peers.context_id = 5;
+                RingOptions opt;
+                opt.segment_bytes = segment_bytes;
+                opt.depth = depth;
+                opt.timeout_s = 30;
+                RingScratch scratch;
+                std::vector<T> in(count);
+                for (size_t i = 0; i < count; ++i) in[i] = input_value<T>(r, i, op);
+                RankResult res;
+                res.status = scratch.reserve(in_place ? ring_slot_bytes(count, n, sizeof(T), segment_bytes) : 0, depth);
+                for (int c = 0; c < calls && ok(res.status); ++c) {
+                    out[r].assign(count, T(99));
+                    if (in_place) out[r] = in;
+                    const void* src = in_place ? out[r].data() : in.data();
+                    HostEngine engine(type, op, scratch, in_place);
+                    std::unique_ptr<SendChannel> to_next;
+                    std::unique_ptr<RecvChannel> from_prev;
+                    if (shm_out)
+                        to_next.reset(new ShmSendChannel(*next_inbox, next));
+                    else
+                        to_next.reset(new UcxSendChannel(*worker, *ep_next, next, depth, scratch, engine, shm_in));
+                    if (shm_in)
+                        from_prev.reset(new ShmRecvChannel(*inbox, prev, getpid(), type, op));
+                    else
+                        from_prev.reset(new UcxRecvChannel(*worker, ep_prev ? ep_prev.get() : ep_next.get(), prev,
+                                                           depth, scratch, engine, true));
+                    res.status = ring_allreduce(peers, uint32_t(c), src, out[r].data(), count, type, opt, *to_next,
+                                                *from_prev, &res.error);
+                    (shm_out ? bytes[r].shm : bytes[r].ucx) += to_next->bytes_sent();
+                }
+                results[r] = res;
+            } else {
+                results[r] = {Status::unavailable, err};
+            }
+            barrier.wait();  // no worker or inbox goes away while a peer may still use it
+            ep_prev.reset();
+            ep_next.reset();
+        });
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(setup_failures.load(), 0) << results[0].error;
+    for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(results[r].status, Status::ok) << "rank " << r << ": " << results[r].error;
+        ASSERT_TRUE(out[r] == want) << "rank " << r << " n=" << n << " count=" << count << " "
+                                    << datatype_name(type) << " " << reduce_op_name(op)
+                                    << (in_place ? " in place" : "");
+    }
+    if (sent) *sent = bytes;
+}
+
+std::string placement_name(const std::vector<int>& node_of) {
+    std::string s = "nodes:";
+    for (int x : node_of) s += " " + std::to_string(x);
+    return s;
+}
+
+}  // namespace
+
+TEST(RingTopology, OrderKeepsEachNodeTogether) {
+    // By slot: the ring is rank order; 2 network hops.
+    RingTopology slot({0, 0, 2, 2});
+    EXPECT_EQ(slot.nodes(), 2);
+    EXPECT_EQ(slot.network_hops(), 2);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(slot.position(r), r);
+    // By node (0 and 2 on one node, 1 and 3 on the other): 0 2 1 3.
+    RingTopology by_node({0, 1, 0, 1});
+    EXPECT_EQ(by_node.rank_at(0), 0);
+    EXPECT_EQ(by_node.rank_at(1), 2);
+    EXPECT_EQ(by_node.rank_at(2), 1);
+    EXPECT_EQ(by_node.rank_at(3), 3);
+    EXPECT_EQ(by_node.next(2), 1);
+    EXPECT_EQ(by_node.prev(0), 3);
+    EXPECT_EQ(by_node.network_hops(), 2);
+    EXPECT_EQ(by_node.max_ranks_per_node(), 2);
+    // One node: rank order, no network hop.
+    RingTopology one({7, 7, 7});
+    EXPECT_EQ(one.nodes(), 1);
+    EXPECT_EQ(one.network_hops(), 0);
+    EXPECT_EQ(one.next(2), 0);
+    // Uneven: 3 nodes holding 1, 3 and 2 ranks, interleaved.
+    RingTopology uneven({5, 9, 5, 9, 4, 9});
+    EXPECT_EQ(uneven.nodes(), 3);
+    EXPECT_EQ(uneven.network_hops(), 3);
+    EXPECT_EQ(uneven.max_ranks_per_node(), 3);
+}
+
+// Every placement of up to 6 ranks on up to 3 nodes: each node's ranks form
+// one run on the ring (exactly `nodes` network hops), positions and ranks
+// are inverse permutations, and next/prev are inverse.
+TEST(RingTopology, EveryPlacementIsAValidRing) {
+    for (int n = 1; n <= 6; ++n) {
+        std::vector<int> node_of(size_t(n), 0);
+        for (;;) {
+            RingTopology t(node_of);
+            SCOPED_TRACE(placement_name(node_of));
+            std::vector<int> seen(size_t(n), 0);
+            for (int p = 0; p < n; ++p) {
+                int r = t.rank_at(p);
+                ASSERT_GE(r, 0);
+                ASSERT_LT(r, n);
+                ++seen[size_t(r)];
+                EXPECT_EQ(t.position(r), p);
+                EXPECT_EQ(t.prev(t.next(r)), r);
+            }
+            for (int c : seen) EXPECT_EQ(c, 1);
+            EXPECT_EQ(t.network_hops(), t.nodes() > 1 ? t.nodes() : 0);
+            // next placement: count in base 3
+            size_t i = 0;
+            while (i < size_t(n) && ++node_of[i] == 3) node_of[i++] = 0;
+            if (i == size_t(n)) break;
+        }
+    }
+}
+
+TEST(RingOverMixedHops, PlacementsAndCounts) {
+    const std::vector<std::vector<int>> placements = {
+        {0, 1},           // 2 nodes x 1 rank: both hops UCX
+        {0, 0, 1, 1},     // 2 x 2 by slot
+        {0, 1, 0, 1},     // 2 x 2 by node: positions are not ranks
+        {0, 1, 2},        // 3 x 1
+        {0, 0, 0, 1, 1},  // uneven: 3 + 2
+        {0, 0, 0, 0},     // one node: every hop in shared memory
+    };
+    for (const auto& placement : placements)
+        for (size_t count : {0, 1, 3, 7, 1009, 30000}) {
+            SCOPED_TRACE(placement_name(placement) + " count=" + std::to_string(count));
+            check_topology_allreduce<int32_t>(placement, count, DataType::i32, ReduceOp::sum, count % 2 == 1, 1024,
+                                              4, 2);
+        }
+}
+
+TEST(RingOverMixedHops, TypesOpsAndSegments) {
+    check_topology_allreduce<float>({0, 1, 0, 1}, 100003, DataType::f32, ReduceOp::sum, false, 64 * 1024, 4);
+    check_topology_allreduce<double>({0, 0, 1, 1}, 50021, DataType::f64, ReduceOp::max, true, 8192, 2);
+    check_topology_allreduce<int64_t>({0, 1, 1}, 4097, DataType::i64, ReduceOp::prod, true, 1000, 3);
+    check_topology_allreduce<uint8_t>({0, 1, 0, 1}, 777, DataType::u8, ReduceOp::bxor, false, 256, 8, 3);
+}
+
+// Bytes go over the kind of channel each hop is: a rank with a same-node
+// successor sends everything through shared memory, the last rank of each
+// node everything over UCX; each rank sends 2(n-1)/n of the buffer.
+TEST(RingOverMixedHops, BytesGoOverEachHopsKind) {
+    std::vector<HopBytes> sent;
+    const size_t count = 40000;
+    check_topology_allreduce<int32_t>({0, 1, 0, 1}, count, DataType::i32, ReduceOp::sum, false, 4096, 4, 1, &sent);
+    ASSERT_EQ(sent.size(), 4u);
+    const uint64_t share = 2 * 3 * count * 4 / 4;  // 2(n-1)/n of the buffer, n = 4
+    // Ring 0 2 1 3: 0->2 and 1->3 stay on a node; 2->1 and 3->0 cross.
+    EXPECT_EQ(sent[0].shm, share);
+    EXPECT_EQ(sent[0].ucx, 0u);
+    EXPECT_EQ(sent[1].shm, share);
+    EXPECT_EQ(sent[2].ucx, share);
+    EXPECT_EQ(sent[2].shm, 0u);
+    EXPECT_EQ(sent[3].ucx, share);
+}
+
 // ---------------------------------------------------------------- device engine
 // The staged and direct device paths on the host-emulated GPU of
 // fake_device.h: copies and reductions complete late and out of step with
@@ -431,8 +653,8 @@ void check_device_allreduce(int n, size_t count, DataType type, ReduceOp op, boo
                                                  mode == DeviceEngine::Mode::staged, &err);
                 if (ok(res.status)) {
                     DeviceEngine engine(mode, type, op, buffers, UCS_MEMORY_TYPE_HOST);
-                    res.status = ring_allreduce(links, 3, in_place ? drecv : dsend, drecv, count, type, op, opt,
-                                                scratch, engine, &res.error);
+                    res.status = ring_allreduce(links, 3, in_place ? drecv : dsend, drecv, count, type, opt, scratch,
+                                                engine, &res.error);
                 }
             }
             if (count) memcpy(out[r].data(), outp, count * sizeof(T));

@@ -1,5 +1,5 @@
 // How one segment's bytes travel between the caller's buffers and UCX, and
-// how arriving segments are reduced.  The ring (algo/ring.h) drives an engine
+// how arriving segments are reduced.  A UCX channel (transport/ucx_channel.h) drives an engine
 // slot by slot; slots are reused in order, `depth` of them per direction.
 //
 //   HostEngine            host buffers: UCX sends from and receives into

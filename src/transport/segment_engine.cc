@@ -1,8 +1,8 @@
-#include "algo/segment_engine.h"
+#include "transport/segment_engine.h"
 
 #include <cstdio>
 
-#include "algo/ring.h"
+#include "transport/ucx_channel.h"
 #include "memory/device_buffers.h"
 #include "reduce/host_reduce.h"
 

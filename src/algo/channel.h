@@ -1,0 +1,89 @@
+// The two ends of a ring hop, as the ring driver (algo/ring.h) sees them.
+//
+// A rank sends one stream of segment messages to its successor and receives
+// one from its predecessor.  Each hop is a channel of some kind:
+//   transport/shm_channel.h   ranks of one node: slots of a shared-memory
+//                             inbox, memcpy in, reduce straight out;
+//   transport/ucx_channel.h   any two ranks: UCX tag messages, with a
+//                             SegmentEngine for host or GPU buffers.
+// The two hops of one rank may be of different kinds (the last rank of a
+// node receives through shared memory and sends over the network).  The
+// driver holds the schedule, the stall checks, polling and yielding, and the
+// error text once; a channel only moves messages and says what it saw.
+//
+// Messages of a stream are handled strictly in order.  Neither interface
+// blocks: "no room" and "nothing arrived yet" are answers, not waits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace nexar {
+
+// Which kind a channel is; also indexes the per-kind byte counters.
+enum class ChannelKind { shm = 0, ucx = 1 };
+constexpr int kChannelKinds = 2;
+inline const char* channel_kind_name(ChannelKind k) { return k == ChannelKind::shm ? "shared memory" : "UCX"; }
+
+class SendChannel {
+public:
+    virtual ~SendChannel() = default;
+    virtual ChannelKind kind() const = 0;
+    // Starts sending `bytes` at `src` as the next message, tagged `tag`
+    // (transport/tag.h).  *started is false when the channel has no room
+    // now; the driver tries again after progress().  The bytes at `src` must
+    // stay put until the message completes.
+    virtual Status start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) = 0;
+    // Moves started messages along; sets *moved when one got further.
+    virtual Status progress(bool* moved, std::string* error) = 0;
+    // Every started message has completed.
+    virtual bool drained() const = 0;
+    // Called while nothing moves: an error when the peer is known dead.
+    virtual Status check_peer(std::string* error) = 0;
+    // After a failure anywhere: stops, and leaves no operation that could
+    // still touch the caller's memory.
+    virtual void abort() = 0;
+    // Waits for any asynchronous work of the call (GPU copies) to end.
+    virtual Status finish(std::string*) { return Status::ok; }
+    // Payload bytes this channel has sent.
+    uint64_t bytes_sent() const { return bytes_sent_; }
+
+protected:
+    uint64_t bytes_sent_ = 0;
+};
+
+// What the next expected message is for: `count` elements, reduced into
+// `place` together with `input` (place = input op message; input may equal
+// place), or copied into `place`.
+struct Arrival {
+    char* place = nullptr;
+    const char* input = nullptr;
+    size_t count = 0;
+    size_t bytes = 0;
+    uint64_t tag = 0;
+    bool reduce = false;
+};
+
+class RecvChannel {
+public:
+    virtual ~RecvChannel() = default;
+    virtual ChannelKind kind() const = 0;
+    // Announces the next message; *posted is false when no more may be
+    // announced now.
+    virtual Status post(const Arrival& a, bool* posted, std::string* error) = 0;
+    // Handles what arrived (a wrong tag or length is Status::mismatch); sets
+    // *moved when a message got further.
+    virtual Status progress(bool* moved, std::string* error) = 0;
+    // Messages whose bytes are final in `place` (the driver may forward them).
+    virtual size_t done() const = 0;
+    // Announced and not yet done.
+    virtual bool drained() const = 0;
+    virtual Status check_peer(std::string* error) = 0;
+    virtual void abort() = 0;
+    virtual Status finish(std::string*) { return Status::ok; }
+};
+
+}  // namespace nexar

@@ -1,0 +1,38 @@
+#include "algo/topology.h"
+
+#include <algorithm>
+#include <map>
+
+namespace nexar {
+
+RingTopology::RingTopology(const std::vector<int>& node_of_rank) {
+    const size_t n = node_of_rank.size();
+    // Node indices in the order in which ranks 0, 1, ... first name them:
+    // that is the order of the nodes' lowest ranks.
+    std::map<int, int> index;
+    node_.resize(n);
+    for (size_t r = 0; r < n; ++r) {
+        auto it = index.emplace(node_of_rank[r], int(index.size())).first;
+        node_[r] = it->second;
+    }
+    nodes_ = std::max<int>(1, int(index.size()));
+    std::vector<std::vector<int>> members(static_cast<size_t>(nodes_));
+    for (size_t r = 0; r < n; ++r) members[size_t(node_[r])].push_back(int(r));
+    order_.clear();
+    max_per_node_ = 0;
+    for (const auto& m : members) {
+        order_.insert(order_.end(), m.begin(), m.end());
+        max_per_node_ = std::max(max_per_node_, int(m.size()));
+    }
+    position_.resize(n);
+    for (size_t p = 0; p < n; ++p) position_[size_t(order_[p])] = int(p);
+}
+
+int RingTopology::network_hops() const {
+    if (nodes_ < 2) return 0;
+    int hops = 0;
+    for (int p = 0; p < size(); ++p) hops += node(rank_at(p)) != node(rank_at(p + 1));
+    return hops;
+}
+
+}  // namespace nexar

@@ -1,0 +1,55 @@
+// Where the ranks of a communicator sit, and the ring order that follows it.
+//
+// The ring visits every node once: a node's ranks sit next to each other on
+// it, nodes in the order of their lowest rank, ranks of a node in rank
+// order.  So only P of the ring's n hops cross the network (P nodes), and
+// whatever the placement (by slot, by node, a communicator split across
+// nodes) the same nodes give the same ring.  A rank's ring position, not
+// its MPI rank, says which chunk it owns (algo/ring_schedule.h); the result
+// lands where MPI says it belongs all the same, since an allreduce leaves
+// every chunk on every rank.
+//
+// Pure: built from the node of each rank, which core/runtime.cc learns with
+// MPI_Comm_split_type and an allgather.  Nothing else works out ring
+// neighbours.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace nexar {
+
+class RingTopology {
+public:
+    // One rank on one node.
+    RingTopology() : RingTopology(std::vector<int>{0}) {}
+    // node_of_rank[r]: any label of rank r's node, equal for ranks of one
+    // node (the runtime passes the node's lowest rank).
+    explicit RingTopology(const std::vector<int>& node_of_rank);
+
+    int size() const { return int(order_.size()); }
+    int nodes() const { return nodes_; }
+    // Node index of rank r: 0 .. nodes()-1, in the order of the nodes' lowest ranks.
+    int node(int rank) const { return node_[size_t(rank)]; }
+    // Most ranks any node holds.
+    int max_ranks_per_node() const { return max_per_node_; }
+    bool same_node(int a, int b) const { return node(a) == node(b); }
+
+    // Ring position of rank r, and the rank at position p.
+    int position(int rank) const { return position_[size_t(rank)]; }
+    int rank_at(int pos) const { return order_[size_t(((pos % size()) + size()) % size())]; }
+    // The neighbours of rank r on the ring: it sends to next, receives from prev.
+    int next(int rank) const { return rank_at(position(rank) + 1); }
+    int prev(int rank) const { return rank_at(position(rank) - 1); }
+    // Hops that cross from one node to another (0 on one node).
+    int network_hops() const;
+
+private:
+    std::vector<int> order_;     // position -> rank
+    std::vector<int> position_;  // rank -> position
+    std::vector<int> node_;      // rank -> node index
+    int nodes_ = 1;
+    int max_per_node_ = 1;
+};
+
+}  // namespace nexar

@@ -1,0 +1,100 @@
+#include "transport/shm_channel.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "reduce/host_reduce.h"
+#include "transport/tag.h"
+
+namespace nexar {
+
+namespace {
+
+bool process_gone(pid_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+
+Status peer_exited(int rank, pid_t pid, std::string* error) {
+    char buf[96];
+    snprintf(buf, sizeof buf, "rank %d (process %d) has exited", rank, int(pid));
+    *error = buf;
+    return Status::peer_failure;
+}
+
+}  // namespace
+
+Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) {
+    *started = false;
+    uint64_t m = base_ + sent_;
+    if (box_.consumed().load(std::memory_order_acquire) + box_.depth() <= m) return Status::ok;  // slot in use
+    if (bytes > box_.slot_bytes()) {
+        *error = "a segment is larger than the shared-memory slots";
+        return Status::invalid_argument;
+    }
+    memcpy(box_.slot(m), src, bytes);
+    box_.record(m) = ShmSlotRecord{tag, bytes};
+    box_.produced().store(m + 1, std::memory_order_release);
+    ++sent_;
+    bytes_sent_ += bytes;
+    *started = true;
+    return Status::ok;
+}
+
+Status ShmSendChannel::check_peer(std::string* error) {
+    return process_gone(box_.owner_pid()) ? peer_exited(peer_, box_.owner_pid(), error) : Status::ok;
+}
+
+Status ShmRecvChannel::post(const Arrival& a, bool* posted, std::string*) {
+    *posted = posted_ - done_ < kMaxRingDepth;
+    if (*posted) expected_[posted_++ % kMaxRingDepth] = a;
+    return Status::ok;
+}
+
+Status ShmRecvChannel::progress(bool* moved, std::string* error) {
+    if (done_ == posted_) return Status::ok;
+    uint64_t m = base_ + done_;
+    if (box_.produced().load(std::memory_order_acquire) <= m) return Status::ok;
+    const Arrival& a = expected_[done_ % kMaxRingDepth];
+    const ShmSlotRecord rec = box_.record(m);
+    if (rec.tag != a.tag || rec.bytes != a.bytes) {
+        TagFields got = unpack_tag(rec.tag), want = unpack_tag(a.tag);
+        char buf[512];
+        snprintf(buf, sizeof buf,
+                 "rank %d sent a segment of %llu bytes for call %u phase %u step %u segment %u where "
+                 "%zu bytes of call %u phase %u step %u segment %u were expected: do all ranks pass the same count?",
+                 peer_, (unsigned long long)rec.bytes, unsigned(got.sequence), unsigned(got.phase), unsigned(got.step),
+                 unsigned(got.segment), a.bytes, unsigned(want.sequence), unsigned(want.phase), unsigned(want.step),
+                 unsigned(want.segment));
+        *error = buf;
+        return Status::mismatch;
+    }
+    if (a.reduce) {
+        Status s = host_reduce(a.place, a.input, box_.slot(m), a.count, type_, op_);
+        if (!ok(s)) {
+            *error = std::string("no host reduction for ") + datatype_name(type_) + " " + reduce_op_name(op_);
+            return s;
+        }
+    } else {
+        memcpy(a.place, box_.slot(m), a.bytes);
+    }
+    box_.consumed().store(m + 1, std::memory_order_release);
+    ++done_;
+    *moved = true;
+    return Status::ok;
+}
+
+Status ShmRecvChannel::check_peer(std::string* error) {
+    return process_gone(writer_pid_) ? peer_exited(peer_, writer_pid_, error) : Status::ok;
+}
+
+Status shm_ring_allreduce(const ShmRingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf,
+                          size_t count, DataType type, ReduceOp op, const RingOptions& options, std::string* error) {
+    if (!op_supported(type, op) || !shm_ring_fits(links, count, datatype_size(type), options.segment_bytes))
+        return Status::invalid_argument;
+    ShmSendChannel out(*links.next_inbox, links.peers.next_rank);
+    ShmRecvChannel in(*links.inbox, links.peers.prev_rank, links.prev_pid, type, op);
+    return ring_allreduce(links.peers, sequence, sendbuf, recvbuf, count, type, options, out, in, error);
+}
+
+}  // namespace nexar
