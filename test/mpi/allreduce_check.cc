@@ -2,10 +2,15 @@
 // input: PMPI_Allreduce (the real MPI) and a fold computed locally from every
 // rank's input (each rank can regenerate any rank's data).  Cycles through
 // every supported datatype and op, counts from 0 to a few MiB, in place and
-// out of place, on MPI_COMM_WORLD, a dup of it and the halves of a split,
+// out of place, on MPI_COMM_WORLD, a dup of it and the parts of a split,
 // used in alternation.  Linked with -lnexar_pmpi.
 //
 //   allreduce_check [--cases N] [--max-count N] [--big-every K] [--seed S] [--expect-ring 0|1]
+//                   [--split halves|parity]
+//
+// --split: how MPI_COMM_WORLD is split: halves (the default) gives ranks
+// 0..n/2-1 and n/2..n-1; parity gives the even and the odd ranks, so that
+// with ranks placed by slot on several nodes each part spans the nodes.
 #include <mpi.h>
 
 #include <cinttypes>
@@ -28,6 +33,7 @@ struct Options {
     int big_every = 40;  // every K-th case is a few MiB (0: never)
     uint64_t seed = 1;
     bool expect_ring = true;
+    bool split_parity = false;  // --split parity
 };
 
 uint64_t mix(uint64_t x) {  // splitmix64
@@ -279,8 +285,10 @@ int main(int argc, char** argv) {
         else if (a == "--big-every") o.big_every = atoi(argv[i + 1]);
         else if (a == "--seed") o.seed = strtoull(argv[i + 1], nullptr, 10);
         else if (a == "--expect-ring") o.expect_ring = atoi(argv[i + 1]) != 0;
+        else if (a == "--split" && (std::string(argv[i + 1]) == "halves" || std::string(argv[i + 1]) == "parity"))
+            o.split_parity = std::string(argv[i + 1]) == "parity";
         else {
-            fprintf(stderr, "unknown option %s\n", argv[i]);
+            fprintf(stderr, "unknown option %s %s\n", argv[i], argv[i + 1]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -319,8 +327,10 @@ int main(int argc, char** argv) {
 
     MPI_Comm dup, half;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    MPI_Comm_split(MPI_COMM_WORLD, g_world_rank * 2 / size, g_world_rank, &half);
-    const Comm comms[] = {{MPI_COMM_WORLD, "MPI_COMM_WORLD"}, {dup, "a dup of MPI_COMM_WORLD"}, {half, "a half of a split"}};
+    MPI_Comm_split(MPI_COMM_WORLD, o.split_parity ? g_world_rank % 2 : g_world_rank * 2 / size, g_world_rank, &half);
+    const Comm comms[] = {{MPI_COMM_WORLD, "MPI_COMM_WORLD"},
+                          {dup, "a dup of MPI_COMM_WORLD"},
+                          {half, o.split_parity ? "the even or odd ranks of a split" : "a half of a split"}};
 
     const long fixed_counts[] = {0, 1, 2, 3, size - 1, size, size + 1, 7, 13, 101, 1009, 4093, 65537};
     const int nfixed = sizeof fixed_counts / sizeof fixed_counts[0];

@@ -12,6 +12,12 @@
 //                   reports it and aborts the job
 //   stall           the same with rank 1 stopped (SIGSTOP), which no
 //                   transport notices: only NEXAR_TIMEOUT_S can catch it
+//   kill-node       a whole node fails: every rank on the node of the last
+//                   world rank (MPI_COMM_TYPE_SHARED) dies (SIGKILL) in the
+//                   middle of a ring; rank 0, on another node, gets an error
+//                   within NEXAR_TIMEOUT_S, reports it and aborts the job.
+//                   Also checks that the shared-memory split agrees with the
+//                   processor names (test/cluster/run-cluster-tests.sh)
 //   oom             ring scratch cannot be allocated (run under a small
 //                   `ulimit -v`): a warning, the call passes through, the
 //                   result is right
@@ -144,6 +150,71 @@ void mode_kill(int sig) {
     pause();
 }
 
+// Which node each world rank is on: the world rank of its node's leader
+// (rank 0 of its MPI_COMM_TYPE_SHARED communicator).  Ranks with the same
+// leader must have the same processor name, others different ones.
+std::vector<int> node_leaders() {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int leader = g_rank;
+    MPI_Bcast(&leader, 1, MPI_INT, 0, node);
+    MPI_Comm_free(&node);
+    std::vector<int> leaders(size_t(g_size), 0);
+    MPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+
+    char name[MPI_MAX_PROCESSOR_NAME] = {0};
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    std::vector<char> names(size_t(g_size) * MPI_MAX_PROCESSOR_NAME);
+    MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                  MPI_COMM_WORLD);
+    auto name_of = [&](int r) { return std::string(&names[size_t(r) * MPI_MAX_PROCESSOR_NAME]); };
+    for (int r = 0; r < g_size; ++r)
+        expect((leaders[size_t(r)] == leaders[size_t(g_rank)]) == (name_of(r) == name_of(g_rank)),
+               "MPI_COMM_TYPE_SHARED puts world ranks " + std::to_string(g_rank) + " (" + name_of(g_rank) + ") and " +
+                   std::to_string(r) + " (" + name_of(r) + ") " +
+                   (leaders[size_t(r)] == leaders[size_t(g_rank)] ? "together" : "apart"));
+    if (g_rank == 0) {
+        std::string layout;
+        for (int r = 0; r < g_size; ++r) layout += " " + std::to_string(r) + ":" + name_of(r);
+        printf("fault_check kill-node: ranks on nodes:%s\n", layout.c_str());
+        fflush(stdout);
+    }
+    return leaders;
+}
+
+void mode_kill_node() {
+    std::vector<int> leaders = node_leaders();
+    const int victim = leaders[size_t(g_size) - 1];  // the last world rank's node
+    if (leaders[0] == victim) {
+        if (g_rank == 0) printf("fault_check kill-node: rank 0 shares the last rank's node; it needs two nodes\n");
+        ++g_failures;
+    }
+    // Nothing is killed when the layout is wrong: main() reports the failures.
+    int any = 0;
+    PMPI_Allreduce(&g_failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) return;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    const size_t n = size_t(64) << 20;  // 256 MiB of float, as in mode_kill
+    std::vector<float> a(n, 1.0f);
+    MPI_Allreduce(MPI_IN_PLACE, a.data(), 1 << 20, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);  // contexts up
+    if (leaders[size_t(g_rank)] == victim) {
+        g_signal = SIGKILL;
+        signal(SIGALRM, die);
+        itimerval t = {{0, 0}, {0, 20000}};  // 20 ms into the big call
+        setitimer(ITIMER_REAL, &t, nullptr);
+    }
+    double t0 = MPI_Wtime();
+    int rc = MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    double took = MPI_Wtime() - t0;
+    if (g_rank == 0) {
+        printf("fault_check kill-node: rank 0 got class %d after %.2f s\n", error_class(rc), took);
+        fflush(stdout);
+        MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
+    }
+    pause();
+}
+
 void mode_oom() {
     const size_t n = size_t(16) << 20;  // 64 MiB of float
     std::vector<float> a(n), b(n);
@@ -216,10 +287,11 @@ int main(int argc, char** argv) {
     else if (mode == "count-mismatch") mode_count_mismatch();
     else if (mode == "kill") mode_kill(SIGKILL);
     else if (mode == "stall") mode_kill(SIGSTOP);
+    else if (mode == "kill-node") mode_kill_node();
     else if (mode == "threads") mode_threads();
     else if (mode == "oom") mode_oom();
     else {
-        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|oom|threads\n");
+        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|oom|threads\n");
         ++g_failures;
     }
     int total = 0;

@@ -1,0 +1,196 @@
+#!/bin/bash
+# Multi-node runs on a simulated cluster (test/cluster/nexar-cluster): nodes
+# are namespaces of this machine with their own network, hostname, IPC and
+# /dev/shm, so MPI and UCX treat them as separate hosts and ranks on
+# different nodes talk over TCP.  Needs root; skipped (77, reason printed)
+# where the machine cannot make namespaces.
+#
+#   - every node's ranks see the node's hostname and /dev/shm, and nothing else's;
+#   - allreduce_check (every result against PMPI_Allreduce and a local
+#     reference) at 2x1, 2x2 by slot (split in halves: node-local parts;
+#     split by parity: parts spanning both nodes), 2x2 by node and 3x1, with
+#     the ring taken on every rank (NEXAR_STATS);
+#   - mismatched counts across nodes: MPI_ERR_COUNT on every rank, no hang;
+#   - a whole node dies in the middle of a ring: rank 0, on the other node,
+#     gets an error within NEXAR_TIMEOUT_S;
+#   - afterwards no namespace, node process or /dev/shm object is left.
+set -u
+. "$(dirname "$0")/../lib.sh"
+here=$(cd "$(dirname "$0")" && pwd)
+nxc="$here/nexar-cluster"
+check_prog="$NEXAR_BUILDDIR/test/mpi/allreduce_check"
+fault_prog="$NEXAR_BUILDDIR/test/mpi/fault_check"
+# Wall-clock limit of one mpirun (the runs take seconds; a hang fails).
+: "${NEXAR_CLUSTER_TIMEOUT:=120}"
+
+if ! why=$("$nxc" check 2>&1); then
+    echo "SKIP: the simulated cluster cannot run here: $why"
+    exit 77
+fi
+if ! "$MPIRUN" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
+    echo "SKIP: the simulated cluster launches with Open MPI's mpirun; $MPIRUN is not Open MPI"
+    exit 77
+fi
+for p in "$check_prog" "$fault_prog"; do
+    [ -x "$p" ] || fail "$p is not built (make check builds it)"
+done
+
+log=$(mktemp)
+shm_before=$(mktemp)
+ls -A /dev/shm | sort >"$shm_before"
+ours=""  # set once this script has brought a cluster up: never tear down another's
+cleanup() {
+    [ -z "$ours" ] || "$nxc" down || echo "nexar-cluster down failed" >&2
+    rm -f "$log" "$shm_before"
+}
+# Down on every way out: success, fail (exit 1), or a signal from a harness.
+trap cleanup EXIT
+trap 'echo "interrupted" >&2; exit 1' INT TERM HUP
+
+started=$(date +%s)
+holders=""  # every node's holder pid, to check at the end that all are gone
+up() {  # up N: a fresh cluster of N nodes, after ours if there was one
+    if [ -n "$ours" ]; then "$nxc" down || fail "nexar-cluster down failed"; fi
+    "$nxc" up "$1" || fail "nexar-cluster up $1 failed (another cluster up? see 'nexar-cluster status')"
+    ours=1
+    holders+=" $(cat "${NXC_STATE:-/run/nexar-cluster}"/node*.pid)"
+}
+
+# Settings for the ranks travel with -x, as on a real cluster (the rsh
+# agent gives remote daemons a clean environment).
+nexar_env=(-x NEXAR_HOST_BUFFERS=1 -x NEXAR_THRESHOLD_BYTES=0 -x NEXAR_STATS=1 -x NEXAR_LOG=info)
+for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS; do
+    [ -n "${!v:-}" ] && nexar_env+=(-x "$v")
+done
+
+# limited CMD...: CMD under the time limit, output in $log.  In the
+# background and waited for, so that a signal to this script runs its trap
+# at once instead of after CMD.
+limited() {
+    timeout -k 10 "$NEXAR_CLUSTER_TIMEOUT" "$@" >"$log" 2>&1 &
+    wait $!
+}
+
+# crun CLUSTER_OPTIONS... -- MPIRUN_ARGS...: mpirun on the cluster with the
+# nexar settings, output in $log; returns mpirun's status.
+crun() {
+    local opts=()
+    while [ "$1" != "--" ]; do opts+=("$1"); shift; done
+    shift
+    limited "$nxc" mpirun "${opts[@]}" "${nexar_env[@]}" "$@"
+}
+
+# allreduce_check NP CLUSTER_OPTIONS... -- ARGS...
+check_run() {
+    local np=$1; shift
+    local opts=()
+    while [ "$1" != "--" ]; do opts+=("$1"); shift; done
+    shift
+    echo "== allreduce_check, ${opts[*]}: $*"
+    crun "${opts[@]}" -- "$check_prog" "$@"
+    local rc=$?
+    grep -v '^nexar: rank\|^nexar\[rank' "$log" | tail -n 12
+    [ $rc = 0 ] || fail "allreduce_check (${opts[*]}) exited with $rc"
+    check_stats "$log" "$np" 1
+}
+
+# bytes_of RANK FIELD: RANK's FIELD=N from the NEXAR_STATS lines in $log.
+bytes_of() { sed -n "s/^nexar: rank $1: .* $2=\([0-9]*\).*/\1/p" "$log"; }
+# expect_bytes RANK FIELD zero|nonzero: which channel kinds a rank sent over
+# (the ring order and per-hop channels at work).
+expect_bytes() {
+    local v
+    v=$(bytes_of "$1" "$2")
+    [ -n "$v" ] || fail "no $2 for rank $1"
+    case $3 in
+        zero) [ "$v" = 0 ] || fail "rank $1 sent $2=$v, expected none" ;;
+        nonzero) [ "$v" != 0 ] || fail "rank $1 sent no $2" ;;
+    esac
+}
+
+# --- The nodes are separate hosts: hostname, /dev/shm (device number). ---
+up 2
+echo "== placement: 2 nodes x 2 ranks by slot"
+limited "$nxc" mpirun --ppn 2 sh -c 'echo "$OMPI_COMM_WORLD_RANK $(hostname) $(stat -c %d /dev/shm)"' ||
+    { cat "$log"; fail "mpirun of sh across the nodes failed"; }
+sort -n "$log"
+root_dev=$(stat -c %d /dev/shm)
+awk -v root="$root_dev" '
+    NF != 3 { bad = 1; next }
+    { node = ($1 < 2) ? "nxc-node0" : "nxc-node1"; if ($2 != node) bad = 1
+      if ($3 == root) bad = 1; dev[$2] = dev[$2] == "" ? $3 : dev[$2]; if (dev[$2] != $3) bad = 1; ++n }
+    END { if (n != 4 || dev["nxc-node0"] == dev["nxc-node1"]) bad = 1; exit bad }' "$log" ||
+    fail "ranks do not see their node's hostname and a /dev/shm of their node's own"
+"$nxc" exec 0 sh -c 'echo x >/dev/shm/nxc-visibility' || fail "cannot write node 0's /dev/shm"
+"$nxc" exec 1 test -e /dev/shm/nxc-visibility && fail "node 1 sees node 0's /dev/shm"
+[ -e /dev/shm/nxc-visibility ] && fail "the root namespace sees node 0's /dev/shm"
+"$nxc" exec 0 rm -f /dev/shm/nxc-visibility
+
+# --- Correctness at several placements.  Up to 4 ranks busy-poll on the
+# cores of this machine: small case counts. ---
+check_run 2 --ppn 1 -- --cases 300 --max-count 20000 --big-every 25 --seed 31
+check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero
+check_run 4 --ppn 2 -- --cases 160 --max-count 4000 --big-every 40 --seed 32
+# Ring 0 1 2 3: ranks 0 and 2 send to their own node on every communicator
+# (the world, its dup, the node-local halves), ranks 1 and 3 cross.
+for r in 0 2; do expect_bytes $r shm_bytes nonzero; expect_bytes $r ucx_bytes zero; done
+for r in 1 3; do expect_bytes $r ucx_bytes nonzero; done
+# Parity: the split's parts hold one rank of each node (ranks 0,2 and 1,3).
+check_run 4 --ppn 2 -- --cases 160 --max-count 4000 --big-every 40 --seed 33 --split parity
+# By node: ranks 0,2 on node 0 and 1,3 on node 1; world neighbours in rank
+# order are on different nodes, the parity parts are node-local.  The ring
+# follows the nodes (0 2 1 3), so ranks 0 and 1 never send over the network.
+check_run 4 --ppn 2 --map-by node -- --cases 160 --max-count 4000 --big-every 40 --seed 34 --split parity
+for r in 0 1; do expect_bytes $r shm_bytes nonzero; expect_bytes $r ucx_bytes zero; done
+for r in 2 3; do expect_bytes $r ucx_bytes nonzero; done
+
+# --- Mismatched counts across nodes: MPI_ERR_COUNT everywhere, no hang. ---
+echo "== fault_check count-mismatch, 2 nodes x 2 ranks"
+crun --ppn 2 -- --mca orte_abort_on_non_zero_status 0 "$fault_prog" count-mismatch
+rc=$?
+grep -v '^\[' "$log" | grep -v '^nexar: rank\|mpool.c' | tail -n 8
+[ $rc = 0 ] || fail "fault_check count-mismatch exited with $rc"
+grep -q "failures=0" "$log" || fail "fault_check count-mismatch across nodes"
+grep -q "ranks passed different counts" "$log" || fail "no clear message for mismatched counts"
+
+# --- A node dies in the middle of a 256 MiB ring (ranks 2 and 3, node 1). ---
+timeout_s=3
+echo "== fault_check kill-node, 2 nodes x 2 ranks, NEXAR_TIMEOUT_S=$timeout_s"
+start=$(date +%s)
+crun --ppn 2 -- -x NEXAR_TIMEOUT_S=$timeout_s --mca orte_abort_on_non_zero_status 0 "$fault_prog" kill-node
+took=$(($(date +%s) - start))
+grep -v '^\[' "$log" | grep -v 'mpool.c' | grep "^fault_check\|FAIL" | head -n 6
+grep -q "fault_check kill-node: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||
+    fail "kill-node: the ranks are not on the expected nodes"
+grep "FAIL" "$log" && fail "kill-node: MPI_COMM_TYPE_SHARED does not group the ranks by node"
+line=$(grep "fault_check kill-node: rank 0 got class" "$log") || fail "kill-node: rank 0 never returned from the ring"
+class=$(echo "$line" | sed 's/.*got class \([0-9]*\) after.*/\1/')
+secs=$(echo "$line" | sed 's/.* after \([0-9.]*\) s/\1/')
+[ "$class" != 0 ] || fail "kill-node: the ring reported success with a dead node"
+awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= t + 1.5) }' ||
+    fail "kill-node: the error took $secs s, NEXAR_TIMEOUT_S is $timeout_s"
+[ "$took" -le 60 ] || fail "kill-node: the job took $took s to end"
+
+# --- Three nodes, one rank each. ---
+up 3
+check_run 3 --ppn 1 -- --cases 200 --max-count 5000 --big-every 50 --seed 35
+check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero
+
+# --- Nothing is left. ---
+"$nxc" down || fail "nexar-cluster down failed"
+ours=""
+left=$(ip netns list | grep -E '^nxc-(node[0-9]+|switch)\b')
+[ -z "$left" ] || fail "namespaces left: $left"
+for pid in $holders; do
+    [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && fail "holder $pid still runs"
+done
+# New objects in the root /dev/shm would mean a rank used the machine's
+# /dev/shm instead of its node's.  (Names that come and go within a second
+# belong to some other job on the machine.)
+for _ in 1 2; do
+    new=$(ls -A /dev/shm | sort | comm -13 "$shm_before" -)
+    [ -z "$new" ] && break
+    sleep 1
+done
+[ -z "$new" ] || fail "left in /dev/shm: $new"
+echo "all cluster runs passed in $(($(date +%s) - started)) s"
