@@ -70,3 +70,17 @@ check_bytes() {
     done < <(stats_values "$file" "$field")
     [ "$n" -gt 0 ] || fail "no $field in the NEXAR_STATS lines of $file"
 }
+
+# check_fault_report FILE MODE TIMEOUT_S TOOK: fault_check MODE's report in
+# FILE says rank 0 got an error (a non-zero class) within TIMEOUT_S + 1.5 s,
+# and the whole job took at most 60 s (TOOK).
+check_fault_report() {
+    local file=$1 mode=$2 timeout_s=$3 took=$4 line class secs
+    line=$(grep "fault_check $mode: rank 0 got class" "$file") || fail "$mode: rank 0 never returned from the ring"
+    class=$(echo "$line" | sed 's/.*got class \([0-9]*\) after.*/\1/')
+    secs=$(echo "$line" | sed 's/.* after \([0-9.]*\) s/\1/')
+    [ "$class" != 0 ] || fail "$mode: the ring reported success with a dead peer"
+    awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= t + 1.5) }' ||
+        fail "$mode: the error took $secs s, NEXAR_TIMEOUT_S is $timeout_s"
+    [ "$took" -le 60 ] || fail "$mode: the job took $took s to end"
+}

@@ -22,14 +22,18 @@ class RingDriver {
 public:
     RingDriver(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                DataType type, const RingOptions& opt, SendChannel& to_next, RecvChannel& from_prev,
-               std::string* error)
+               std::string* error, RingPhases phases)
         : p_(peers), seq_(sequence), send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)),
           esz_(datatype_size(type)), opt_(opt), out_(to_next), in_(from_prev), error_(error),
-          send_cursor_(RingStream::send, peers.position, peers.size, count, segment_elems(opt.segment_bytes, esz_)),
+          send_cursor_(RingStream::send, peers.position, peers.size, count, segment_elems(opt.segment_bytes, esz_),
+                       phases),
           recv_cursor_(RingStream::receive, peers.position, peers.size, count,
-                       segment_elems(opt.segment_bytes, esz_)) {
-        Span own = chunk_span(count, size_t(peers.size), size_t(peers.position));
-        own_segments_ = segment_count(own.count, segment_elems(opt.segment_bytes, esz_));
+                       segment_elems(opt.segment_bytes, esz_), phases) {
+        Span first = chunk_span(count, size_t(peers.size), first_send_chunk(phases, peers.position, peers.size));
+        own_segments_ = segment_count(first.count, segment_elems(opt.segment_bytes, esz_));
+        // Channels may be reused from ring to ring (algo/hierarchical.h):
+        // count this ring's receives only.
+        recv_base_ = from_prev.done();
     }
 
     Status run();
@@ -56,7 +60,9 @@ private:
     std::string* error_;
     RingCursor send_cursor_, recv_cursor_;
     size_t own_segments_ = 0;
-    size_t sent_ = 0;  // messages started
+    size_t sent_ = 0;       // messages started
+    size_t recv_base_ = 0;  // from_prev.done() when this ring began
+    size_t received() const { return in_.done() - recv_base_; }
     std::chrono::steady_clock::time_point last_progress_;
 };
 
@@ -96,10 +102,12 @@ Status RingDriver::announce_receives() {
     return Status::ok;
 }
 
-// Send k carries this rank's own chunk while k < own_segments_; after that
-// it forwards what receive k - own_segments_ produced, once that is done.
+// Send k carries this rank's first chunk (its own input, or for an
+// allgather alone the chunk it holds reduced) while k < own_segments_;
+// after that it forwards what receive k - own_segments_ produced, once that
+// is done.
 Status RingDriver::start_sends(bool* moved) {
-    while (!send_cursor_.done() && (sent_ < own_segments_ || sent_ - own_segments_ < in_.done())) {
+    while (!send_cursor_.done() && (sent_ < own_segments_ || sent_ - own_segments_ < received())) {
         Span span = send_cursor_.span();
         // Only reduce-scatter step 0 reads the caller's input; everything
         // later was produced into recvbuf.
@@ -132,7 +140,7 @@ Status RingDriver::check_stall() {
     return failf(Status::timeout,
                  "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on %s (received %zu, sent %zu of the call's "
                  "segment messages)",
-                 idle_s, peers, in_.done(), sent_);
+                 idle_s, peers, received(), sent_);
 }
 
 Status RingDriver::run() {
@@ -165,13 +173,13 @@ Status RingDriver::run() {
 
 Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, const RingOptions& options, SendChannel& to_next, RecvChannel& from_prev,
-                      std::string* error) {
+                      std::string* error, RingPhases phases) {
     if (peers.size < 2 || peers.position < 0 || peers.position >= peers.size ||
         uint64_t(peers.size) > kMaxRingRanks || options.depth == 0 || options.depth > kMaxRingDepth)
         return Status::invalid_argument;
     std::string ignored;
     RingDriver ring(peers, sequence, sendbuf, recvbuf, count, type, options, to_next, from_prev,
-                    error ? error : &ignored);
+                    error ? error : &ignored, phases);
     return ring.run();
 }
 

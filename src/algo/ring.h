@@ -25,6 +25,7 @@
 #include <string>
 
 #include "algo/channel.h"
+#include "algo/ring_schedule.h"
 #include "core/status.h"
 #include "reduce/types.h"
 
@@ -63,8 +64,12 @@ size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment
 // `to_next`, receives come from `from_prev`, which do the reductions.
 // sendbuf may equal recvbuf (MPI_IN_PLACE); otherwise they must not overlap.
 // On failure *error explains it and both channels have been aborted.
+// `phases` runs one half only (algo/ring_schedule.h): the reduce-scatter
+// reads sendbuf and leaves chunk position+1 reduced in recvbuf (the other
+// chunks of recvbuf hold partial results); the allgather starts from that
+// chunk in recvbuf and ignores sendbuf.
 Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, const RingOptions& options, SendChannel& to_next, RecvChannel& from_prev,
-                      std::string* error);
+                      std::string* error, RingPhases phases = RingPhases::allreduce);
 
 }  // namespace nexar

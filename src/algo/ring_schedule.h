@@ -1,11 +1,16 @@
 // The order of the ring's segment messages, as one stream per direction.
 //
-// Rank r's receive stream: reduce-scatter steps s = 0..n-2 bring chunk
+// Position r's receive stream: reduce-scatter steps s = 0..n-2 bring chunk
 // r-s-1 (reduced into place), allgather steps bring chunk r-s (copied into
 // place).  Its send stream leads by one chunk: chunk r-s, then r+1-s.  Each
 // chunk contributes its segments in order; empty chunks contribute none.
-// Rank r's send stream is, message for message, rank r+1's receive stream,
-// because both are computed from the same (count, n, chunk, segment size).
+// Position r's send stream is, message for message, position r+1's receive
+// stream, because both are computed from the same (count, n, chunk, segment
+// size).
+//
+// The phases are data: a ring may run both (allreduce), the reduce-scatter
+// alone (afterwards position r holds chunk r+1 reduced over the ring), or
+// the allgather alone (starting from chunk r+1 in place on position r).
 #pragma once
 
 #include <cstddef>
@@ -18,18 +23,30 @@ namespace nexar {
 
 enum class RingStream { receive = 0, send = 1 };
 
+// Which halves of the allreduce a ring runs.
+enum class RingPhases { allreduce, reduce_scatter, allgather };
+inline uint32_t first_phase(RingPhases p) { return p == RingPhases::allgather ? 1 : 0; }
+inline uint32_t end_phase(RingPhases p) { return p == RingPhases::reduce_scatter ? 1 : 2; }
+// The chunk a position sends first: its own input chunk, or (allgather
+// alone) the chunk the reduce-scatter left reduced on it.
+inline size_t first_send_chunk(RingPhases p, int position, int size) {
+    return size_t((position + (p == RingPhases::allgather ? 1 : 0)) % size);
+}
+
 class RingCursor {
 public:
-    RingCursor(RingStream stream, int rank, int size, size_t count, size_t seg_elems)
-        : rank_(rank), size_(size), count_(count), seg_elems_(seg_elems), lead_(int(stream)) {
+    RingCursor(RingStream stream, int rank, int size, size_t count, size_t seg_elems,
+               RingPhases phases = RingPhases::allreduce)
+        : rank_(rank), size_(size), count_(count), seg_elems_(seg_elems), lead_(int(stream)),
+          end_phase_(end_phase(phases)), phase_(first_phase(phases)) {
         if (size_ < 2) {  // a single rank exchanges nothing
-            phase_ = 2;
+            phase_ = end_phase_;
             return;
         }
         load_step();
         skip_empty();
     }
-    bool done() const { return phase_ >= 2; }
+    bool done() const { return phase_ >= end_phase_; }
     uint32_t phase() const { return phase_; }  // 0 reduce-scatter, 1 allgather
     uint32_t step() const { return step_; }
     uint32_t segment() const { return uint32_t(seg_); }
@@ -52,7 +69,7 @@ private:
         while (!done() && seg_ >= nseg_) {
             if (++step_ == uint32_t(size_ - 1)) {
                 step_ = 0;
-                if (++phase_ >= 2) return;
+                if (++phase_ >= end_phase_) return;
             }
             load_step();
         }
@@ -61,7 +78,8 @@ private:
     int rank_, size_;
     size_t count_, seg_elems_;
     int lead_;
-    uint32_t phase_ = 0, step_ = 0;
+    uint32_t end_phase_;
+    uint32_t phase_, step_ = 0;
     size_t chunk_index_ = 0;
     Span chunk_;
     size_t nseg_ = 0, seg_ = 0;

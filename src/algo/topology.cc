@@ -16,13 +16,18 @@ RingTopology::RingTopology(const std::vector<int>& node_of_rank) {
         node_[r] = it->second;
     }
     nodes_ = std::max<int>(1, int(index.size()));
-    std::vector<std::vector<int>> members(static_cast<size_t>(nodes_));
-    for (size_t r = 0; r < n; ++r) members[size_t(node_[r])].push_back(int(r));
+    members_.assign(static_cast<size_t>(nodes_), std::vector<int>());
+    local_index_.resize(n);
+    for (size_t r = 0; r < n; ++r) {
+        local_index_[r] = int(members_[size_t(node_[r])].size());
+        members_[size_t(node_[r])].push_back(int(r));
+    }
     order_.clear();
     max_per_node_ = 0;
-    for (const auto& m : members) {
+    for (const auto& m : members_) {
         order_.insert(order_.end(), m.begin(), m.end());
         max_per_node_ = std::max(max_per_node_, int(m.size()));
+        uniform_ = uniform_ && m.size() == members_[0].size();
     }
     position_.resize(n);
     for (size_t p = 0; p < n; ++p) position_[size_t(order_[p])] = int(p);

@@ -44,12 +44,35 @@ public:
     // Hops that cross from one node to another (0 on one node).
     int network_hops() const;
 
+    // The node-local view, for the hierarchical allreduce
+    // (algo/hierarchical.h).  A node's ranks, in rank order, form a ring of
+    // their own; local_index is a rank's place on it.
+    int local_index(int rank) const { return local_index_[size_t(rank)]; }
+    int local_size(int rank) const { return int(members_[size_t(node(rank))].size()); }
+    int local_next(int rank) const { return local_rank(node(rank), local_index(rank) + 1); }
+    int local_prev(int rank) const { return local_rank(node(rank), local_index(rank) - 1); }
+    // Every node holds the same number of ranks.
+    bool uniform() const { return uniform_; }
+    // On a uniform topology: the ranks of the same local index on the next
+    // and previous node (node order) form the inter-node ring of that index.
+    int inter_next(int rank) const { return local_rank((node(rank) + 1) % nodes_, local_index(rank)); }
+    int inter_prev(int rank) const { return local_rank((node(rank) + nodes_ - 1) % nodes_, local_index(rank)); }
+
 private:
+    // The rank at local index i (taken modulo the node's size) of node `node`.
+    int local_rank(int node, int i) const {
+        const std::vector<int>& m = members_[size_t(node)];
+        return m[size_t(((i % int(m.size())) + int(m.size())) % int(m.size()))];
+    }
+
     std::vector<int> order_;     // position -> rank
     std::vector<int> position_;  // rank -> position
     std::vector<int> node_;      // rank -> node index
+    std::vector<int> local_index_;             // rank -> index among its node's ranks
+    std::vector<std::vector<int>> members_;    // node index -> its ranks, ascending
     int nodes_ = 1;
     int max_per_node_ = 1;
+    bool uniform_ = true;
 };
 
 }  // namespace nexar

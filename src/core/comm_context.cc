@@ -15,6 +15,16 @@ Status CommContext::connect(const uint8_t* next_addr, size_t next_len, const uin
     return s;
 }
 
+Status CommContext::connect_inter(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr,
+                                  size_t prev_len, std::string* error) {
+    if (!worker_) return Status::unavailable;
+    Status s = UcxEndpoint::create(*worker_, next_addr, next_len, &inter_next_, error);
+    if (!ok(s)) return s;
+    if (topo_.inter_prev(rank_) != topo_.inter_next(rank_))
+        s = UcxEndpoint::create(*worker_, prev_addr, prev_len, &inter_prev_, error);
+    return s;
+}
+
 RingPeers CommContext::peers() const {
     RingPeers p;
     p.position = topo_.position(rank_);
@@ -34,19 +44,16 @@ RingLinks CommContext::links() const {
     return l;
 }
 
-void CommContext::finish_shm(const std::vector<int>& hop_shm, pid_t prev_pid) {
+void CommContext::finish_shm(const std::vector<int>& hop_shm, pid_t writer_pid) {
     if (inbox_) inbox_->unlink();
     int pos = topo_.position(rank_);
     send_shm_ = hop_shm[size_t(pos)] != 0;
     recv_shm_ = hop_shm[size_t((pos + size_ - 1) % size_)] != 0;
-    any_hop_shm_ = all_hops_shm_ = false;
     size_t shm_hops = 0;
     for (int h : hop_shm) shm_hops += h != 0;
     any_hop_shm_ = shm_hops > 0;
     all_hops_shm_ = shm_hops == hop_shm.size();
-    if (!send_shm_) next_inbox_.reset();
-    if (!recv_shm_) inbox_.reset();
-    prev_pid_ = recv_shm_ ? prev_pid : 0;
+    writer_pid_ = writer_pid;
 }
 
 }  // namespace nexar

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "algo/cost_model.h"
 #include "algo/ring.h"
 #include "algo/topology.h"
 #include "memory/device_buffers.h"
@@ -61,26 +62,46 @@ public:
     RingPeers peers() const;
     RingLinks links() const;
 
-    // Shared-memory inboxes of the hops inside a node, set up collectively
-    // by the runtime: this rank's own (when its predecessor shares its
-    // node), then its successor's (when that one does).
+    // Shared-memory inboxes of the node's own ring (topology's local_next
+    // and local_prev), set up collectively by the runtime: this rank's own,
+    // written by its local predecessor, then its local successor's.  The
+    // flat ring uses those whose hop stays on the node; the hierarchical
+    // allreduce all of them.
     Status create_inbox(uint32_t depth, size_t slot_bytes, ShmInboxName* name, std::string* error) {
         return ShmInbox::create(depth, slot_bytes, &inbox_, name, error);
     }
     Status open_next_inbox(const ShmInboxName& next, std::string* error) {
         return ShmInbox::open(next, &next_inbox_, error);
     }
-    // After every rank has tried: hop_shm[p] says whether the hop from ring
-    // position p to p+1 goes through shared memory (identical on every rank).
-    void finish_shm(const std::vector<int>& hop_shm, pid_t prev_pid);
-    // This rank's two hops, and whether every hop of the ring is in shared memory.
+    // After every rank has tried: hop_shm[p] says whether the flat ring's
+    // hop from position p to p+1 goes through shared memory (identical on
+    // every rank); `writer_pid` is the local predecessor's process.
+    void finish_shm(const std::vector<int>& hop_shm, pid_t writer_pid);
+    // This rank's two flat hops, and whether every hop of the ring is in shared memory.
     bool send_shm() const { return send_shm_; }
     bool recv_shm() const { return recv_shm_; }
     bool any_hop_shm() const { return any_hop_shm_; }
     bool all_hops_shm() const { return all_hops_shm_; }
     ShmInbox* inbox() { return inbox_.get(); }
     ShmInbox* next_inbox() { return next_inbox_.get(); }
-    pid_t prev_pid() const { return prev_pid_; }
+    pid_t local_prev_pid() const { return writer_pid_; }
+
+    // The hierarchical allreduce (algo/hierarchical.h): endpoints to the
+    // ranks of this local index on the next and previous node.
+    Status connect_inter(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr, size_t prev_len,
+                         std::string* error);
+    UcxEndpoint* inter_next() { return inter_next_.get(); }
+    UcxEndpoint* inter_prev() { return inter_prev_ ? inter_prev_.get() : inter_next_.get(); }
+    // Every rank can run it (agreed at setup), and the model that chooses it.
+    bool hier_ready() const { return hier_ready_; }
+    void enable_hier(const CostModel& model) { hier_ready_ = true, cost_model_ = model; }
+    // Without the hierarchical allreduce, frees the inboxes the flat ring does not use.
+    void drop_unused_inboxes() {
+        if (hier_ready_) return;
+        if (!recv_shm_) inbox_.reset();
+        if (!send_shm_) next_inbox_.reset();
+    }
+    const CostModel& cost_model() const { return cost_model_; }
 
     uint32_t next_sequence() { return sequence_++; }
     RingScratch& scratch() { return scratch_; }
@@ -102,11 +123,15 @@ private:
     std::unique_ptr<UcxWorker> worker_;
     std::unique_ptr<UcxEndpoint> next_;
     std::unique_ptr<UcxEndpoint> prev_;  // null when prev == next (2 ranks)
+    std::unique_ptr<UcxEndpoint> inter_next_;
+    std::unique_ptr<UcxEndpoint> inter_prev_;  // null when it would equal inter_next_ (2 nodes)
     RingScratch scratch_;
-    std::unique_ptr<ShmInbox> inbox_;       // written by the predecessor
-    std::unique_ptr<ShmInbox> next_inbox_;  // the successor's, written here
-    pid_t prev_pid_ = 0;
+    std::unique_ptr<ShmInbox> inbox_;       // written by the local predecessor
+    std::unique_ptr<ShmInbox> next_inbox_;  // the local successor's, written here
+    pid_t writer_pid_ = 0;
     bool send_shm_ = false, recv_shm_ = false, any_hop_shm_ = false, all_hops_shm_ = false;
+    bool hier_ready_ = false;
+    CostModel cost_model_;
     std::unique_ptr<DeviceBuffers> device_buffers_;
 };
 

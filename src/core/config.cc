@@ -13,7 +13,8 @@ bool operator==(const Config& a, const Config& b) {
     return a.enable == b.enable && a.threshold_bytes == b.threshold_bytes &&
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
            a.host_buffers == b.host_buffers && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
-           a.log_level == b.log_level && a.cuda_path == b.cuda_path;
+           a.log_level == b.log_level && a.cuda_path == b.cuda_path &&
+           a.algorithm == b.algorithm;
 }
 
 namespace {
@@ -113,6 +114,22 @@ const char* cuda_path_name(CudaPath p) {
     return "?";
 }
 
+bool parse_algorithm(const char* text, Algorithm* out) {
+    if (!text) return false;
+    for (Algorithm a : {Algorithm::automatic, Algorithm::ring, Algorithm::hier})
+        if (strcasecmp(text, algorithm_name(a)) == 0) return *out = a, true;
+    return false;
+}
+
+const char* algorithm_name(Algorithm a) {
+    switch (a) {
+        case Algorithm::automatic: return "auto";
+        case Algorithm::ring: return "ring";
+        case Algorithm::hier: return "hier";
+    }
+    return "?";
+}
+
 std::string format_bytes(uint64_t b) {
     char buf[64];
     if (b >= (1ull << 30) && b % (1ull << 30) == 0)
@@ -165,16 +182,20 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         complain("NEXAR_LOG", v, "error, warn, info or debug", "warn");
     if ((v = lookup("NEXAR_CUDA_PATH")) && !parse_cuda_path(v, &c.cuda_path))
         complain("NEXAR_CUDA_PATH", v, "auto, direct or staged", "auto");
+    if ((v = lookup("NEXAR_ALGORITHM")) && !parse_algorithm(v, &c.algorithm))
+        complain("NEXAR_ALGORITHM", v, "auto, ring or hier", "auto");
     return c;
 }
 
 std::string describe(const Config& c) {
-    char buf[256];
+    char buf[320];
     snprintf(buf, sizeof buf,
-             "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d shm=%d timeout=%gs stats=%d cuda_path=%s",
+             "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d shm=%d timeout=%gs stats=%d cuda_path=%s "
+             "algorithm=%s",
              c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
-             c.pipeline_depth, c.host_buffers ? 1 : 0, c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path));
+             c.pipeline_depth, c.host_buffers ? 1 : 0, c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
+             algorithm_name(c.algorithm));
     return buf;
 }
 

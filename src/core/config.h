@@ -21,6 +21,12 @@ namespace nexar {
 enum class CudaPath { automatic, direct, staged };
 const char* cuda_path_name(CudaPath p);
 
+// Which allreduce runs across nodes (NEXAR_ALGORITHM): the node-ordered
+// flat ring, the hierarchical one (algo/hierarchical.h), or the cost
+// model's choice (algo/cost_model.h).
+enum class Algorithm { automatic, ring, hier };
+const char* algorithm_name(Algorithm a);
+
 // Default segment sizes, chosen with bench/nexar-sweep (README, "Tuning"):
 // the shared-memory ring wants segments that stay in cache, the UCX ring
 // fewer and larger messages.
@@ -38,6 +44,7 @@ struct Config {
     bool stats = false;                           // NEXAR_STATS
     LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
     CudaPath cuda_path = CudaPath::automatic;     // NEXAR_CUDA_PATH
+    Algorithm algorithm = Algorithm::automatic;   // NEXAR_ALGORITHM
 
     uint64_t shm_segment_bytes() const { return segment_bytes ? segment_bytes : kShmSegmentBytes; }
     uint64_t ucx_segment_bytes() const { return segment_bytes ? segment_bytes : kUcxSegmentBytes; }
@@ -64,6 +71,8 @@ bool parse_seconds(const char* text, double* out);
 bool parse_log_level(const char* text, LogLevel* out);
 // "auto", "direct", "staged".
 bool parse_cuda_path(const char* text, CudaPath* out);
+// "auto", "ring", "hier".
+bool parse_algorithm(const char* text, Algorithm* out);
 
 using EnvLookup = std::function<const char*(const char*)>;
 

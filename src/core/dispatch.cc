@@ -8,19 +8,21 @@
 // are then agreed with one small PMPI_Allreduce, which also catches ranks
 // passing different counts and settles which ring (shared memory or UCX)
 // every rank takes.
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <string>
 
+#include "algo/cost_model.h"
 #include "algo/ring.h"
-#include "transport/segment_engine.h"
-#include "transport/shm_channel.h"
-#include "transport/ucx_channel.h"
 #include "core/log.h"
+#include "core/ring_calls.h"
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "memory/device.h"
 #include "reduce/mpi_types.h"
+#include "transport/segment_engine.h"
+#include "transport/shm_channel.h"
 #include "transport/tag.h"
 
 namespace nexar {
@@ -62,6 +64,7 @@ struct LocalPlan {
     DeviceEngine::Mode mode = DeviceEngine::Mode::staged;
     int device_id = 0;
     bool shm = false;      // host buffers: this rank's shared-memory hops can take the call
+    bool hier = false;     // host buffers: the hierarchical allreduce can take it here
     const char* why = "";  // when not ready
     // Device or managed memory: a device engine moves it.
     bool device() const { return memory != MemoryType::host; }
@@ -77,6 +80,31 @@ LocalPlan classify_buffers(const Runtime& rt, const void* src, void* recvbuf) {
     p.device_id = dev_s;
     if (ms != mr || dev_s != dev_r) p.why = "send and receive buffers are in different memories";
     return p;
+}
+
+// What every rank says about a call, reduced with MIN: the count travels as
+// itself and negated, so that one reduction gives both its least and its
+// largest value.
+struct CallAgreement {
+    int64_t ready = 0;          // this rank can take the ring
+    int64_t min_count = 0;
+    int64_t neg_max_count = 0;
+    int64_t shm = 0;            // its shared-memory hops can take it (host buffers)
+    int64_t hier = 0;           // the hierarchical allreduce can take it here
+};
+constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));
+static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
+
+// NEXAR_ALGORITHM, or the cost model's choice for this size.  Identical on
+// every rank: the settings are rank 0's, the model was agreed at setup.
+bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes) {
+    switch (cfg.algorithm) {
+        case Algorithm::ring: return false;
+        case Algorithm::hier: return true;
+        case Algorithm::automatic: break;
+    }
+    const RingTopology& t = ctx.topology();
+    return hierarchical_is_faster(ctx.cost_model(), double(bytes), t.nodes(), t.local_size(ctx.rank()));
 }
 
 // Segment size of a host call whose same-node hops go through shared
@@ -99,13 +127,23 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
         p.shm = ctx.any_hop_shm() &&
                 (!ctx.send_shm() || shm_slots_fit(*ctx.next_inbox(), count, ctx.size(), esz, seg)) &&
                 (!ctx.recv_shm() || shm_slots_fit(*ctx.inbox(), count, ctx.size(), esz, seg));
+        // The node's ring of the hierarchical allreduce runs at shared
+        // memory's segment size over L ranks.
+        const size_t local_ranks = size_t(ctx.topology().local_size(ctx.rank()));
+        p.hier = ctx.hier_ready() &&
+                 shm_slots_fit(*ctx.next_inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes()) &&
+                 shm_slots_fit(*ctx.inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes());
         // Both hops in shared memory need nothing more.  But where device
         // buffers may come, another rank may hold them and every hop takes
         // UCX (the ranks agree below), so this one must be able to join.
-        if (p.shm && ctx.send_shm() && ctx.recv_shm() && !rt.device_possible()) return p.ready = true, p;
+        if (p.shm && ctx.send_shm() && ctx.recv_shm() && !ctx.hier_ready() && !rt.device_possible())
+            return p.ready = true, p;
         // Out of place, every segment lands in recvbuf: only request
-        // records are needed.
-        if (!ok(ctx.scratch().reserve(src == recvbuf ? slot : 0, opt.depth))) {
+        // records are needed.  The hierarchical allreduce's rings across
+        // nodes run in place.
+        if (src != recvbuf) slot = 0;
+        if (ctx.hier_ready()) slot = std::max(slot, hierarchical_slot_bytes(ctx, count, esz, opt.segment_bytes));
+        if (!ok(ctx.scratch().reserve(slot, opt.depth))) {
             NEXAR_WARN("no memory for %s of ring scratch (NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH); "
                        "this allreduce passes through to MPI",
                        format_bytes(uint64_t(slot) * opt.depth).c_str());
@@ -125,43 +163,6 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     }
     p.ready = true;
     return p;
-}
-
-// Runs the ring over this rank's two hops: shared memory where the hop has
-// an inbox and the call uses them (use_shm, agreed), UCX otherwise.  Bytes
-// sent are counted per channel kind.
-Status run_ring(Runtime& rt, CommContext& ctx, const LocalPlan& plan, bool use_shm, const void* src, void* recvbuf,
-                size_t count, DataType type, ReduceOp op, const RingOptions& opt, std::string* error) {
-    const RingLinks links = ctx.links();
-    const bool shm_out = use_shm && ctx.send_shm(), shm_in = use_shm && ctx.recv_shm();
-    HostEngine host_engine(type, op, ctx.scratch(), src == recvbuf);
-    std::optional<DeviceEngine> device_engine;
-    if (plan.device()) device_engine.emplace(plan.mode, type, op, ctx.device_buffers(rt.device_api()));
-    SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
-
-    std::optional<ShmSendChannel> shm_send;
-    std::optional<UcxSendChannel> ucx_send;
-    std::optional<ShmRecvChannel> shm_recv;
-    std::optional<UcxRecvChannel> ucx_recv;
-    const RingPeers& peers = links.peers;
-    // The UCX receive side progresses the worker; a UCX send side does when
-    // its receive side is shared memory.
-    if (shm_out)
-        shm_send.emplace(*ctx.next_inbox(), peers.next_rank);
-    else
-        ucx_send.emplace(*links.worker, *links.next, peers.next_rank, opt.depth, ctx.scratch(), engine, shm_in);
-    if (shm_in)
-        shm_recv.emplace(*ctx.inbox(), peers.prev_rank, ctx.prev_pid(), type, op);
-    else
-        ucx_recv.emplace(*links.worker, links.prev, peers.prev_rank, opt.depth, ctx.scratch(), engine, true);
-    SendChannel& out = shm_out ? static_cast<SendChannel&>(*shm_send) : *ucx_send;
-    RecvChannel& in = shm_in ? static_cast<RecvChannel&>(*shm_recv) : *ucx_recv;
-
-    Status s = ring_allreduce(peers, ctx.next_sequence(), src, recvbuf, count, type, opt, out, in, error);
-    Stats& stats = process_stats();
-    (out.kind() == ChannelKind::shm ? stats.shm_bytes : stats.ucx_bytes)
-        .fetch_add(out.bytes_sent(), std::memory_order_relaxed);
-    return s;
 }
 
 // An eligible call the ring cannot take.  Device buffers cannot be handed to
@@ -257,19 +258,37 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
     LocalPlan plan = plan_buffers(*rt, *ctx, src, recvbuf, ring_count, esz, opt);
     if (!plan.ready) NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", ring_count * esz, plan.why);
-    int64_t agree[4] = {plan.ready ? 1 : 0, int64_t(count), -int64_t(count), plan.shm ? 1 : 0};
-    PMPI_Allreduce(MPI_IN_PLACE, agree, 4, MPI_INT64_T, MPI_MIN, comm);
-    if (agree[1] != -agree[2]) {
+    CallAgreement agreed;
+    agreed.ready = plan.ready;
+    agreed.min_count = count;
+    agreed.neg_max_count = -int64_t(count);
+    agreed.shm = plan.shm;
+    agreed.hier = plan.hier;
+    PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, comm);
+    if (agreed.min_count != -agreed.neg_max_count) {
         NEXAR_ERROR("MPI_Allreduce: ranks passed different counts (from %lld to %lld elements of %s); "
                     "every rank must pass the same count",
-                    (long long)agree[1], (long long)-agree[2], datatype_name(type));
+                    (long long)agreed.min_count, (long long)-agreed.neg_max_count, datatype_name(type));
         return raise_mpi_error(comm, MPI_ERR_COUNT);
     }
-    if (!agree[0]) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
+    if (!agreed.ready) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
 
-    const bool use_shm = agree[3] != 0;  // every rank's shared-memory hops take the call, or none does
-    if (use_shm) opt.segment_bytes = shm_call_segment(cfg, *ctx);
-    Status s = run_ring(*rt, *ctx, plan, use_shm, src, recvbuf, ring_count, type, rop, opt, &error);
+    // Host buffers everywhere (shared memory agreed): the hierarchical
+    // allreduce where it is ready and chosen, else the flat ring with its
+    // same-node hops in shared memory.  Otherwise the flat ring on UCX only.
+    Status s;
+    if (agreed.shm && agreed.hier && wants_hierarchical(cfg, *ctx, ring_count * esz)) {
+        RingOptions local_opt = opt;
+        local_opt.segment_bytes = cfg.shm_segment_bytes();
+        s = run_hierarchical(*ctx, src, recvbuf, ring_count, type, rop, local_opt, opt, &error);
+    } else {
+        if (agreed.shm) opt.segment_bytes = shm_call_segment(cfg, *ctx);
+        HostEngine host_engine(type, rop, ctx->scratch(), src == recvbuf);
+        std::optional<DeviceEngine> device_engine;
+        if (plan.device()) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
+        SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
+        s = run_flat_ring(*ctx, agreed.shm != 0, engine, src, recvbuf, ring_count, type, rop, opt, &error);
+    }
     return finish_ring(*ctx, comm, s, error, ring_count * esz);
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cost_probe.h"
 #include "core/log.h"
 #include "core/stats.h"
 #include "memory/device.h"
@@ -88,11 +89,29 @@ void Runtime::init(int thread_level) {
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &Runtime::on_comm_delete, &comm_keyval_, nullptr);
 
     multi_thread_ = thread_level == MPI_THREAD_MULTIPLE;
+    // Across nodes UCX's rendezvous protocol (the receiver fetches each
+    // large message after a handshake) left the link 40 % idle over TCP
+    // with 1 MiB segments; eager sends reached 95 % of it (README,
+    // "Across nodes").  Inside a node the eager protocol measured no slower.
+    // So a job that spans nodes sends eagerly, unless the user set
+    // UCX_RNDV_THRESH.
+    UcxProtocol protocol;
+    int local_size = 0, world_size = 0, spans = 0;
+    MPI_Comm local = MPI_COMM_NULL;
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local) ==
+            MPI_SUCCESS && local != MPI_COMM_NULL) {
+        PMPI_Comm_size(local, &local_size);
+        PMPI_Comm_free(&local);
+    }
+    spans = local_size < world_size ? 1 : 0;
+    PMPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    protocol.eager_only = spans && !getenv("UCX_RNDV_THRESH");
     // A first worker proves that UCX can really start on this machine (it
     // needs transports); communicator contexts then create their own.
     std::string error;
     std::unique_ptr<UcxWorker> probe;
-    Status s = UcxContext::create(multi_thread_, &ucx_, &error);
+    Status s = UcxContext::create(multi_thread_, &ucx_, &error, protocol);
     if (ok(s)) s = UcxWorker::create(*ucx_, false, &probe, &error);
     probe.reset();
     if (!ok(s)) {
@@ -100,8 +119,9 @@ void Runtime::init(int thread_level) {
         NEXAR_WARN("UCX could not start (%s); every MPI_Allreduce passes through to MPI", error.c_str());
     } else {
         ucx_cuda_ = ucx_supports_cuda(*ucx_);
-        NEXAR_INFO("UCX up (%s, %s CUDA memory)", multi_thread_ ? "MPI_THREAD_MULTIPLE" : "single thread",
-                   ucx_cuda_ ? "moves" : "does not move");
+        NEXAR_INFO("UCX up (%s, %s CUDA memory%s)", multi_thread_ ? "MPI_THREAD_MULTIPLE" : "single thread",
+                   ucx_cuda_ ? "moves" : "does not move",
+                   protocol.eager_only ? ", eager protocol: the job spans nodes" : "");
     }
     start_device();
 }
@@ -181,14 +201,18 @@ RingTopology learn_topology(MPI_Comm comm, int rank, int size) {
 
 }  // namespace
 
-// Host-buffer hops between ranks of one node go through shared-memory
-// inboxes: a rank whose predecessor shares its node creates one, the
-// predecessor maps it.  Hops across nodes, and any hop whose inbox could not
-// be set up, use UCX.  Every rank learns every hop's kind.  Collective.
-void Runtime::connect_shm(CommContext& ctx) {
+// The node's own ring goes through shared-memory inboxes: each rank of a
+// node with company creates one, written by its local predecessor, and maps
+// its local successor's.  The flat ring uses those whose hop stays on the
+// node (the last rank of a node sends over UCX); the hierarchical allreduce
+// also needs the hop that closes the node's ring, so that inbox is made
+// only when `for_hier`.  Every rank learns every flat hop's kind.  Returns
+// whether every rank mapped its local successor's inbox.  Collective.
+bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
     const RingTopology& topo = ctx.topology();
-    const bool prev_local = topo.same_node(ctx.prev_rank(), ctx.rank());
-    const bool next_local = topo.same_node(ctx.next_rank(), ctx.rank());
+    const int me = ctx.rank();
+    const bool company = topo.local_size(me) >= 2;
+    const bool flat_local_in = topo.same_node(ctx.prev_rank(), me);
     // Slots of one segment each.  A ring that also crosses the network runs
     // at the network's segment size, on every hop.  A call with larger
     // segments (huge counts) takes UCX on every hop.
@@ -201,7 +225,7 @@ void Runtime::connect_shm(CommContext& ctx) {
     ShmInboxName mine;
     memset(&mine, 0, sizeof mine);
     Status s = Status::ok;
-    if (prev_local) {
+    if (company && (flat_local_in || for_hier)) {
         if (slot_bytes * depth > kMaxInboxBytes) {
             error = "NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH is over 256 MiB";
             s = Status::unavailable;
@@ -212,22 +236,75 @@ void Runtime::connect_shm(CommContext& ctx) {
     std::vector<ShmInboxName> all(size_t(ctx.size()));
     PMPI_Allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
     int opened = 0;
-    if (next_local && all[size_t(ctx.next_rank())].name[0]) {
-        Status o = ctx.open_next_inbox(all[size_t(ctx.next_rank())], &error);
+    const int local_next = topo.local_next(me);
+    if (company && all[size_t(local_next)].name[0]) {
+        Status o = ctx.open_next_inbox(all[size_t(local_next)], &error);
         opened = ok(o) ? 1 : 0;
         if (!ok(o)) s = o;
     }
     std::vector<int> opened_by_rank(size_t(ctx.size()));
     PMPI_Allgather(&opened, 1, MPI_INT, opened_by_rank.data(), 1, MPI_INT, ctx.comm());
     std::vector<int> hop_shm(size_t(ctx.size()));  // by the sender's ring position
-    for (int r = 0; r < ctx.size(); ++r) hop_shm[size_t(topo.position(r))] = opened_by_rank[size_t(r)];
-    ctx.finish_shm(hop_shm, watchable_pid(all[size_t(ctx.prev_rank())]));
+    bool every_local_hop = true;
+    for (int r = 0; r < ctx.size(); ++r) {
+        bool stays = topo.same_node(r, topo.next(r));
+        hop_shm[size_t(topo.position(r))] = stays && opened_by_rank[size_t(r)];
+        every_local_hop = every_local_hop && opened_by_rank[size_t(r)];
+    }
+    ctx.finish_shm(hop_shm, watchable_pid(all[size_t(topo.local_prev(me))]));
     if (!ok(s)) NEXAR_INFO("communicator context %u: a hop next to this rank uses UCX: %s", ctx.id(), error.c_str());
     int shm_hops = 0;
     for (int h : hop_shm) shm_hops += h;
     NEXAR_INFO("communicator context %u: %d node(s); %d of %d ring hops through shared memory (%u slots of %s), "
                "the rest over UCX",
                ctx.id(), topo.nodes(), shm_hops, ctx.size(), depth, format_bytes(slot_bytes).c_str());
+    return every_local_hop;
+}
+
+// The hierarchical allreduce needs nodes of equal size with company, the
+// node rings in shared memory and endpoints to the same local index on the
+// neighbouring nodes, on every rank; NEXAR_ALGORITHM=auto then times the
+// channels (core/cost_probe.h).  Collective.
+void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& addresses,
+                                 const std::vector<int>& lens, const std::vector<int>& displs) {
+    const RingTopology& topo = ctx.topology();
+    const int me = ctx.rank();
+    std::string error;
+    int next = topo.inter_next(me), prev = topo.inter_prev(me);
+    Status s = lens[size_t(next)] > 0 && lens[size_t(prev)] > 0
+                   ? ctx.connect_inter(&addresses[size_t(displs[size_t(next)])], size_t(lens[size_t(next)]),
+                                       &addresses[size_t(displs[size_t(prev)])], size_t(lens[size_t(prev)]), &error)
+                   : Status::unavailable;
+    bool local_ring = connect_shm(ctx, true);
+    int ready = ok(s) && local_ring ? 1 : 0;
+    PMPI_Allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
+    if (!ok(s)) NEXAR_INFO("communicator context %u: no inter-node endpoints: %s", ctx.id(), error.c_str());
+    if (!ready) {
+        NEXAR_INFO("communicator context %u: the hierarchical allreduce cannot run (a node ring or endpoint is "
+                   "missing); the flat ring serves every call", ctx.id());
+        return;
+    }
+    CostModel model = default_cost_model();
+    bool measured = false;
+    if (config_.algorithm == Algorithm::automatic) {
+        measured = ok(probe_costs(ctx, config_, &model, &error));
+        if (!measured) NEXAR_WARN("communicator context %u: timing the channels failed (%s); the model uses its "
+                                  "defaults", ctx.id(), error.c_str());
+    }
+    ctx.enable_hier(model);
+    const int P = topo.nodes(), L = topo.local_size(me);
+    double cross = crossover_bytes(model, P, L);
+    char when[96];
+    if (cross < 1024)
+        snprintf(when, sizeof when, "%s", hierarchical_is_faster(model, 1 << 20, P, L) ? "at every size" : "never");
+    else
+        snprintf(when, sizeof when, "%s %.2f MiB", hierarchical_is_faster(model, cross * 2, P, L) ? "from" : "up to",
+                 cross / double(1 << 20));
+    NEXAR_INFO("communicator context %u: %d nodes x %d ranks; hierarchical allreduce ready; cost model (%s): "
+               "shm alpha=%.1fus beta=%.2fGB/s, network alpha=%.1fus beta=%.3fGB/s per node; "
+               "NEXAR_ALGORITHM=auto picks it %s",
+               ctx.id(), P, L, measured ? "measured" : "defaults", model.shm.alpha_s * 1e6,
+               model.shm.bytes_per_s / 1e9, model.net.alpha_s * 1e6, model.net.bytes_per_s / 1e9, when);
 }
 
 CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
@@ -280,7 +357,12 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
             ctx->disable();
             NEXAR_WARN("communicator context %u: ring disabled, its allreduces pass through to MPI", id);
         } else if (config_.host_buffers && config_.shm) {
-            connect_shm(*ctx);
+            const RingTopology& t = ctx->topology();
+            if (t.nodes() >= 2 && t.uniform() && t.max_ranks_per_node() >= 2 && config_.algorithm != Algorithm::ring)
+                setup_hierarchical(*ctx, all, lens, displs);
+            else
+                connect_shm(*ctx, false);
+            ctx->drop_unused_inboxes();
         }
     }
     {

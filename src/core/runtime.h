@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "core/comm_context.h"
 #include "transport/segment_engine.h"
@@ -54,7 +55,9 @@ private:
     ~Runtime();
     void init(int thread_level);
     void start_device();
-    void connect_shm(CommContext& ctx);
+    bool connect_shm(CommContext& ctx, bool for_hier);
+    void setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
+                            const std::vector<int>& displs);
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     static int on_self_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     void forget(CommContext* ctx);

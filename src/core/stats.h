@@ -15,13 +15,15 @@ struct Stats {
     // Payload bytes this rank sent, per channel kind (algo/channel.h).
     std::atomic<uint64_t> shm_bytes{0};
     std::atomic<uint64_t> ucx_bytes{0};
+    // Allreduces done by the hierarchical variant (algo/hierarchical.h).
+    std::atomic<uint64_t> hier_calls{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
 // after MPI_Finalize).
 Stats& process_stats();
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

@@ -32,11 +32,19 @@ void on_recv_done(void* /*ucp_request*/, ucs_status_t status, const ucp_tag_recv
 
 }  // namespace
 
-Status UcxContext::create(bool multi_thread, std::unique_ptr<UcxContext>* out, std::string* error) {
+Status UcxContext::create(bool multi_thread, std::unique_ptr<UcxContext>* out, std::string* error,
+                          const UcxProtocol& protocol) {
     ucp_config_t* config = nullptr;
     ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
     if (st != UCS_OK) {
         *error = std::string("ucp_config_read: ") + ucs_status_string(st);
+        return Status::unavailable;
+    }
+    // Only this context's configuration changes: the MPI's own UCX (if it
+    // uses one) keeps what the environment says.
+    if (protocol.eager_only && (st = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
+        ucp_config_release(config);
+        *error = std::string("ucp_config_modify(RNDV_THRESH): ") + ucs_status_string(st);
         return Status::unavailable;
     }
     ucp_params_t params;

@@ -17,10 +17,16 @@
 
 namespace nexar {
 
+// Protocol choices nexar makes for its own UCX context.
+struct UcxProtocol {
+    bool eager_only = false;  // RNDV_THRESH=inf: never the rendezvous protocol
+};
+
 class UcxContext {
 public:
     // multi_thread: several threads may drive workers of this context.
-    static Status create(bool multi_thread, std::unique_ptr<UcxContext>* out, std::string* error);
+    static Status create(bool multi_thread, std::unique_ptr<UcxContext>* out, std::string* error,
+                         const UcxProtocol& protocol = UcxProtocol());
     ~UcxContext();
     UcxContext(const UcxContext&) = delete;
     UcxContext& operator=(const UcxContext&) = delete;

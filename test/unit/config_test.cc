@@ -87,9 +87,11 @@ TEST(ParseConfig, ReadsEverySetting) {
                       {"NEXAR_HOST_BUFFERS", "1"},
                       {"NEXAR_TIMEOUT_S", "5"},
                       {"NEXAR_STATS", "1"},
-                      {"NEXAR_LOG", "info"}},
+                      {"NEXAR_LOG", "info"},
+                      {"NEXAR_ALGORITHM", "HIER"}},
                      &problems);
     EXPECT_TRUE(problems.empty());
+    EXPECT_EQ(c.algorithm, Algorithm::hier);
     EXPECT_FALSE(c.enable);
     EXPECT_EQ(c.threshold_bytes, 4ull << 20);
     EXPECT_EQ(c.segment_bytes, 256ull << 10);
@@ -109,10 +111,13 @@ TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
                       {"NEXAR_HOST_BUFFERS", "2"},
                       {"NEXAR_TIMEOUT_S", "-3"},
                       {"NEXAR_STATS", "y e s"},
-                      {"NEXAR_LOG", "loud"}},
+                      {"NEXAR_LOG", "loud"},
+                      {"NEXAR_ALGORITHM", "tree"}},
                      &problems);
     EXPECT_TRUE(c == Config()) << describe(c);
-    ASSERT_EQ(problems.size(), 8u);
+    ASSERT_EQ(problems.size(), 9u);
+    EXPECT_NE(problems[8].find("NEXAR_ALGORITHM='tree'"), std::string::npos) << problems[8];
+    EXPECT_NE(problems[8].find("auto, ring or hier"), std::string::npos) << problems[8];
     EXPECT_NE(problems[1].find("NEXAR_THRESHOLD_BYTES='8X'"), std::string::npos) << problems[1];
     EXPECT_NE(problems[1].find("default 8MiB"), std::string::npos) << problems[1];
     EXPECT_NE(problems[3].find("NEXAR_PIPELINE_DEPTH"), std::string::npos);

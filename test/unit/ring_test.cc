@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "algo/cost_model.h"
+#include "algo/hierarchical.h"
 #include "algo/ring.h"
 #include "algo/topology.h"
 #include "transport/segment_engine.h"
@@ -412,12 +414,20 @@ struct HopBytes {
     uint64_t shm = 0, ucx = 0;
 };
 
+// How a topology ring runs: the node-ordered flat ring, or the
+// hierarchical allreduce (algo/hierarchical.h; uniform placements only).
+enum class Variant { flat, hier };
+
 template <class T>
 void check_topology_allreduce(const std::vector<int>& node_of, size_t count, DataType type, ReduceOp op,
                               bool in_place, size_t segment_bytes, uint32_t depth, int calls = 1,
-                              std::vector<HopBytes>* sent = nullptr) {
+                              std::vector<HopBytes>* sent = nullptr, Variant variant = Variant::flat) {
     const int n = int(node_of.size());
     const RingTopology topo(node_of);
+    const bool hier = variant == Variant::hier;
+    if (hier) {
+        ASSERT_TRUE(topo.uniform() && topo.nodes() >= 2 && topo.max_ranks_per_node() >= 2);
+    }
     std::vector<T> want = expected<T>(n, count, type, op);
     std::vector<std::vector<T>> out(n);
     std::vector<std::vector<uint8_t>> addresses(n);
@@ -426,12 +436,20 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
     std::vector<HopBytes> bytes(n);
     std::atomic<int> setup_failures{0};
     Barrier barrier(n);
-    const size_t slot_bytes = (ring_slot_bytes(count, n, sizeof(T), segment_bytes) + 64) & ~size_t(63);
+    // The node's own ring has the fewest ranks, so the largest segments.
+    const size_t slot_bytes =
+        (ring_slot_bytes(count, hier ? topo.max_ranks_per_node() : n, sizeof(T), segment_bytes) + 64) & ~size_t(63);
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r)
         threads.emplace_back([&, r] {
+            // Every rank of a node with company owns an inbox written by its
+            // local predecessor and maps its local successor's, as
+            // core/runtime.cc sets them up; the flat ring uses those whose
+            // hop stays on the node.
             const int next = topo.next(r), prev = topo.prev(r);
+            const bool local_ring = topo.local_size(r) >= 2;
             const bool shm_in = topo.same_node(prev, r), shm_out = topo.same_node(r, next);
+            const int inext = hier ? topo.inter_next(r) : next, iprev = hier ? topo.inter_prev(r) : prev;
             std::unique_ptr<UcxContext> ctx;
             std::unique_ptr<UcxWorker> worker;
             std::unique_ptr<UcxEndpoint> ep_next, ep_prev;
@@ -439,26 +457,20 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
             std::string err;
             memset(&names[r], 0, sizeof names[r]);
             bool fine = ok(UcxContext::create(false, &ctx, &err)) && ok(UcxWorker::create(*ctx, false, &worker, &err)) &&
-                        (!shm_in || ok(ShmInbox::create(4, slot_bytes, &inbox, &names[r], &err)));
+                        (!local_ring || ok(ShmInbox::create(4, slot_bytes, &inbox, &names[r], &err)));
             if (fine) addresses[r] = worker->address();
             if (!fine) ++setup_failures;
             barrier.wait();
             if (setup_failures == 0) {
-                fine = ok(UcxEndpoint::create(*worker, addresses[next].data(), addresses[next].size(), &ep_next, &err)) &&
-                       (prev == next ||
-                        ok(UcxEndpoint::create(*worker, addresses[prev].data(), addresses[prev].size(), &ep_prev, &err))) &&
-                       (!shm_out || ok(ShmInbox::open(names[next], &next_inbox, &err)));
+                fine = ok(UcxEndpoint::create(*worker, addresses[inext].data(), addresses[inext].size(), &ep_next, &err)) &&
+                       (iprev == inext ||
+                        ok(UcxEndpoint::create(*worker, addresses[iprev].data(), addresses[iprev].size(), &ep_prev, &err))) &&
+                       (!local_ring || ok(ShmInbox::open(names[topo.local_next(r)], &next_inbox, &err)));
                 if (!fine) ++setup_failures;
             }
             barrier.wait();
             if (inbox) inbox->unlink();
             if (setup_failures == 0) {
-                RingPeers peers;
-                peers.position = topo.position(r);
-                peers.size = n;
-                peers.next_rank = next;
-                peers.prev_rank = prev;
-                peers.context_id = 5;
                 RingOptions opt;
                 opt.segment_bytes = segment_bytes;
                 opt.depth = depth;
@@ -467,12 +479,50 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                 std::vector<T> in(count);
                 for (size_t i = 0; i < count; ++i) in[i] = input_value<T>(r, i, op);
                 RankResult res;
-                res.status = scratch.reserve(in_place ? ring_slot_bytes(count, n, sizeof(T), segment_bytes) : 0, depth);
+                // The hierarchical inter-node rings run in place: slots.
+                size_t slots = in_place || hier ? ring_slot_bytes(count, n, sizeof(T), segment_bytes) : 0;
+                if (hier)
+                    slots = std::max(slots, ring_slot_bytes(count / size_t(topo.local_size(r)) + 1, topo.nodes(),
+                                                            sizeof(T), segment_bytes));
+                res.status = scratch.reserve(slots, depth);
                 for (int c = 0; c < calls && ok(res.status); ++c) {
                     out[r].assign(count, T(99));
                     if (in_place) out[r] = in;
                     const void* src = in_place ? out[r].data() : in.data();
-                    HostEngine engine(type, op, scratch, in_place);
+                    HostEngine engine(type, op, scratch, in_place || hier);
+                    UcxEndpoint* from = ep_prev ? ep_prev.get() : ep_next.get();
+                    if (hier) {
+                        ShmSendChannel local_out(*next_inbox, topo.local_next(r));
+                        ShmRecvChannel local_in(*inbox, topo.local_prev(r), getpid(), type, op);
+                        UcxSendChannel inter_out(*worker, *ep_next, inext, depth, scratch, engine, false);
+                        UcxRecvChannel inter_in(*worker, from, iprev, depth, scratch, engine, true);
+                        HierarchicalLinks h;
+                        h.local.position = topo.local_index(r);
+                        h.local.size = topo.local_size(r);
+                        h.local.next_rank = topo.local_next(r);
+                        h.local.prev_rank = topo.local_prev(r);
+                        h.local.context_id = 5;
+                        h.inter.position = topo.node(r);
+                        h.inter.size = topo.nodes();
+                        h.inter.next_rank = inext;
+                        h.inter.prev_rank = iprev;
+                        h.inter.context_id = 5;
+                        h.local_out = &local_out;
+                        h.local_in = &local_in;
+                        h.inter_out = &inter_out;
+                        h.inter_in = &inter_in;
+                        res.status = hierarchical_allreduce(h, uint32_t(c), src, out[r].data(), count, type, opt, opt,
+                                                            &res.error);
+                        bytes[r].shm += local_out.bytes_sent();
+                        bytes[r].ucx += inter_out.bytes_sent();
+                        continue;
+                    }
+                    RingPeers peers;
+                    peers.position = topo.position(r);
+                    peers.size = n;
+                    peers.next_rank = next;
+                    peers.prev_rank = prev;
+                    peers.context_id = 5;
                     std::unique_ptr<SendChannel> to_next;
                     std::unique_ptr<RecvChannel> from_prev;
                     if (shm_out)
@@ -482,8 +532,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                     if (shm_in)
                         from_prev.reset(new ShmRecvChannel(*inbox, prev, getpid(), type, op));
                     else
-                        from_prev.reset(new UcxRecvChannel(*worker, ep_prev ? ep_prev.get() : ep_next.get(), prev,
-                                                           depth, scratch, engine, true));
+                        from_prev.reset(new UcxRecvChannel(*worker, from, prev, depth, scratch, engine, true));
                     res.status = ring_allreduce(peers, uint32_t(c), src, out[r].data(), count, type, opt, *to_next,
                                                 *from_prev, &res.error);
                     (shm_out ? bytes[r].shm : bytes[r].ucx) += to_next->bytes_sent();
@@ -502,7 +551,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
         ASSERT_EQ(results[r].status, Status::ok) << "rank " << r << ": " << results[r].error;
         ASSERT_TRUE(out[r] == want) << "rank " << r << " n=" << n << " count=" << count << " "
                                     << datatype_name(type) << " " << reduce_op_name(op)
-                                    << (in_place ? " in place" : "");
+                                    << (in_place ? " in place" : "") << (hier ? " hierarchical" : "");
     }
     if (sent) *sent = bytes;
 }
@@ -611,6 +660,116 @@ TEST(RingOverMixedHops, BytesGoOverEachHopsKind) {
     EXPECT_EQ(sent[2].ucx, share);
     EXPECT_EQ(sent[2].shm, 0u);
     EXPECT_EQ(sent[3].ucx, share);
+}
+
+TEST(HierarchicalAllreduce, PlacementsAndCounts) {
+    const std::vector<std::vector<int>> placements = {
+        {0, 0, 1, 1},           // 2 x 2 by slot
+        {0, 1, 0, 1},           // 2 x 2 by node
+        {0, 0, 0, 1, 1, 1},     // 2 x 3
+        {0, 1, 2, 0, 1, 2},     // 3 x 2 by node
+    };
+    for (const auto& placement : placements)
+        for (size_t count : {0, 1, 2, 5, 11, 1009, 30001}) {
+            SCOPED_TRACE(placement_name(placement) + " count=" + std::to_string(count));
+            check_topology_allreduce<int32_t>(placement, count, DataType::i32, ReduceOp::sum, count % 2 == 1, 1024,
+                                              4, 2, nullptr, Variant::hier);
+        }
+}
+
+TEST(HierarchicalAllreduce, TypesAndOps) {
+    check_topology_allreduce<float>({0, 1, 0, 1}, 100003, DataType::f32, ReduceOp::sum, false, 64 * 1024, 4, 1,
+                                    nullptr, Variant::hier);
+    check_topology_allreduce<double>({0, 0, 1, 1}, 50021, DataType::f64, ReduceOp::max, true, 8192, 2, 1, nullptr,
+                                     Variant::hier);
+    check_topology_allreduce<int16_t>({0, 0, 1, 1}, 4097, DataType::i16, ReduceOp::prod, false, 1000, 3, 2, nullptr,
+                                      Variant::hier);
+    check_topology_allreduce<uint8_t>({0, 1, 0, 1}, 777, DataType::u8, ReduceOp::bxor, true, 256, 8, 3, nullptr,
+                                      Variant::hier);
+}
+
+// Each node's link carries 2(P-1)/P of the buffer in all, split over its L
+// ranks; shared memory carries the node's reduce-scatter and allgather.
+TEST(HierarchicalAllreduce, BytesPerChannelKind) {
+    std::vector<HopBytes> sent;
+    const size_t count = 40000, bytes = count * 4;
+    check_topology_allreduce<int32_t>({0, 1, 0, 1}, count, DataType::i32, ReduceOp::sum, false, 4096, 4, 1, &sent,
+                                      Variant::hier);
+    for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(sent[size_t(r)].shm, 2 * 1 * bytes / 2) << "rank " << r;  // 2(L-1)/L S, L = 2
+        EXPECT_EQ(sent[size_t(r)].ucx, 2 * 1 * (bytes / 2) / 2) << "rank " << r;  // 2(P-1)/P S/L
+    }
+}
+
+// The two halves run alone compose to the allreduce; after the
+// reduce-scatter alone, position p holds chunk p+1 reduced.
+TEST(RingPhases, HalvesComposeToTheAllreduce) {
+    for (int n : {2, 3, 4})
+        for (size_t count : {0, 1, 3, 10, 4099}) {
+            SCOPED_TRACE("n=" + std::to_string(n) + " count=" + std::to_string(count));
+            std::vector<int32_t> want = expected<int32_t>(n, count, DataType::i32, ReduceOp::sum);
+            std::vector<std::vector<int32_t>> out(static_cast<size_t>(n)), mid(static_cast<size_t>(n));
+            std::vector<RankResult> results;
+            run_ranks(
+                n,
+                [&](int r, RingLinks& links) {
+                    RankResult res;
+                    std::vector<int32_t> in(count);
+                    for (size_t i = 0; i < count; ++i) in[i] = input_value<int32_t>(r, i, ReduceOp::sum);
+                    out[size_t(r)].assign(count, -1);
+                    RingOptions opt;
+                    opt.segment_bytes = 64;
+                    opt.timeout_s = 30;
+                    RingScratch scratch;
+                    res.status = scratch.reserve(0, opt.depth);
+                    HostEngine engine(DataType::i32, ReduceOp::sum, scratch, false);
+                    UcxSendChannel to(*links.worker, *links.next, links.peers.next_rank, opt.depth, scratch, engine,
+                                      false);
+                    UcxRecvChannel from(*links.worker, links.prev, links.peers.prev_rank, opt.depth, scratch, engine,
+                                        true);
+                    if (ok(res.status))
+                        res.status = ring_allreduce(links.peers, 1, in.data(), out[size_t(r)].data(), count,
+                                                    DataType::i32, opt, to, from, &res.error,
+                                                    RingPhases::reduce_scatter);
+                    mid[size_t(r)] = out[size_t(r)];
+                    if (ok(res.status))
+                        res.status = ring_allreduce(links.peers, 2, out[size_t(r)].data(), out[size_t(r)].data(),
+                                                    count, DataType::i32, opt, to, from, &res.error,
+                                                    RingPhases::allgather);
+                    return res;
+                },
+                &results);
+            for (int r = 0; r < n; ++r) {
+                ASSERT_EQ(results[size_t(r)].status, Status::ok) << results[size_t(r)].error;
+                Span own = chunk_span(count, size_t(n), size_t((r + 1) % n));
+                for (size_t i = own.offset; i < own.offset + own.count; ++i)
+                    ASSERT_EQ(mid[size_t(r)][i], want[i]) << "rank " << r << " after the reduce-scatter, element " << i;
+                ASSERT_TRUE(out[size_t(r)] == want) << "rank " << r;
+            }
+        }
+}
+
+TEST(CostModel, ChoosesByLinkRate) {
+    CostModel m;
+    m.shm = {2e-6, 8e9};
+    m.net = {30e-6, 0.25e9};  // 2 Gbit/s
+    // 2 x 2: the flat ring sends 1.5 S over the link, the hierarchical S.
+    EXPECT_NEAR(flat_ring_seconds(m, 1e8, 2, 2), 6 * 30e-6 + 1.5 * 1e8 / 0.25e9, 1e-9);
+    EXPECT_NEAR(hierarchical_seconds(m, 1e8, 2, 2), 2 * 2e-6 + 1e8 / 8e9 + 2 * 30e-6 + 1e8 / 0.25e9, 1e-9);
+    EXPECT_TRUE(hierarchical_is_faster(m, 64e6, 2, 2));
+    // A link faster than half of shared memory: the flat ring.
+    m.net = {5e-6, 12.5e9};
+    EXPECT_FALSE(hierarchical_is_faster(m, 64e6, 2, 2));
+    // The crossover lies where the two are equal.
+    m.net = {1e-6, 3e9};
+    m.shm = {100e-6, 8e9};  // costly messages inside the node: the flat ring wins small calls
+    double x = crossover_bytes(m, 2, 4);
+    ASSERT_GT(x, 0);
+    EXPECT_NEAR(hierarchical_seconds(m, x, 2, 4), flat_ring_seconds(m, x, 2, 4), 1e-9);
+    EXPECT_FALSE(hierarchical_is_faster(m, x / 2, 2, 4));
+    EXPECT_TRUE(hierarchical_is_faster(m, x * 2, 2, 4));
+    // One rank per node: the hierarchical allreduce is the flat ring plus nothing.
+    EXPECT_NEAR(hierarchical_seconds(m, 1e8, 3, 1), flat_ring_seconds(m, 1e8, 3, 1), 1e-9);
 }
 
 // ---------------------------------------------------------------- device engine

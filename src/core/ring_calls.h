@@ -1,0 +1,38 @@
+// The rings a communicator context can run, each wired from the context's
+// channels: the flat ring over the whole communicator (shared memory on the
+// hops inside a node, UCX on the others), and the hierarchical allreduce
+// (algo/hierarchical.h) with its two kinds of sub-ring.  The allreduces
+// add the bytes they sent to the stats per channel kind; the sub-rings
+// alone (the cost probe's) do not.  The dispatcher decides which one
+// runs; the cost probe (core/cost_probe.h) times the sub-rings.
+#pragma once
+
+#include <string>
+
+#include "algo/ring.h"
+#include "core/comm_context.h"
+#include "transport/segment_engine.h"
+
+namespace nexar {
+
+// The flat ring.  use_shm: the hops that have shared-memory inboxes take
+// them (agreed by every rank); otherwise every hop is UCX.  `engine` moves
+// the bytes of UCX hops (host or device buffers).
+Status run_flat_ring(CommContext& ctx, bool use_shm, SegmentEngine& engine, const void* src, void* recvbuf,
+                     size_t count, DataType type, ReduceOp op, const RingOptions& opt, std::string* error);
+
+// The node's own ring alone, through shared memory (host buffers).
+Status run_local_ring(CommContext& ctx, uint32_t sequence, const void* src, void* recvbuf, size_t count, DataType type,
+                      ReduceOp op, const RingOptions& opt, RingPhases phases, std::string* error);
+// This local index's ring across the nodes alone, over UCX, in place on
+// host memory (buf); the context's scratch must hold its slots.
+Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
+                      const RingOptions& opt, std::string* error);
+// The three phases in one.  Requires ctx.hier_ready().
+Status run_hierarchical(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                        const RingOptions& local_opt, const RingOptions& inter_opt, std::string* error);
+
+// Scratch slot bytes the inter-node rings of run_hierarchical need.
+size_t hierarchical_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes);
+
+}  // namespace nexar
