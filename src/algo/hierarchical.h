@@ -8,16 +8,21 @@
 //      in all, where the flat ring sends 2(n-1)/n of it over every hop;
 //   3. an allgather over the node's ring.
 //
+// The buffer is cut into pieces that go through the three phases in a
+// pipeline: while piece k crosses the network, the node's ring gathers
+// piece k-1 and scatters piece k+1, so the link waits only for the first
+// scatter and the last gather.  The node's ring runs its operations in one
+// fixed order on every rank (RS0 RS1 AG0 RS2 AG1 ... AG[K-1]), the rings
+// across nodes theirs (X0 X1 ...); piece k uses sequence number first+k.
+//
 // It needs the same number of ranks on every node (algo/topology.h); the
-// flat ring serves every other placement.  Host buffers only.  The three
-// phases run one after the other, each over the ring driver of
-// algo/ring.h; the channels are the caller's and are reused by phases 1
-// and 3.
+// flat ring serves every other placement.  Host buffers only.
 #pragma once
 
 #include <string>
 
 #include "algo/channel.h"
+#include "algo/partition.h"
 #include "algo/ring.h"
 
 namespace nexar {
@@ -31,14 +36,22 @@ struct HierarchicalLinks {
     RecvChannel* inter_in = nullptr;
 };
 
-// sendbuf may equal recvbuf.  `local_options` serve phases 1 and 3,
-// `inter_options` phase 2.
-Status hierarchical_allreduce(const HierarchicalLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf,
-                              size_t count, DataType type, const RingOptions& local_options,
-                              const RingOptions& inter_options, std::string* error);
+// Most pieces a call is cut into.
+constexpr size_t kMaxHierarchicalPieces = 4;
 
-// The chunk of `count` elements that local rank `local_position` of
-// `local_size` reduces across nodes (phase 2): its own after phase 1.
-Span hierarchical_inter_span(size_t count, int local_position, int local_size);
+// How many pieces a call of `count` elements is cut into: each ring across
+// nodes should still get a few segments per piece.
+size_t hierarchical_pieces(size_t count, size_t elem_size, int local_size, int nodes, size_t inter_segment_bytes);
+
+// sendbuf may equal recvbuf.  `local_options` serve phases 1 and 3,
+// `inter_options` phase 2.  Uses sequence numbers first_sequence ..
+// first_sequence + pieces - 1.
+Status hierarchical_allreduce(const HierarchicalLinks& links, uint32_t first_sequence, size_t pieces,
+                              const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                              const RingOptions& local_options, const RingOptions& inter_options, std::string* error);
+
+// The part of `piece` that local rank `local_position` of `local_size`
+// reduces across nodes (phase 2): its own after phase 1.
+Span hierarchical_inter_span(const Span& piece, int local_position, int local_size);
 
 }  // namespace nexar

@@ -20,6 +20,7 @@
 // keep their slots and request records from call to call.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -28,6 +29,7 @@
 #include "algo/ring_schedule.h"
 #include "core/status.h"
 #include "reduce/types.h"
+#include "transport/tag.h"
 
 namespace nexar {
 
@@ -59,6 +61,67 @@ struct RingPeers {
 
 // Bytes of the largest segment of this call (sizes slots and scratch).
 size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment_bytes);
+
+// One ring in flight: set up by its constructor, moved along by poll()
+// until finished().  A blocking call loops on one (ring_allreduce below);
+// the hierarchical allreduce drives a ring inside the node and one across
+// nodes at the same time.  It keeps copies of its peers and options; the
+// buffers and channels are the caller's and must outlive it.  Channels may
+// serve one operation after another (their counters run on), never two at
+// once.
+class RingOperation {
+public:
+    RingOperation(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
+                  DataType type, const RingOptions& options, SendChannel& to_next, RecvChannel& from_prev,
+                  RingPhases phases = RingPhases::allreduce);
+    // Moves along whatever can move; sets *moved when something did.  On
+    // failure *error explains it and both channels have been aborted.
+    Status poll(bool* moved, std::string* error);
+    // Every message sent and received and the channels' work finished.
+    bool finished() const { return finished_; }
+    // While nothing moves: an error when a peer is known dead, or when
+    // nothing moved since `idle_since` for longer than the timeout.
+    Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error);
+    // Stops both channels (another operation failed).
+    void abort() { fail(Status::ok); }
+
+private:
+    uint64_t tag(const RingCursor& c) const { return ring_tag(p_.context_id, seq_, c); }
+    size_t received() const { return in_.done() - recv_base_; }
+    Status announce_receives(std::string* error);
+    Status start_sends(bool* moved, std::string* error);
+    Status fail(Status s);
+
+    RingPeers p_;
+    uint32_t seq_;
+    const char* send_;
+    char* recv_;
+    size_t esz_;
+    RingOptions opt_;
+    SendChannel& out_;
+    RecvChannel& in_;
+    RingCursor send_cursor_, recv_cursor_;
+    size_t own_segments_ = 0;
+    size_t sent_ = 0;       // messages started
+    size_t recv_base_ = 0;  // from_prev.done() when this ring began
+    bool finished_ = false;
+};
+
+// The idle side of a polling loop: counts rounds in which nothing moved,
+// gives the core away now and then, and says when to check for stalls.
+class IdleBackoff {
+public:
+    // After each round; true when the caller should check for stalls.
+    bool after_round(bool moved);
+    std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
+
+private:
+    unsigned idle_ = 0;
+    std::chrono::steady_clock::time_point idle_since_;
+};
+
+// Whether the arguments make a ring (the checks ring_allreduce makes).
+bool ring_arguments_valid(const RingPeers& peers, const RingOptions& options);
 
 // Allreduces `count` elements of `type` over the ring: sends go to
 // `to_next`, receives come from `from_prev`, which do the reductions.

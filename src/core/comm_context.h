@@ -104,6 +104,12 @@ public:
     const CostModel& cost_model() const { return cost_model_; }
 
     uint32_t next_sequence() { return sequence_++; }
+    // n consecutive sequence numbers for one call; the first is returned.
+    uint32_t take_sequences(uint32_t n) {
+        uint32_t first = sequence_;
+        sequence_ += n;
+        return first;
+    }
     RingScratch& scratch() { return scratch_; }
     // GPU streams, events and slots, created on the first device-buffer call.
     DeviceBuffers& device_buffers(const nexar_device_api* api) {

@@ -1,8 +1,10 @@
 #include "core/ring_calls.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "algo/hierarchical.h"
+#include "algo/partition.h"
 #include "core/stats.h"
 #include "transport/shm_channel.h"
 #include "transport/ucx_channel.h"
@@ -100,7 +102,10 @@ Status run_hierarchical(CommContext& ctx, const void* src, void* recvbuf, size_t
     h.local_in = &local_in;
     h.inter_out = &inter_out;
     h.inter_in = &inter_in;
-    Status s = hierarchical_allreduce(h, ctx.next_sequence(), src, recvbuf, count, type, local_opt, inter_opt, error);
+    const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.local.size, h.inter.size,
+                                              inter_opt.segment_bytes);
+    Status s = hierarchical_allreduce(h, ctx.take_sequences(uint32_t(pieces)), pieces, src, recvbuf, count, type,
+                                      local_opt, inter_opt, error);
     count_bytes(local_out);
     count_bytes(inter_out);
     if (ok(s)) process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
@@ -108,10 +113,14 @@ Status run_hierarchical(CommContext& ctx, const void* src, void* recvbuf, size_t
 }
 
 size_t hierarchical_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes) {
+    // Every piece's ring across nodes has chunks of at most `chunk`
+    // elements; its segments are at most a segment's worth, or a chunk,
+    // unless the per-chunk segment limit stretches them.
     const RingTopology& t = ctx.topology();
-    const int local = t.local_size(ctx.rank());
-    const size_t biggest_chunk = count / size_t(local) + (count % size_t(local) ? 1 : 0);
-    return ring_slot_bytes(biggest_chunk, t.nodes(), elem_size, segment_bytes);
+    auto ceil_div = [](size_t a, size_t b) { return (a + b - 1) / b; };
+    const size_t chunk = ceil_div(ceil_div(count, size_t(t.local_size(ctx.rank()))), size_t(t.nodes()));
+    const size_t seg = segment_elems(segment_bytes, elem_size);
+    return std::max(std::min(seg, chunk), ceil_div(chunk, kMaxSegmentsPerChunk)) * elem_size;
 }
 
 }  // namespace nexar

@@ -479,11 +479,10 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                 std::vector<T> in(count);
                 for (size_t i = 0; i < count; ++i) in[i] = input_value<T>(r, i, op);
                 RankResult res;
-                // The hierarchical inter-node rings run in place: slots.
+                // The hierarchical inter-node rings run in place: slots of
+                // a segment (or of a whole chunk, when smaller).
                 size_t slots = in_place || hier ? ring_slot_bytes(count, n, sizeof(T), segment_bytes) : 0;
-                if (hier)
-                    slots = std::max(slots, ring_slot_bytes(count / size_t(topo.local_size(r)) + 1, topo.nodes(),
-                                                            sizeof(T), segment_bytes));
+                if (hier) slots = std::max(slots, segment_bytes);
                 res.status = scratch.reserve(slots, depth);
                 for (int c = 0; c < calls && ok(res.status); ++c) {
                     out[r].assign(count, T(99));
@@ -511,8 +510,10 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         h.local_in = &local_in;
                         h.inter_out = &inter_out;
                         h.inter_in = &inter_in;
-                        res.status = hierarchical_allreduce(h, uint32_t(c), src, out[r].data(), count, type, opt, opt,
-                                                            &res.error);
+                        // 1 to 4 pieces, the same on every rank.
+                        const size_t pieces = 1 + (count + size_t(c)) % kMaxHierarchicalPieces;
+                        res.status = hierarchical_allreduce(h, uint32_t(c) * 8, pieces, src, out[r].data(), count,
+                                                            type, opt, opt, &res.error);
                         bytes[r].shm += local_out.bytes_sent();
                         bytes[r].ucx += inter_out.bytes_sent();
                         continue;
