@@ -15,8 +15,8 @@
 #     node, the flat ring standing in on uneven nodes, and the cost model's
 #     choice (auto);
 #   - mismatched counts across nodes: MPI_ERR_COUNT on every rank, no hang;
-#   - a whole node dies in the middle of a ring: rank 0, on the other node,
-#     gets an error within NEXAR_TIMEOUT_S;
+#   - a whole node dies, or hangs, in the middle of a ring: rank 0, on the
+#     other node, gets an error within NEXAR_TIMEOUT_S;
 #   - afterwards no namespace, node process or /dev/shm object is left.
 set -u
 . "$(dirname "$0")/../lib.sh"
@@ -177,19 +177,23 @@ grep -v '^\[' "$log" | grep -v '^nexar: rank\|mpool.c' | tail -n 8
 grep -q "failures=0" "$log" || fail "fault_check count-mismatch across nodes"
 grep -q "ranks passed different counts" "$log" || fail "no clear message for mismatched counts"
 
-# --- A node dies in the middle of a 256 MiB ring (ranks 2 and 3, node 1),
-# on the flat ring and in the hierarchical allreduce. ---
+# --- A node dies (SIGKILL: its connections are reset) or hangs (SIGSTOP:
+# they stay open, only NEXAR_TIMEOUT_S can tell) in the middle of a 256 MiB
+# ring: ranks 2 and 3, node 1; on the flat ring and in the hierarchical
+# allreduce. ---
 timeout_s=3
-for algorithm in ring hier; do
-    echo "== fault_check kill-node, 2 nodes x 2 ranks, NEXAR_ALGORITHM=$algorithm NEXAR_TIMEOUT_S=$timeout_s"
-    start=$(date +%s)
-    crun --ppn 2 -- -x NEXAR_TIMEOUT_S=$timeout_s --mca orte_abort_on_non_zero_status 0 "$fault_prog" kill-node
-    took=$(($(date +%s) - start))
-    grep -v '^\[' "$log" | grep -v 'mpool.c' | grep "^fault_check\|FAIL" | head -n 6
-    grep -q "fault_check kill-node: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||
-        fail "kill-node: the ranks are not on the expected nodes"
-    grep "FAIL" "$log" && fail "kill-node: MPI_COMM_TYPE_SHARED does not group the ranks by node"
-    check_fault_report "$log" kill-node "$timeout_s" "$took"
+for mode in kill-node stall-node; do
+    for algorithm in ring hier; do
+        echo "== fault_check $mode, 2 nodes x 2 ranks, NEXAR_ALGORITHM=$algorithm NEXAR_TIMEOUT_S=$timeout_s"
+        start=$(date +%s)
+        crun --ppn 2 -- -x NEXAR_TIMEOUT_S=$timeout_s --mca orte_abort_on_non_zero_status 0 "$fault_prog" "$mode"
+        took=$(($(date +%s) - start))
+        grep -v '^\[' "$log" | grep -v 'mpool.c' | grep "^fault_check\|FAIL" | head -n 6
+        grep -q "fault_check: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||
+            fail "$mode: the ranks are not on the expected nodes"
+        grep "FAIL" "$log" && fail "$mode: MPI_COMM_TYPE_SHARED does not group the ranks by node"
+        check_fault_report "$log" "$mode" "$timeout_s" "$took"
+    done
 done
 algorithm=ring
 

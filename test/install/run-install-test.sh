@@ -10,10 +10,13 @@ rm -f "$stage.log"
 prefix=$(sed -n 's/^prefix=//p' "$NEXAR_BUILDDIR/nexar_pmpi.pc")
 libdir=$(sed -n 's/^libdir=//p' "$NEXAR_BUILDDIR/nexar_pmpi.pc" | sed "s|\${exec_prefix}|$prefix|")
 for f in "$libdir/libnexar_pmpi.so" "$prefix/include/nexar/nexar.h" "$libdir/pkgconfig/nexar_pmpi.pc" \
-         "$prefix/bin/nexar_osu_allreduce" "$prefix/bin/nexar-osu" "$prefix/bin/nexar-sweep"; do
+         "$prefix/bin/nexar_osu_allreduce" "$prefix/bin/nexar-osu" "$prefix/bin/nexar-sweep" \
+         "$prefix/bin/nexar-cluster-bench" "$prefix/bin/nexar-cluster" "$prefix/bin/nexar-cluster-rsh"; do
     [ -e "$stage$f" ] || fail "make install did not install $f"
     echo "installed $f"
 done
+# The installed cluster benchmark finds its harness beside itself.
+"$stage$prefix/bin/nexar-cluster-bench" --help | grep -q "nexar-cluster-bench" || fail "nexar-cluster-bench --help failed"
 # With CUDA support, the plugin must sit next to the library (that is where
 # libnexar_pmpi.so looks for it).
 if [ -e "$NEXAR_BUILDDIR/.libs/libnexar_pmpi_cuda.so" ]; then

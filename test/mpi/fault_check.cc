@@ -18,6 +18,9 @@
 //                   within NEXAR_TIMEOUT_S, reports it and aborts the job.
 //                   Also checks that the shared-memory split agrees with the
 //                   processor names (test/cluster/run-cluster-tests.sh)
+//   stall-node      the same with the node's ranks stopped (SIGSTOP): a hung
+//                   node, whose connections stay open, so that only
+//                   NEXAR_TIMEOUT_S can catch it
 //   oom             ring scratch cannot be allocated (run under a small
 //                   `ulimit -v`): a warning, the call passes through, the
 //                   result is right
@@ -177,17 +180,18 @@ std::vector<int> node_leaders() {
     if (g_rank == 0) {
         std::string layout;
         for (int r = 0; r < g_size; ++r) layout += " " + std::to_string(r) + ":" + name_of(r);
-        printf("fault_check kill-node: ranks on nodes:%s\n", layout.c_str());
+        printf("fault_check: ranks on nodes:%s\n", layout.c_str());
         fflush(stdout);
     }
     return leaders;
 }
 
-void mode_kill_node() {
+void mode_kill_node(int sig) {
+    const char* name = sig == SIGKILL ? "kill-node" : "stall-node";
     std::vector<int> leaders = node_leaders();
     const int victim = leaders[size_t(g_size) - 1];  // the last world rank's node
     if (leaders[0] == victim) {
-        if (g_rank == 0) printf("fault_check kill-node: rank 0 shares the last rank's node; it needs two nodes\n");
+        if (g_rank == 0) printf("fault_check %s: rank 0 shares the last rank's node; it needs two nodes\n", name);
         ++g_failures;
     }
     // Nothing is killed when the layout is wrong: main() reports the failures.
@@ -199,7 +203,7 @@ void mode_kill_node() {
     std::vector<float> a(n, 1.0f);
     MPI_Allreduce(MPI_IN_PLACE, a.data(), 1 << 20, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);  // contexts up
     if (leaders[size_t(g_rank)] == victim) {
-        g_signal = SIGKILL;
+        g_signal = sig;
         signal(SIGALRM, die);
         itimerval t = {{0, 0}, {0, 20000}};  // 20 ms into the big call
         setitimer(ITIMER_REAL, &t, nullptr);
@@ -208,7 +212,7 @@ void mode_kill_node() {
     int rc = MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double took = MPI_Wtime() - t0;
     if (g_rank == 0) {
-        printf("fault_check kill-node: rank 0 got class %d after %.2f s\n", error_class(rc), took);
+        printf("fault_check %s: rank 0 got class %d after %.2f s\n", name, error_class(rc), took);
         fflush(stdout);
         MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
     }
@@ -287,11 +291,12 @@ int main(int argc, char** argv) {
     else if (mode == "count-mismatch") mode_count_mismatch();
     else if (mode == "kill") mode_kill(SIGKILL);
     else if (mode == "stall") mode_kill(SIGSTOP);
-    else if (mode == "kill-node") mode_kill_node();
+    else if (mode == "kill-node") mode_kill_node(SIGKILL);
+    else if (mode == "stall-node") mode_kill_node(SIGSTOP);
     else if (mode == "threads") mode_threads();
     else if (mode == "oom") mode_oom();
     else {
-        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|oom|threads\n");
+        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|oom|threads\n");
         ++g_failures;
     }
     int total = 0;
