@@ -298,8 +298,8 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     if (cross < 1024)
         snprintf(when, sizeof when, "%s", hierarchical_is_faster(model, 1 << 20, P, L) ? "at every size" : "never");
     else
-        snprintf(when, sizeof when, "%s %.2f MiB", hierarchical_is_faster(model, cross * 2, P, L) ? "from" : "up to",
-                 cross / double(1 << 20));
+        snprintf(when, sizeof when, "%s %.0f KiB", hierarchical_is_faster(model, cross * 2, P, L) ? "from" : "up to",
+                 cross / 1024);
     NEXAR_INFO("communicator context %u: %d nodes x %d ranks; hierarchical allreduce ready; cost model (%s): "
                "shm alpha=%.1fus beta=%.2fGB/s, network alpha=%.1fus beta=%.3fGB/s per node; "
                "NEXAR_ALGORITHM=auto picks it %s",
