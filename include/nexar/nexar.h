@@ -18,7 +18,8 @@ extern "C" {
 #define NEXAR_VERSION_MINOR 1
 #define NEXAR_VERSION_PATCH 0
 
-/* Counters of this process, the same numbers NEXAR_STATS=1 prints at MPI_Finalize. */
+/* Counters of this process: the first four numbers NEXAR_STATS=1 prints at
+ * MPI_Finalize (the line's later fields are not in this struct). */
 typedef struct nexar_stats {
     uint64_t ring_calls;        /* allreduces done by the nexar ring */
     uint64_t ring_bytes;        /* their payload: count * datatype size, summed */

@@ -23,9 +23,8 @@
 
 namespace nexar {
 
-// Which kind a channel is; also indexes the per-kind byte counters.
-enum class ChannelKind { shm = 0, ucx = 1 };
-constexpr int kChannelKinds = 2;
+// Which kind a channel is (error text, and which byte counter it feeds).
+enum class ChannelKind { shm, ucx };
 inline const char* channel_kind_name(ChannelKind k) { return k == ChannelKind::shm ? "shared memory" : "UCX"; }
 
 class SendChannel {

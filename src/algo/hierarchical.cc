@@ -1,7 +1,7 @@
 #include "algo/hierarchical.h"
 
+#include <array>
 #include <optional>
-#include <vector>
 
 #include "algo/ring_schedule.h"
 
@@ -30,14 +30,16 @@ struct LocalStep {
 
 // RS0 RS1 AG0 RS2 AG1 ... RS[K-1] AG[K-2] AG[K-1]: each allgather comes
 // after the next piece's scatter, so the ring across nodes never waits for it.
-std::vector<LocalStep> local_order(size_t pieces) {
-    std::vector<LocalStep> order;
-    order.push_back({false, 0});
+using LocalOrder = std::array<LocalStep, 2 * kMaxHierarchicalPieces>;
+LocalOrder local_order(size_t pieces) {
+    LocalOrder order{};
+    size_t n = 0;
+    order[n++] = {false, 0};
     for (size_t k = 1; k < pieces; ++k) {
-        order.push_back({false, k});
-        order.push_back({true, k - 1});
+        order[n++] = {false, k};
+        order[n++] = {true, k - 1};
     }
-    order.push_back({true, pieces - 1});
+    order[n++] = {true, pieces - 1};
     return order;
 }
 
@@ -47,7 +49,7 @@ Status hierarchical_allreduce(const HierarchicalLinks& l, uint32_t first_sequenc
                               const void* sendbuf, void* recvbuf, size_t count, DataType type,
                               const RingOptions& local_options, const RingOptions& inter_options,
                               std::string* error) {
-    if (!l.local_out || !l.local_in || !l.inter_out || !l.inter_in || pieces < 1 ||
+    if (!l.local_out || !l.local_in || !l.inter_out || !l.inter_in || pieces < 1 || pieces > kMaxHierarchicalPieces ||
         !ring_arguments_valid(l.local, local_options) || !ring_arguments_valid(l.inter, inter_options))
         return Status::invalid_argument;
     std::string ignored;
@@ -55,8 +57,10 @@ Status hierarchical_allreduce(const HierarchicalLinks& l, uint32_t first_sequenc
     const size_t esz = datatype_size(type);
     const char* send = static_cast<const char*>(sendbuf);
     char* recv = static_cast<char*>(recvbuf);
-    const std::vector<LocalStep> order = local_order(pieces);
-    std::vector<bool> scattered(pieces, false), crossed(pieces, false);
+    // Nothing is allocated: the schedule and its flags have fixed sizes.
+    const LocalOrder order = local_order(pieces);
+    const size_t steps = 2 * pieces;
+    std::array<bool, kMaxHierarchicalPieces> scattered{}, crossed{};
     size_t next_local = 0, next_inter = 0;
     std::optional<RingOperation> local, inter;
     size_t local_piece = 0, inter_piece = 0;
@@ -69,8 +73,8 @@ Status hierarchical_allreduce(const HierarchicalLinks& l, uint32_t first_sequenc
         if (inter) inter->abort();
         return st;
     };
-    while (next_local < order.size() || local || next_inter < pieces || inter) {
-        if (!local && next_local < order.size() &&
+    while (next_local < steps || local || next_inter < pieces || inter) {
+        if (!local && next_local < steps &&
             (!order[next_local].gather || crossed[order[next_local].piece])) {
             const LocalStep& step = order[next_local++];
             const Span piece = chunk_span(count, pieces, step.piece);

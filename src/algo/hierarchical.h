@@ -40,7 +40,7 @@ struct HierarchicalLinks {
 constexpr size_t kMaxHierarchicalPieces = 4;
 
 // How many pieces a call of `count` elements is cut into: each ring across
-// nodes should still get a few segments per piece.
+// nodes gets at least a segment per chunk of every piece.
 size_t hierarchical_pieces(size_t count, size_t elem_size, int local_size, int nodes, size_t inter_segment_bytes);
 
 // sendbuf may equal recvbuf.  `local_options` serve phases 1 and 3,

@@ -128,9 +128,9 @@ bool ring_arguments_valid(const RingPeers& peers, const RingOptions& options);
 // sendbuf may equal recvbuf (MPI_IN_PLACE); otherwise they must not overlap.
 // On failure *error explains it and both channels have been aborted.
 // `phases` runs one half only (algo/ring_schedule.h): the reduce-scatter
-// reads sendbuf and leaves chunk position+1 reduced in recvbuf (the other
-// chunks of recvbuf hold partial results); the allgather starts from that
-// chunk in recvbuf and ignores sendbuf.
+// reads sendbuf and leaves chunk position+1 reduced in recvbuf (what the
+// other chunks of recvbuf hold is unspecified); the allgather starts from
+// that chunk in recvbuf and ignores sendbuf.
 Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, const RingOptions& options, SendChannel& to_next, RecvChannel& from_prev,
                       std::string* error, RingPhases phases = RingPhases::allreduce);

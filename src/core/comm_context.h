@@ -102,6 +102,12 @@ public:
         if (!send_shm_) next_inbox_.reset();
     }
     const CostModel& cost_model() const { return cost_model_; }
+    // Without it, closes the endpoints only it uses.
+    void drop_inter() {
+        if (hier_ready_) return;
+        inter_prev_.reset();
+        inter_next_.reset();
+    }
 
     uint32_t next_sequence() { return sequence_++; }
     // n consecutive sequence numbers for one call; the first is returned.

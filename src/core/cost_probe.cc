@@ -65,33 +65,49 @@ Status probe_costs(CommContext& ctx, const Config& cfg, CostModel* out, std::str
     inter_opt.depth = cfg.pipeline_depth;
     inter_opt.timeout_s = cfg.timeout_s;
     std::vector<float> a(kCopyBytes / sizeof(float), 1.0f), b(kCopyBytes / sizeof(float), 0.0f);
-    Status s = ctx.scratch().reserve(
-        ring_slot_bytes(kNetLarge / sizeof(float), P, sizeof(float), inter_opt.segment_bytes), inter_opt.depth);
-    if (!ok(s)) return *error = "no memory for the probe's scratch", s;
-
-    // Seconds of the best of kRepeats runs of `ring` on `bytes`, after one
-    // warm-up run (endpoints connect on first use).
-    auto best = [&](size_t bytes, double* seconds) -> Status {
+    // Seconds of the best of kRepeats runs of the rings across nodes on
+    // `bytes`, after one warm-up run (endpoints connect on first use).  A
+    // failed run is not left early: every rank goes through the same
+    // collectives, and each round starts by agreeing whether any rank failed.
+    int failed = 0;
+    std::string why;
+    if (!ok(ctx.scratch().reserve(
+            ring_slot_bytes(kNetLarge / sizeof(float), P, sizeof(float), inter_opt.segment_bytes), inter_opt.depth))) {
+        failed = 1;  // told to the others in the first round below
+        why = "no memory for the probe's scratch";
+    }
+    auto best = [&](size_t bytes, double* seconds) {
         *seconds = 1e30;
         for (int i = 0; i <= kRepeats; ++i) {
-            PMPI_Barrier(ctx.comm());
+            int any = failed;
+            PMPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, ctx.comm());  // also lines the ranks up
+            if (any) {
+                failed = 1;
+                return;
+            }
             auto t0 = std::chrono::steady_clock::now();
             Status r = run_inter_ring(ctx, ctx.next_sequence(), b.data(), bytes / sizeof(float), DataType::f32,
-                                      ReduceOp::sum, inter_opt, error);
+                                      ReduceOp::sum, inter_opt, &why);
             double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (!ok(r)) return r;
-            if (i > 0) *seconds = std::min(*seconds, t);
+            if (!ok(r)) failed = 1;
+            else if (i > 0) *seconds = std::min(*seconds, t);
         }
-        return Status::ok;
     };
-    // The slowest rank's times (MAX), and the slowest copy (-rate, MAX).
-    double t[3];
+    // The slowest rank's times (MAX), the slowest copy (-rate, MAX), and
+    // whether any rank failed.  All local ranks copy at once, as they do in
+    // the node's ring.
+    double t[4];
+    PMPI_Barrier(ctx.comm());
     t[0] = -shm_rate_from_memcpy(a, b);
-    if (!ok(s = best(kNetSmall, &t[1])) || !ok(s = best(kNetLarge, &t[2]))) {
-        ctx.mark_failed();  // its endpoints are out of step
-        return s;
+    best(kNetSmall, &t[1]);
+    best(kNetLarge, &t[2]);
+    t[3] = failed;
+    PMPI_Allreduce(MPI_IN_PLACE, t, 4, MPI_DOUBLE, MPI_MAX, ctx.comm());
+    if (t[3] != 0) {
+        ctx.mark_failed();  // on every rank: its endpoints may be out of step
+        *error = failed ? "a ring across nodes failed: " + why : "a ring across nodes failed on another rank";
+        return Status::transport_error;
     }
-    PMPI_Allreduce(MPI_IN_PLACE, t, 3, MPI_DOUBLE, MPI_MAX, ctx.comm());
     NEXAR_DEBUG("probe: memcpy %.2f GB/s; rings across nodes: %zu B in %.1f us, %zu B in %.1f us", -t[0] * 2e-9,
                 kNetSmall, t[1] * 1e6, kNetLarge, t[2] * 1e6);
     CostModel m = default_cost_model();

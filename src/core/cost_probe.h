@@ -15,11 +15,15 @@ namespace nexar {
 // machines, a 100 Gbit/s network.
 CostModel default_cost_model();
 
-// Times the node's ring (shared memory) and the rings across nodes (UCX, all
-// local ranks at once, so they share each node's link as the hierarchical
-// allreduce does) at two sizes each, and fits alpha and beta.  Every rank
-// gets the same model (the slowest rank's times).  Collective; a few
-// milliseconds on fast links, tens on a 2 Gbit/s one.
+// Times the rings across nodes (UCX, all local ranks at once, so that they
+// share each node's link as the hierarchical allreduce does) at two sizes
+// and fits the network's alpha and beta; the shared-memory rate comes from
+// memcpy (all local ranks copying at once).  Every rank gets the same model
+// (the slowest rank's times) and the same status: Status::transport_error
+// when a ring failed on some rank (the context is then marked failed on
+// every rank), Status::unavailable when the times fit no model (the caller
+// keeps the defaults).  Collective; a few milliseconds on fast links, tens
+// on a 2 Gbit/s one.
 Status probe_costs(CommContext& ctx, const Config& cfg, CostModel* out, std::string* error);
 
 }  // namespace nexar

@@ -103,8 +103,7 @@ bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes)
         case Algorithm::hier: return true;
         case Algorithm::automatic: break;
     }
-    const RingTopology& t = ctx.topology();
-    return hierarchical_is_faster(ctx.cost_model(), double(bytes), t.nodes(), t.local_size(ctx.rank()));
+    return hierarchical_is_faster_here(ctx, cfg, bytes);
 }
 
 // Segment size of a host call whose same-node hops go through shared

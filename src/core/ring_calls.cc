@@ -65,16 +65,8 @@ Status run_flat_ring(CommContext& ctx, bool use_shm, SegmentEngine& engine, cons
     SendChannel& out = shm_out ? static_cast<SendChannel&>(*shm_send) : *ucx_send;
     RecvChannel& in = shm_in ? static_cast<RecvChannel&>(*shm_recv) : *ucx_recv;
     Status s = ring_allreduce(peers, ctx.next_sequence(), src, recvbuf, count, type, opt, out, in, error);
-    count_bytes(out);
+    if (ok(s)) count_bytes(out);  // like ring_calls, successful calls only
     return s;
-}
-
-Status run_local_ring(CommContext& ctx, uint32_t sequence, const void* src, void* recvbuf, size_t count, DataType type,
-                      ReduceOp op, const RingOptions& opt, RingPhases phases, std::string* error) {
-    const RingPeers peers = local_peers(ctx);
-    ShmSendChannel out(*ctx.next_inbox(), peers.next_rank);
-    ShmRecvChannel in(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), type, op);
-    return ring_allreduce(peers, sequence, src, recvbuf, count, type, opt, out, in, error, phases);
 }
 
 Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
@@ -106,10 +98,19 @@ Status run_hierarchical(CommContext& ctx, const void* src, void* recvbuf, size_t
                                               inter_opt.segment_bytes);
     Status s = hierarchical_allreduce(h, ctx.take_sequences(uint32_t(pieces)), pieces, src, recvbuf, count, type,
                                       local_opt, inter_opt, error);
-    count_bytes(local_out);
-    count_bytes(inter_out);
-    if (ok(s)) process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
+    if (ok(s)) {
+        count_bytes(local_out);
+        count_bytes(inter_out);
+        process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
+    }
     return s;
+}
+
+bool hierarchical_is_faster_here(const CommContext& ctx, const Config& cfg, size_t bytes) {
+    const RingTopology& t = ctx.topology();
+    const int P = t.nodes(), L = t.local_size(ctx.rank());
+    const size_t pieces = hierarchical_pieces(bytes, 1, L, P, cfg.ucx_segment_bytes());
+    return hierarchical_is_faster(ctx.cost_model(), double(bytes), P, L, int(pieces));
 }
 
 size_t hierarchical_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes) {

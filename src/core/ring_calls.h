@@ -1,16 +1,17 @@
 // The rings a communicator context can run, each wired from the context's
 // channels: the flat ring over the whole communicator (shared memory on the
 // hops inside a node, UCX on the others), and the hierarchical allreduce
-// (algo/hierarchical.h) with its two kinds of sub-ring.  The allreduces
-// add the bytes they sent to the stats per channel kind; the sub-rings
-// alone (the cost probe's) do not.  The dispatcher decides which one
-// runs; the cost probe (core/cost_probe.h) times the sub-rings.
+// (algo/hierarchical.h), and the hierarchical allreduce's ring across
+// nodes alone, which the cost probe (core/cost_probe.h) times.  The
+// allreduces add the bytes of successful calls to the stats per channel
+// kind; the probe's rings do not.  The dispatcher decides which one runs.
 #pragma once
 
 #include <string>
 
 #include "algo/ring.h"
 #include "core/comm_context.h"
+#include "core/config.h"
 #include "transport/segment_engine.h"
 
 namespace nexar {
@@ -21,9 +22,6 @@ namespace nexar {
 Status run_flat_ring(CommContext& ctx, bool use_shm, SegmentEngine& engine, const void* src, void* recvbuf,
                      size_t count, DataType type, ReduceOp op, const RingOptions& opt, std::string* error);
 
-// The node's own ring alone, through shared memory (host buffers).
-Status run_local_ring(CommContext& ctx, uint32_t sequence, const void* src, void* recvbuf, size_t count, DataType type,
-                      ReduceOp op, const RingOptions& opt, RingPhases phases, std::string* error);
 // This local index's ring across the nodes alone, over UCX, in place on
 // host memory (buf); the context's scratch must hold its slots.
 Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
@@ -31,6 +29,10 @@ Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t cou
 // The three phases in one.  Requires ctx.hier_ready().
 Status run_hierarchical(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
                         const RingOptions& local_opt, const RingOptions& inter_opt, std::string* error);
+
+// The cost model's verdict for `bytes` on this context (with the pieces
+// run_hierarchical would cut them into).  Identical on every rank.
+bool hierarchical_is_faster_here(const CommContext& ctx, const Config& cfg, size_t bytes);
 
 // Scratch slot bytes the inter-node rings of run_hierarchical need.
 size_t hierarchical_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/cost_probe.h"
+#include "core/ring_calls.h"
 #include "core/log.h"
 #include "core/stats.h"
 #include "memory/device.h"
@@ -224,6 +225,7 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
     std::string error;
     ShmInboxName mine;
     memset(&mine, 0, sizeof mine);
+    ShmInbox::identify_owner(&mine);  // the writer's process, watched by whoever it writes to
     Status s = Status::ok;
     if (company && (flat_local_in || for_hier)) {
         if (slot_bytes * depth > kMaxInboxBytes) {
@@ -287,24 +289,31 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     CostModel model = default_cost_model();
     bool measured = false;
     if (config_.algorithm == Algorithm::automatic) {
-        measured = ok(probe_costs(ctx, config_, &model, &error));
-        if (!measured) NEXAR_WARN("communicator context %u: timing the channels failed (%s); the model uses its "
-                                  "defaults", ctx.id(), error.c_str());
+        Status probed = probe_costs(ctx, config_, &model, &error);
+        measured = ok(probed);
+        if (probed == Status::transport_error) {  // the same on every rank
+            NEXAR_WARN("communicator context %u: timing the links failed (%s); its allreduces pass through to MPI",
+                       ctx.id(), error.c_str());
+            return;
+        }
+        if (!measured)
+            NEXAR_WARN("communicator context %u: timing the links failed (%s); the model uses its defaults", ctx.id(),
+                       error.c_str());
     }
     ctx.enable_hier(model);
     const int P = topo.nodes(), L = topo.local_size(me);
-    double cross = crossover_bytes(model, P, L);
-    char when[96];
-    if (cross < 1024)
-        snprintf(when, sizeof when, "%s", hierarchical_is_faster(model, 1 << 20, P, L) ? "at every size" : "never");
-    else
-        snprintf(when, sizeof when, "%s %.0f KiB", hierarchical_is_faster(model, cross * 2, P, L) ? "from" : "up to",
-                 cross / 1024);
+    // The choice at a few sizes, for the log.
+    std::string when;
+    for (uint64_t mib : {1, 8, 64, 512}) {
+        if (!when.empty()) when += ", ";
+        bool hier = hierarchical_is_faster_here(ctx, config_, size_t(mib << 20));
+        when += format_bytes(mib << 20) + (hier ? " hier" : " ring");
+    }
     NEXAR_INFO("communicator context %u: %d nodes x %d ranks; hierarchical allreduce ready; cost model (%s): "
                "shm alpha=%.1fus beta=%.2fGB/s, network alpha=%.1fus beta=%.3fGB/s per node; "
-               "NEXAR_ALGORITHM=auto picks it %s",
+               "NEXAR_ALGORITHM=auto picks: %s",
                ctx.id(), P, L, measured ? "measured" : "defaults", model.shm.alpha_s * 1e6,
-               model.shm.bytes_per_s / 1e9, model.net.alpha_s * 1e6, model.net.bytes_per_s / 1e9, when);
+               model.shm.bytes_per_s / 1e9, model.net.alpha_s * 1e6, model.net.bytes_per_s / 1e9, when.c_str());
 }
 
 CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
@@ -363,6 +372,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
             else
                 connect_shm(*ctx, false);
             ctx->drop_unused_inboxes();
+            ctx->drop_inter();
         }
     }
     {

@@ -22,6 +22,14 @@ Status peer_exited(int rank, pid_t pid, std::string* error) {
     return Status::peer_failure;
 }
 
+// The neighbour stopped the ring on its side (its own error is in its log).
+Status peer_gave_up(int rank, std::string* error) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "a ring on rank %d failed (shared memory): the error is in rank %d's log", rank, rank);
+    *error = buf;
+    return Status::peer_failure;
+}
+
 }  // namespace
 
 Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) {
@@ -42,6 +50,7 @@ Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* 
 }
 
 Status ShmSendChannel::check_peer(std::string* error) {
+    if (box_.broken()) return peer_gave_up(peer_, error);
     return process_gone(box_.owner_pid()) ? peer_exited(peer_, box_.owner_pid(), error) : Status::ok;
 }
 
@@ -85,6 +94,7 @@ Status ShmRecvChannel::progress(bool* moved, std::string* error) {
 }
 
 Status ShmRecvChannel::check_peer(std::string* error) {
+    if (box_.broken()) return peer_gave_up(peer_, error);
     return process_gone(writer_pid_) ? peer_exited(peer_, writer_pid_, error) : Status::ok;
 }
 

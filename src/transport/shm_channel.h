@@ -33,7 +33,7 @@ public:
     Status progress(bool*, std::string*) override { return Status::ok; }
     bool drained() const override { return true; }  // a started message is complete
     Status check_peer(std::string* error) override;
-    void abort() override {}
+    void abort() override { box_.mark_broken(); }
 
 private:
     ShmInbox& box_;
@@ -55,7 +55,7 @@ public:
     size_t done() const override { return size_t(done_); }
     bool drained() const override { return done_ == posted_; }
     Status check_peer(std::string* error) override;
-    void abort() override {}
+    void abort() override { box_.mark_broken(); }
 
 private:
     ShmInbox& box_;

@@ -26,6 +26,9 @@ struct InboxHeader {
     uint64_t slot_bytes;
     uint32_t depth;
     int32_t pid;
+    // Set by either side when a ring on it failed (ShmInbox::mark_broken):
+    // the other side then fails too instead of waiting for its timeout.
+    std::atomic<uint32_t> broken;
     alignas(64) std::atomic<uint64_t> produced;
     alignas(64) std::atomic<uint64_t> consumed;
     alignas(64) ShmSlotRecord records[1];  // `depth` of them
@@ -59,6 +62,11 @@ uint64_t own_pid_namespace() {
 pid_t watchable_pid(const ShmInboxName& name) {
     uint64_t mine = own_pid_namespace();
     return mine != 0 && name.pid_ns == mine ? pid_t(name.pid) : 0;
+}
+
+void ShmInbox::mark_broken() { static_cast<InboxHeader*>(base_)->broken.store(1, std::memory_order_release); }
+bool ShmInbox::broken() const {
+    return static_cast<const InboxHeader*>(base_)->broken.load(std::memory_order_acquire) != 0;
 }
 
 std::atomic<uint64_t>& ShmInbox::produced() { return static_cast<InboxHeader*>(base_)->produced; }
@@ -120,6 +128,7 @@ Status ShmInbox::create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmIn
     h->slot_bytes = slot_bytes;
     h->depth = depth;
     h->pid = int32_t(getpid());
+    h->broken.store(0, std::memory_order_relaxed);
     h->produced.store(0, std::memory_order_relaxed);
     h->consumed.store(0, std::memory_order_release);
 
@@ -132,6 +141,11 @@ Status ShmInbox::create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmIn
     name->depth = depth;
     *out = std::move(box);
     return Status::ok;
+}
+
+void ShmInbox::identify_owner(ShmInboxName* name) {
+    name->pid = getpid();
+    name->pid_ns = own_pid_namespace();
 }
 
 Status ShmInbox::open(const ShmInboxName& name, std::unique_ptr<ShmInbox>* out, std::string* error) {

@@ -56,6 +56,10 @@ public:
     // Creates this rank's inbox.  The name stays linked until unlink().
     static Status create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmInbox>* out, ShmInboxName* name,
                          std::string* error);
+    // Fills in this process as the owner (pid and pid namespace) without
+    // creating anything: a rank that writes into a peer's inbox but owns
+    // none must still be watchable by that peer.
+    static void identify_owner(ShmInboxName* name);
     // Maps the inbox a peer created (its successor writes into it).
     static Status open(const ShmInboxName& name, std::unique_ptr<ShmInbox>* out, std::string* error);
     ~ShmInbox();
@@ -72,6 +76,10 @@ public:
     ShmSlotRecord& record(uint64_t message) { return records_[message % depth_]; }
     std::atomic<uint64_t>& produced();
     std::atomic<uint64_t>& consumed();
+    // A ring through this inbox failed on one side: its messages are out of
+    // step for good, and the other side should stop waiting.
+    void mark_broken();
+    bool broken() const;
 
 private:
     ShmInbox() = default;

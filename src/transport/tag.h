@@ -10,8 +10,10 @@
 //   creation).  Isolation between communicators does not rest on it: each
 //   context has a UCX worker, and so a tag space, of its own
 //   (core/comm_context.h); the id makes stray messages recognisable.
-// - call sequence: counts allreduces on that communicator; wraps after 2^20
-//   calls, long after every message of an old call has been matched.
+// - call sequence: counts the rings run on that communicator (one per flat
+//   allreduce, one per piece of a hierarchical one, a few for the cost
+//   probe at setup); wraps after 2^20, long after every message of an old
+//   ring has been matched.
 // - phase: 0 reduce-scatter, 1 allgather.
 // - ring step: 0 .. n-2, so rings of up to 2^15 ranks (larger communicators
 //   pass through to MPI).

@@ -42,11 +42,9 @@ Status UcxContext::create(bool multi_thread, std::unique_ptr<UcxContext>* out, s
     }
     // Only this context's configuration changes: the MPI's own UCX (if it
     // uses one) keeps what the environment says.
-    if (protocol.eager_only && (st = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK) {
-        ucp_config_release(config);
-        *error = std::string("ucp_config_modify(RNDV_THRESH): ") + ucs_status_string(st);
-        return Status::unavailable;
-    }
+    // A UCX that does not take the setting runs with its own choice.
+    if (protocol.eager_only && (st = ucp_config_modify(config, "RNDV_THRESH", "inf")) != UCS_OK)
+        NEXAR_WARN("UCX would not take RNDV_THRESH=inf (%s); its default protocol is used", ucs_status_string(st));
     ucp_params_t params;
     memset(&params, 0, sizeof params);
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
@@ -154,13 +152,20 @@ void UcxEndpoint::close(bool force) {
     handle_ = nullptr;
 }
 
-void UcxEndpoint::force_close() { close(true); }
+bool UcxEndpoint::force_close() {
+    if (!handle_) return false;
+    close(true);
+    return true;
+}
 
 UcxEndpoint::~UcxEndpoint() { close(failed()); }
 
 Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, ucs_memory_type_t memory_type,
                      UcxRequest* req) {
-    if (!ep.handle()) return Status::peer_failure;
+    if (!ep.handle()) {
+        req->status = UCS_ERR_CONNECTION_RESET;  // closed after a failure
+        return Status::peer_failure;
+    }
     ucp_request_param_t param;
     memset(&param, 0, sizeof param);
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE;

@@ -74,7 +74,8 @@ public:
     bool failed() const { return failed_.load(std::memory_order_acquire); }
     ucs_status_t failure_status() const { return failure_status_; }
     // Closes at once, completing every outstanding send on it with an error.
-    void force_close();
+    // False when it was closed already.
+    bool force_close();
 
 private:
     UcxEndpoint(UcxWorker& w) : worker_(w) {}

@@ -15,7 +15,7 @@ namespace {
 
 // How long a failed ring waits for UCX to hand back its outstanding requests
 // before it abandons their memory (RingScratch::abandon_*).
-constexpr double kAbortWaitSeconds = 0.5;
+constexpr double kAbortWaitSeconds = 0.25;
 
 // Memory UCX may still write: kept reachable on purpose for the whole
 // process (never destroyed, not even at exit); a few MiB per failed
@@ -251,7 +251,13 @@ Status UcxRecvChannel::finish(std::string* error) {
 void UcxRecvChannel::abort() {
     for (size_t i = arrived_; i < posted_; ++i) ucx_cancel(worker_, scratch_.recv_request(slot(i)));
     engine_.drain();
-    if (!wait_requests(worker_, arrived_, posted_, depth_, [&](uint32_t k) { return scratch_.recv_request(k); })) {
+    auto request = [&](uint32_t k) { return scratch_.recv_request(k); };
+    bool back = wait_requests(worker_, arrived_, posted_, depth_, request);
+    // A receive that has matched the first fragment of a message cannot be
+    // cancelled; closing the sender's endpoint (unless the send side did
+    // already) ends that message.
+    if (!back && ep_ && ep_->force_close()) back = wait_requests(worker_, arrived_, posted_, depth_, request);
+    if (!back) {
         scratch_.abandon_receives();
     } else {
         for (size_t i = arrived_; i < posted_; ++i) ucx_release(scratch_.recv_request(slot(i)));

@@ -18,6 +18,8 @@
 #include "algo/hierarchical.h"
 #include "algo/ring.h"
 #include "algo/topology.h"
+#include "core/comm_context.h"
+#include "core/ring_calls.h"
 #include "transport/segment_engine.h"
 #include "transport/shm_channel.h"
 #include "transport/ucx_channel.h"
@@ -386,6 +388,37 @@ TEST(RingOverSharedMemory, SegmentsLargerThanSlotsAreRefused) {
     for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].status, Status::invalid_argument);
 }
 
+// A neighbour whose ring failed marks the inboxes broken: the rank waiting
+// on it fails at once, not after NEXAR_TIMEOUT_S.
+TEST(RingOverSharedMemory, AFailedNeighbourStopsTheRing) {
+    std::vector<RankResult> results;
+    auto t0 = std::chrono::steady_clock::now();
+    run_shm_ranks(
+        2, 4096, 4,
+        [&](int r, ShmRingLinks& links) {
+            RankResult res;
+            ShmSendChannel out(*links.next_inbox, links.peers.next_rank);
+            ShmRecvChannel in(*links.inbox, links.peers.prev_rank, 0, DataType::i32, ReduceOp::sum);
+            if (r == 1) {  // its call failed before sending anything
+                out.abort();
+                in.abort();
+                return res;
+            }
+            std::vector<int32_t> buf(100000, 1);
+            RingOptions opt;
+            opt.timeout_s = 30;
+            opt.segment_bytes = 4096;
+            res.status = ring_allreduce(links.peers, 0, buf.data(), buf.data(), buf.size(), DataType::i32, opt, out,
+                                        in, &res.error);
+            return res;
+        },
+        &results);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(results[0].status, Status::peer_failure) << results[0].error;
+    EXPECT_NE(results[0].error.find("rank 1 failed"), std::string::npos) << results[0].error;
+    EXPECT_LT(took, 10.0);
+}
+
 // A neighbour's pid is watched only when it means the same process here.
 TEST(RingOverSharedMemory, PidsAreWatchedOnlyInTheSamePidNamespace) {
     std::unique_ptr<ShmInbox> box;
@@ -482,7 +515,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                 // The hierarchical inter-node rings run in place: slots of
                 // a segment (or of a whole chunk, when smaller).
                 size_t slots = in_place || hier ? ring_slot_bytes(count, n, sizeof(T), segment_bytes) : 0;
-                if (hier) slots = std::max(slots, segment_bytes);
+                if (hier) slots = std::max(slots, 2 * segment_bytes);
                 res.status = scratch.reserve(slots, depth);
                 for (int c = 0; c < calls && ok(res.status); ++c) {
                     out[r].assign(count, T(99));
@@ -512,8 +545,11 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         h.inter_in = &inter_in;
                         // 1 to 4 pieces, the same on every rank.
                         const size_t pieces = 1 + (count + size_t(c)) % kMaxHierarchicalPieces;
+                        // The rings across nodes at another segment size, as in the library.
+                        RingOptions inter_opt = opt;
+                        inter_opt.segment_bytes = 2 * segment_bytes;
                         res.status = hierarchical_allreduce(h, uint32_t(c) * 8, pieces, src, out[r].data(), count,
-                                                            type, opt, opt, &res.error);
+                                                            type, opt, inter_opt, &res.error);
                         bytes[r].shm += local_out.bytes_sent();
                         bytes[r].ucx += inter_out.bytes_sent();
                         continue;
@@ -756,21 +792,56 @@ TEST(CostModel, ChoosesByLinkRate) {
     m.net = {30e-6, 0.25e9};  // 2 Gbit/s
     // 2 x 2: the flat ring sends 1.5 S over the link, the hierarchical S.
     EXPECT_NEAR(flat_ring_seconds(m, 1e8, 2, 2), 6 * 30e-6 + 1.5 * 1e8 / 0.25e9, 1e-9);
-    EXPECT_NEAR(hierarchical_seconds(m, 1e8, 2, 2), 2 * 2e-6 + 1e8 / 8e9 + 2 * 30e-6 + 1e8 / 0.25e9, 1e-9);
-    EXPECT_TRUE(hierarchical_is_faster(m, 64e6, 2, 2));
-    // A link faster than half of shared memory: the flat ring.
-    m.net = {5e-6, 12.5e9};
-    EXPECT_FALSE(hierarchical_is_faster(m, 64e6, 2, 2));
-    // The crossover lies where the two are equal.
-    m.net = {1e-6, 3e9};
-    m.shm = {100e-6, 8e9};  // costly messages inside the node: the flat ring wins small calls
-    double x = crossover_bytes(m, 2, 4);
-    ASSERT_GT(x, 0);
-    EXPECT_NEAR(hierarchical_seconds(m, x, 2, 4), flat_ring_seconds(m, x, 2, 4), 1e-9);
-    EXPECT_FALSE(hierarchical_is_faster(m, x / 2, 2, 4));
-    EXPECT_TRUE(hierarchical_is_faster(m, x * 2, 2, 4));
-    // One rank per node: the hierarchical allreduce is the flat ring plus nothing.
-    EXPECT_NEAR(hierarchical_seconds(m, 1e8, 3, 1), flat_ring_seconds(m, 1e8, 3, 1), 1e-9);
+    // One piece: the node's part and the network's add up.
+    EXPECT_NEAR(hierarchical_seconds(m, 1e8, 2, 2, 1), 2 * 2e-6 + 2 * 30e-6 + 1e8 / 8e9 + 1e8 / 0.25e9, 1e-9);
+    // Four pieces: only a quarter of the shorter part shows.
+    EXPECT_NEAR(hierarchical_seconds(m, 1e8, 2, 2, 4), 4 * (2 * 2e-6 + 2 * 30e-6) + 1e8 / 0.25e9 + 1e8 / 8e9 / 4,
+                1e-9);
+    EXPECT_TRUE(hierarchical_is_faster(m, 64e6, 2, 2, 4));
+    // Many ranks a node and a link as fast as shared memory: the node's own
+    // copying costs more than the flat ring's extra network bytes.
+    m.net = {0, 10e9};
+    m.shm = {0, 10e9};
+    EXPECT_FALSE(hierarchical_is_faster(m, 64e6, 2, 8, 4));  // 2.0 S/b against 1.875 S/b
+    m.net = {0, 0.25e9};
+    EXPECT_TRUE(hierarchical_is_faster(m, 64e6, 2, 8, 4));
+    // Costly network messages: the flat ring has 2(n-1) of them, the
+    // hierarchical one 2(P-1) per piece.
+    m.net = {1e-3, 10e9};
+    EXPECT_TRUE(hierarchical_is_faster(m, 64e3, 2, 8, 1));
+    // One rank per node, one piece: the hierarchical allreduce is the flat ring.
+    EXPECT_NEAR(hierarchical_seconds(m, 1e8, 3, 1, 1), flat_ring_seconds(m, 1e8, 3, 1), 1e-9);
+}
+
+// The scratch the dispatcher reserves for the rings across nodes holds the
+// largest segment of every piece's ring, at every local position.
+TEST(HierarchicalAllreduce, SlotBytesCoverEveryPiece) {
+    for (const std::vector<int>& nodes : {std::vector<int>{0, 0, 1, 1}, std::vector<int>{0, 1, 2, 0, 1, 2},
+                                          std::vector<int>{0, 0, 0, 1, 1, 1}})
+        for (size_t count : {1, 7, 100, 4097, 1000003, 50000000})
+            for (size_t seg : {256, 4096, 1 << 20}) {
+                RingTopology topo(nodes);
+                for (int r = 0; r < topo.size(); ++r) {
+                    CommContext ctx(MPI_COMM_NULL, r, topo.size(), 1, topo);
+                    size_t have = hierarchical_slot_bytes(ctx, count, 4, seg);
+                    int L = topo.local_size(r), P = topo.nodes();
+                    for (size_t pieces = 1; pieces <= kMaxHierarchicalPieces; ++pieces)
+                        for (size_t k = 0; k < pieces; ++k) {
+                            Span mine = hierarchical_inter_span(chunk_span(count, pieces, k), topo.local_index(r), L);
+                            ASSERT_GE(have, ring_slot_bytes(mine.count, P, 4, seg))
+                                << "count " << count << " segment " << seg << " rank " << r << " piece " << k;
+                        }
+                }
+            }
+}
+
+TEST(HierarchicalAllreduce, PiecesGrowWithTheCall) {
+    // A segment per chunk of every ring across nodes, at least: 2 x 2 with
+    // 1 MiB segments needs 4 MiB a piece.
+    EXPECT_EQ(hierarchical_pieces(1000, 4, 2, 2, 1 << 20), 1u);
+    EXPECT_EQ(hierarchical_pieces(size_t(8) << 20, 1, 2, 2, 1 << 20), 2u);
+    EXPECT_EQ(hierarchical_pieces(size_t(1) << 30, 1, 2, 2, 1 << 20), kMaxHierarchicalPieces);
+    EXPECT_EQ(hierarchical_pieces(0, 4, 2, 2, 1 << 20), 1u);
 }
 
 // ---------------------------------------------------------------- device engine
