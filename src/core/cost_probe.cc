@@ -93,7 +93,10 @@ Status probe_costs(CommContext& ctx, const Config& cfg, CostModel* out, std::str
             else if (i > 0) *seconds = std::min(*seconds, t);
         }
     };
-    // The slowest rank's times (MAX), the slowest copy (-rate, MAX), and
+    // One MAX reduction agrees on: the slowest copy (-rate), the shortest
+    // ring times (-time: a rank that left the starting line early waits
+    // for the others inside the ring, so the shortest time is closest to
+    // the ring's own; on a busy machine a descheduled rank only adds), and
     // whether any rank failed.  All local ranks copy at once, as they do in
     // the node's ring.
     double t[4];
@@ -101,8 +104,12 @@ Status probe_costs(CommContext& ctx, const Config& cfg, CostModel* out, std::str
     t[0] = -shm_rate_from_memcpy(a, b);
     best(kNetSmall, &t[1]);
     best(kNetLarge, &t[2]);
+    t[1] = -t[1];
+    t[2] = -t[2];
     t[3] = failed;
     PMPI_Allreduce(MPI_IN_PLACE, t, 4, MPI_DOUBLE, MPI_MAX, ctx.comm());
+    t[1] = -t[1];
+    t[2] = -t[2];
     if (t[3] != 0) {
         ctx.mark_failed();  // on every rank: its endpoints may be out of step
         *error = failed ? "a ring across nodes failed: " + why : "a ring across nodes failed on another rank";

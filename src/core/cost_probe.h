@@ -19,7 +19,7 @@ CostModel default_cost_model();
 // share each node's link as the hierarchical allreduce does) at two sizes
 // and fits the network's alpha and beta; the shared-memory rate comes from
 // memcpy (all local ranks copying at once).  Every rank gets the same model
-// (the slowest rank's times) and the same status: Status::transport_error
+// (the shortest ring times, the slowest copy) and the same status: Status::transport_error
 // when a ring failed on some rank (the context is then marked failed on
 // every rank), Status::unavailable when the times fit no model (the caller
 // keeps the defaults).  Collective; a few milliseconds on fast links, tens
