@@ -10,6 +10,7 @@ packages=(
     libbenchmark-dev                                 # make bench
     gfortran                                         # Fortran tests
     gnuplot-nox                                      # the benchmark's --plot
+    iproute2                                         # the simulated cluster (ip netns, tc)
 )
 missing=()
 for p in "${packages[@]}"; do
