@@ -62,7 +62,7 @@ Status RingScratch::reserve(size_t slot_bytes, uint32_t depth) {
     // Keep slots 64-byte aligned so the reducers see aligned vectors.
     slot_bytes = (slot_bytes + 63) & ~size_t(63);
     size_t need = slot_bytes * depth;
-    if (need > capacity_ || (need && !buffer_)) {
+    if (need > capacity_) {  // capacity_ is 0 after abandon_receives()
         void* p = nullptr;
         if (posix_memalign(&p, 4096, need) != 0) return Status::no_memory;
         memset(p, 0, need);  // fault the pages in now, not inside a ring
@@ -70,15 +70,18 @@ Status RingScratch::reserve(size_t slot_bytes, uint32_t depth) {
         buffer_ = static_cast<char*>(p);
         capacity_ = need;
     }
-    if (depth > depth_ || !send_requests_ || !recv_requests_) {
-        uint32_t n = depth > depth_ ? depth : depth_;
-        if (!send_requests_ || depth > depth_) send_requests_.reset(new (std::nothrow) UcxRequest[n]);
-        if (!recv_requests_ || depth > depth_) recv_requests_.reset(new (std::nothrow) UcxRequest[n]);
-        if (!send_requests_ || !recv_requests_) {
-            depth_ = 0;
-            return Status::no_memory;
-        }
-        depth_ = n;
+    // Request records: grown to the deepest pipeline asked for, and made
+    // afresh after they were abandoned.
+    if (depth > depth_) {
+        depth_ = depth;
+        send_requests_.reset();
+        recv_requests_.reset();
+    }
+    if (!send_requests_) send_requests_.reset(new (std::nothrow) UcxRequest[depth_]);
+    if (!recv_requests_) recv_requests_.reset(new (std::nothrow) UcxRequest[depth_]);
+    if (!send_requests_ || !recv_requests_) {
+        depth_ = 0;
+        return Status::no_memory;
     }
     slot_bytes_ = slot_bytes;
     return Status::ok;
