@@ -124,7 +124,7 @@ public:
         } else {
             if (!ok(UcxContext::create(true, &ucx_, &error_))) return;
             for (int r = 0; r < 2; ++r)
-                if (!ok(UcxWorker::create(*ucx_, true, &worker_[r], &error_))) return;
+                if (!ok(UcxWorker::create(*ucx_, UcxThreads::serialized, &worker_[r], &error_))) return;
             for (int r = 0; r < 2; ++r) {
                 const auto& addr = worker_[1 - r]->address();
                 if (!ok(UcxEndpoint::create(*worker_[r], addr.data(), addr.size(), &ep_[r], &error_))) return;

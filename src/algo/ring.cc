@@ -45,7 +45,7 @@ Status RingOperation::announce_receives(std::string* error) {
         a.input = send_ + span.offset * esz_;
         a.count = span.count;
         a.bytes = span.count * esz_;
-        a.tag = tag(recv_cursor_);
+        a.tag = recv_tag(recv_cursor_);
         a.reduce = recv_cursor_.phase() == 0;
         bool posted = false;
         Status s = in_.post(a, &posted, error);
@@ -68,7 +68,7 @@ Status RingOperation::start_sends(bool* moved, std::string* error) {
         bool from_input = send_cursor_.phase() == 0 && send_cursor_.step() == 0;
         const char* src = (from_input ? send_ : recv_) + span.offset * esz_;
         bool started = false;
-        Status s = out_.start(src, span.count * esz_, tag(send_cursor_), &started, error);
+        Status s = out_.start(src, span.count * esz_, send_tag(send_cursor_), &started, error);
         if (!ok(s)) return fail(s);
         if (!started) break;
         ++sent_;

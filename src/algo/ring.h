@@ -56,7 +56,10 @@ struct RingPeers {
     int size = 1;
     int prev_rank = 0;  // communicator ranks of the neighbours, for messages
     int next_rank = 0;
-    uint32_t context_id = 0;  // goes into every tag
+    // The tag id of a stream is its receiver's (transport/tag.h): the
+    // successor's for what this rank sends, this rank's for what it receives.
+    uint32_t send_tag_id = 0;
+    uint32_t recv_tag_id = 0;
 };
 
 // Bytes of the largest segment of this call (sizes slots and scratch).
@@ -86,7 +89,8 @@ public:
     void abort() { fail(Status::ok); }
 
 private:
-    uint64_t tag(const RingCursor& c) const { return ring_tag(p_.context_id, seq_, c); }
+    uint64_t send_tag(const RingCursor& c) const { return ring_tag(p_.send_tag_id, seq_, c); }
+    uint64_t recv_tag(const RingCursor& c) const { return ring_tag(p_.recv_tag_id, seq_, c); }
     size_t received() const { return in_.done() - recv_base_; }
     Status announce_receives(std::string* error);
     Status start_sends(bool* moved, std::string* error);

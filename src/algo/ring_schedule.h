@@ -86,9 +86,9 @@ private:
 };
 
 // The tag of the message a cursor stands on (transport/tag.h).
-inline uint64_t ring_tag(uint32_t context_id, uint32_t sequence, const RingCursor& c) {
+inline uint64_t ring_tag(uint32_t tag_id, uint32_t sequence, const RingCursor& c) {
     TagFields f;
-    f.context_id = context_id;
+    f.context_id = tag_id;
     f.sequence = sequence;
     f.phase = c.phase();
     f.step = c.step();

@@ -2,10 +2,6 @@
 
 namespace nexar {
 
-Status CommContext::start_worker(const UcxContext& ucx, bool serialized, std::string* error) {
-    return UcxWorker::create(ucx, serialized, &worker_, error);
-}
-
 Status CommContext::connect(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr, size_t prev_len,
                             std::string* error) {
     if (!worker_) return Status::unavailable;
@@ -31,13 +27,14 @@ RingPeers CommContext::peers() const {
     p.size = size_;
     p.prev_rank = prev_rank();
     p.next_rank = next_rank();
-    p.context_id = id_;
+    p.send_tag_id = tag_id_of(p.next_rank);
+    p.recv_tag_id = id_;
     return p;
 }
 
 RingLinks CommContext::links() const {
     RingLinks l;
-    l.worker = worker_.get();
+    l.worker = worker_;
     l.next = next_.get();
     l.prev = prev_ ? prev_.get() : next_.get();
     l.peers = peers();

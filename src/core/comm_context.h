@@ -1,16 +1,17 @@
 // Everything nexar keeps per communicator, cached on it with an MPI
-// attribute: its topology (algo/topology.h), its own UCX worker and the
-// endpoints to its ring neighbours, the shared-memory inboxes of its
-// same-node hops, the context id used in tags, the call sequence number and
-// reusable scratch.
+// attribute: its topology (algo/topology.h), the endpoints to its ring
+// neighbours on the process's UCX worker, the shared-memory inboxes of its
+// same-node hops, the tag ids, the call sequence number and reusable scratch.
 //
-// One worker per communicator gives every communicator a tag space of its
-// own: rings on different communicators, run concurrently by different
-// threads under MPI_THREAD_MULTIPLE, can never match each other's messages,
-// whatever their context ids.  (Ids agreed with a MAX allreduce can collide
-// when two threads create contexts at once; a shared worker once let two
-// such rings cross-talk.)  It also needs no lock: MPI lets one thread at a
-// time use a communicator for collectives.
+// Every communicator shares the process's one worker (core/runtime.h), so
+// tags tell communicators apart.  A stream's tag id is its receiver's: each
+// rank picks an id for the communicator that no other live communicator of
+// its process has (no agreement needed, so two threads creating contexts
+// at once cannot collide), and the ranks allgather them.  A receive then
+// only ever matches messages meant for this communicator in this process,
+// even when rings on different communicators run at once under
+// MPI_THREAD_MULTIPLE.  (Ids agreed with a MAX allreduce once collided that
+// way and let two rings cross-talk.)
 #pragma once
 
 #include <mpi.h>
@@ -32,13 +33,18 @@ namespace nexar {
 
 class CommContext {
 public:
+    // id: this rank's tag id for the communicator (see above).
     CommContext(MPI_Comm comm, int rank, int size, uint32_t id, RingTopology topology)
-        : comm_(comm), rank_(rank), size_(size), id_(id), topo_(std::move(topology)) {}
+        : comm_(comm), rank_(rank), size_(size), id_(id), topo_(std::move(topology)),
+          tag_ids_(size_t(size), id) {}
 
     MPI_Comm comm() const { return comm_; }
     int rank() const { return rank_; }
     int size() const { return size_; }
     uint32_t id() const { return id_; }
+    // Every rank's tag id, gathered at setup.
+    void set_tag_ids(std::vector<uint32_t> ids) { tag_ids_ = std::move(ids); }
+    uint32_t tag_id_of(int rank) const { return tag_ids_[size_t(rank)]; }
     const RingTopology& topology() const { return topo_; }
     int next_rank() const { return topo_.next(rank_); }
     int prev_rank() const { return topo_.prev(rank_); }
@@ -51,9 +57,9 @@ public:
     bool failed() const { return failed_; }
     void mark_failed() { failed_ = true; }
 
-    // Creates this communicator's worker (its address is then worker()->address()).
-    Status start_worker(const UcxContext& ucx, bool serialized, std::string* error);
-    UcxWorker* worker() { return worker_.get(); }
+    // The process's worker, which the endpoints are made on.
+    void use_worker(UcxWorker* worker) { worker_ = worker; }
+    UcxWorker* worker() { return worker_; }
     // Connects to the ring neighbours given their packed worker addresses.
     Status connect(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr, size_t prev_len,
                    std::string* error);
@@ -128,11 +134,11 @@ private:
     int rank_, size_;
     uint32_t id_;
     RingTopology topo_;
+    std::vector<uint32_t> tag_ids_;  // by rank
     uint32_t sequence_ = 0;
     bool disabled_ = false;
     bool failed_ = false;
-    // Declared before the endpoints, so destroyed after them.
-    std::unique_ptr<UcxWorker> worker_;
+    UcxWorker* worker_ = nullptr;  // the runtime's; outlives every context
     std::unique_ptr<UcxEndpoint> next_;
     std::unique_ptr<UcxEndpoint> prev_;  // null when prev == next (2 ranks)
     std::unique_ptr<UcxEndpoint> inter_next_;

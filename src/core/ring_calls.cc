@@ -26,7 +26,8 @@ RingPeers local_peers(const CommContext& ctx) {
     p.size = t.local_size(ctx.rank());
     p.next_rank = t.local_next(ctx.rank());
     p.prev_rank = t.local_prev(ctx.rank());
-    p.context_id = ctx.id();
+    p.send_tag_id = ctx.tag_id_of(p.next_rank);
+    p.recv_tag_id = ctx.id();
     return p;
 }
 
@@ -37,7 +38,8 @@ RingPeers inter_peers(const CommContext& ctx) {
     p.size = t.nodes();
     p.next_rank = t.inter_next(ctx.rank());
     p.prev_rank = t.inter_prev(ctx.rank());
-    p.context_id = ctx.id();
+    p.send_tag_id = ctx.tag_id_of(p.next_rank);
+    p.recv_tag_id = ctx.id();
     return p;
 }
 

@@ -108,14 +108,17 @@ void Runtime::init(int thread_level) {
     spans = local_size < world_size ? 1 : 0;
     PMPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     protocol.eager_only = spans && !getenv("UCX_RNDV_THRESH");
-    // A first worker proves that UCX can really start on this machine (it
-    // needs transports); communicator contexts then create their own.
+    // One worker for the whole process, whatever the number of
+    // communicators (their tags tell them apart, core/comm_context.h):
+    // under MPI_THREAD_MULTIPLE several threads may drive rings on it at
+    // once, otherwise one at a time.  Creating it proves that UCX can start
+    // here (it needs transports).
     std::string error;
-    std::unique_ptr<UcxWorker> probe;
     Status s = UcxContext::create(multi_thread_, &ucx_, &error, protocol);
-    if (ok(s)) s = UcxWorker::create(*ucx_, false, &probe, &error);
-    probe.reset();
+    if (ok(s))
+        s = UcxWorker::create(*ucx_, multi_thread_ ? UcxThreads::multi : UcxThreads::serialized, &worker_, &error);
     if (!ok(s)) {
+        worker_.reset();
         ucx_.reset();
         NEXAR_WARN("UCX could not start (%s); every MPI_Allreduce passes through to MPI", error.c_str());
     } else {
@@ -180,7 +183,26 @@ void Runtime::forget(CommContext* ctx) {
         std::lock_guard<std::mutex> reg(registry_mutex_);
         if (!registry_.erase(ctx)) return;
     }
+    // A failed ring may have left messages in flight towards this id: it is
+    // not handed out again.
+    if (!ctx->failed()) release_tag_id(ctx->id());
     delete ctx;  // closes its endpoints
+}
+
+uint32_t Runtime::allocate_tag_id() {
+    std::lock_guard<std::mutex> lock(tag_ids_mutex_);
+    if (tag_ids_in_use_.empty()) tag_ids_in_use_.assign(size_t(1) << kTagContextBits, false);
+    for (size_t id = 1; id < tag_ids_in_use_.size(); ++id)
+        if (!tag_ids_in_use_[id]) {
+            tag_ids_in_use_[id] = true;
+            return uint32_t(id);
+        }
+    return 0;
+}
+
+void Runtime::release_tag_id(uint32_t id) {
+    std::lock_guard<std::mutex> lock(tag_ids_mutex_);
+    if (id < tag_ids_in_use_.size()) tag_ids_in_use_[id] = false;
 }
 
 namespace {
@@ -326,25 +348,25 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
 
-    // 1. A context id above every id any member has used, and whether every
-    //    member has a transport.
-    int64_t agree[2] = {int64_t(next_context_id_.load()), transport_ready() ? 0 : 1};
-    PMPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT64_T, MPI_MAX, comm);
-    uint32_t id = uint32_t(agree[0]);
-    uint32_t seen = next_context_id_.load();
-    while (seen <= id && !next_context_id_.compare_exchange_weak(seen, id + 1)) {
-    }
+    // 1. This rank's tag id for the communicator (core/comm_context.h), and
+    //    whether every member has a transport and an id.
+    const uint32_t id = transport_ready() ? allocate_tag_id() : 0;
+    int missing = id == 0 ? 1 : 0;
+    PMPI_Allreduce(MPI_IN_PLACE, &missing, 1, MPI_INT, MPI_MAX, comm);
     auto* ctx = new CommContext(comm, rank, size, id, learn_topology(comm, rank, size));
 
-    if (agree[1]) {
+    if (missing) {
         ctx->disable();
-        NEXAR_INFO("communicator context %u: a rank has no UCX transport; its allreduces pass through", id);
+        NEXAR_INFO("communicator context %u: a rank has no UCX transport (or no free tag id); its allreduces "
+                   "pass through", id);
     } else {
-        // 2. A worker of the context's own, whose address goes to every rank
-        //    (an empty one if it would not start: connecting then fails).
-        Status started = ctx->start_worker(*ucx_, multi_thread_, error);
-        static const std::vector<uint8_t> none;
-        const std::vector<uint8_t>& mine = ok(started) ? ctx->worker()->address() : none;
+        // 2. Every rank's tag id, and the address of every rank's worker.
+        std::vector<int> ids(static_cast<size_t>(size));
+        int my_id = int(id);
+        PMPI_Allgather(&my_id, 1, MPI_INT, ids.data(), 1, MPI_INT, comm);
+        ctx->set_tag_ids(std::vector<uint32_t>(ids.begin(), ids.end()));
+        ctx->use_worker(worker_.get());
+        const std::vector<uint8_t>& mine = worker_->address();
         int my_len = int(mine.size());
         std::vector<int> lens(size), displs(size);
         PMPI_Allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm);
@@ -353,11 +375,11 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         std::vector<uint8_t> all(total);
         PMPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, comm);
         int next = ctx->next_rank(), prev = ctx->prev_rank();
-        bool addresses = ok(started) && lens[next] > 0 && lens[prev] > 0;
+        bool addresses = lens[next] > 0 && lens[prev] > 0;
         Status s = addresses ? ctx->connect(&all[displs[next]], size_t(lens[next]), &all[displs[prev]],
                                             size_t(lens[prev]), error)
                              : Status::unavailable;
-        if (ok(started) && !addresses) *error = "a ring neighbour has no UCX worker";
+        if (!addresses) *error = "a ring neighbour has no UCX worker";
         // 3. Everyone connected, or everyone passes through.
         int connected = ok(s) ? 1 : 0;
         PMPI_Allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, comm);

@@ -16,6 +16,7 @@
 #include "transport/segment_engine.h"
 #include "core/config.h"
 #include "memory/device_api.h"
+#include "transport/tag.h"
 #include "transport/ucx.h"
 
 namespace nexar {
@@ -67,12 +68,17 @@ private:
     bool multi_thread_ = false;
     int comm_keyval_ = MPI_KEYVAL_INVALID;
     int self_keyval_ = MPI_KEYVAL_INVALID;
+    uint32_t allocate_tag_id();  // 0: none free
+    void release_tag_id(uint32_t id);
+
     std::unique_ptr<UcxContext> ucx_;
+    std::unique_ptr<UcxWorker> worker_;  // the process's one worker; destroyed before ucx_
     const nexar_device_api* device_api_ = nullptr;
     bool device_possible_ = false;
     bool ucx_cuda_ = false;
     bool mpi_cuda_aware_ = false;
-    std::atomic<uint32_t> next_context_id_{1};
+    std::mutex tag_ids_mutex_;
+    std::vector<bool> tag_ids_in_use_;
     std::mutex registry_mutex_;
     std::set<CommContext*> registry_;
 };

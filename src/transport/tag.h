@@ -2,14 +2,14 @@
 //
 //   63            48 47                 28 27 26            12 11          0
 //  +----------------+---------------------+--+----------------+-------------+
-//  |  context id    |  call sequence      |ph|  ring step     |  segment    |
+//  |  tag id        |  call sequence      |ph|  ring step     |  segment    |
 //  |  16 bits       |  20 bits            |1 |  15 bits       |  12 bits    |
 //  +----------------+---------------------+--+----------------+-------------+
 //
-// - context id: one per communicator context (agreed with a MAX allreduce at
-//   creation).  Isolation between communicators does not rest on it: each
-//   context has a UCX worker, and so a tag space, of its own
-//   (core/comm_context.h); the id makes stray messages recognisable.
+// - tag id: the receiving rank's id for the communicator, unique among the
+//   live communicators of its process (core/comm_context.h).  Every
+//   communicator shares the process's worker, so this is what keeps their
+//   messages apart.
 // - call sequence: counts the rings run on that communicator (one per flat
 //   allreduce, one per piece of a hierarchical one, a few for the cost
 //   probe at setup); wraps after 2^20, long after every message of an old

@@ -64,12 +64,14 @@ Status UcxContext::create(bool multi_thread, std::unique_ptr<UcxContext>* out, s
 
 UcxContext::~UcxContext() { ucp_cleanup(handle_); }
 
-Status UcxWorker::create(const UcxContext& ctx, bool serialized, std::unique_ptr<UcxWorker>* out,
+Status UcxWorker::create(const UcxContext& ctx, UcxThreads threads, std::unique_ptr<UcxWorker>* out,
                          std::string* error) {
     ucp_worker_params_t params;
     memset(&params, 0, sizeof params);
     params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    params.thread_mode = serialized ? UCS_THREAD_MODE_SERIALIZED : UCS_THREAD_MODE_SINGLE;
+    params.thread_mode = threads == UcxThreads::multi        ? UCS_THREAD_MODE_MULTI
+                         : threads == UcxThreads::serialized ? UCS_THREAD_MODE_SERIALIZED
+                                                             : UCS_THREAD_MODE_SINGLE;
     ucp_worker_h h = nullptr;
     ucs_status_t st = ucp_worker_create(ctx.handle(), &params, &h);
     if (st != UCS_OK) {

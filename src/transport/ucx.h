@@ -37,11 +37,13 @@ private:
     ucp_context_h handle_;
 };
 
+// Which threads may use a worker: only the one that made it; several, one
+// at a time (no locking inside UCX); or several at once (UCX locks).
+enum class UcxThreads { single, serialized, multi };
+
 class UcxWorker {
 public:
-    // serialized: more than one thread may use the worker, one at a time
-    // (no locking inside UCX); otherwise only the creating thread does.
-    static Status create(const UcxContext& ctx, bool serialized, std::unique_ptr<UcxWorker>* out,
+    static Status create(const UcxContext& ctx, UcxThreads threads, std::unique_ptr<UcxWorker>* out,
                          std::string* error);
     ~UcxWorker();
     UcxWorker(const UcxWorker&) = delete;

@@ -65,7 +65,7 @@ RingPeers test_peers(int r, int n) {
     p.size = n;
     p.prev_rank = (r + n - 1) % n;
     p.next_rank = (r + 1) % n;
-    p.context_id = 9;
+    p.send_tag_id = p.recv_tag_id = 9;
     return p;
 }
 
@@ -81,7 +81,7 @@ void run_ranks(int n, const std::function<RankResult(int, RingLinks&)>& body, st
             std::unique_ptr<UcxContext> ctx;
             std::unique_ptr<UcxWorker> worker;
             std::string err;
-            if (!ok(UcxContext::create(false, &ctx, &err)) || !ok(UcxWorker::create(*ctx, false, &worker, &err))) {
+            if (!ok(UcxContext::create(false, &ctx, &err)) || !ok(UcxWorker::create(*ctx, UcxThreads::single, &worker, &err))) {
                 ++setup_failures;
                 (*results)[r] = {Status::unavailable, err};
                 barrier.wait();
@@ -489,7 +489,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
             std::unique_ptr<ShmInbox> inbox, next_inbox;
             std::string err;
             memset(&names[r], 0, sizeof names[r]);
-            bool fine = ok(UcxContext::create(false, &ctx, &err)) && ok(UcxWorker::create(*ctx, false, &worker, &err)) &&
+            bool fine = ok(UcxContext::create(false, &ctx, &err)) && ok(UcxWorker::create(*ctx, UcxThreads::single, &worker, &err)) &&
                         (!local_ring || ok(ShmInbox::create(4, slot_bytes, &inbox, &names[r], &err)));
             if (fine) addresses[r] = worker->address();
             if (!fine) ++setup_failures;
@@ -533,12 +533,12 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         h.local.size = topo.local_size(r);
                         h.local.next_rank = topo.local_next(r);
                         h.local.prev_rank = topo.local_prev(r);
-                        h.local.context_id = 5;
+                        h.local.send_tag_id = h.local.recv_tag_id = 5;
                         h.inter.position = topo.node(r);
                         h.inter.size = topo.nodes();
                         h.inter.next_rank = inext;
                         h.inter.prev_rank = iprev;
-                        h.inter.context_id = 5;
+                        h.inter.send_tag_id = h.inter.recv_tag_id = 5;
                         h.local_out = &local_out;
                         h.local_in = &local_in;
                         h.inter_out = &inter_out;
@@ -559,7 +559,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                     peers.size = n;
                     peers.next_rank = next;
                     peers.prev_rank = prev;
-                    peers.context_id = 5;
+                    peers.send_tag_id = peers.recv_tag_id = 5;
                     std::unique_ptr<SendChannel> to_next;
                     std::unique_ptr<RecvChannel> from_prev;
                     if (shm_out)

@@ -1,0 +1,59 @@
+#!/bin/bash
+# Many communicators (bench/many_comms.c, a plain MPI program, with the
+# library preloaded): every communicator shares the process's UCX worker,
+# so live communicators cost no file descriptors, and freeing them gives
+# back what was theirs.
+#   - 100 live communicators under `ulimit -n 256`, each with one large
+#     allreduce: every call takes the ring (NEXAR_STATS), no descriptor is
+#     added, results are exact; through shared memory and with NEXAR_SHM=0
+#     (the UCX ring, which also adds almost no memory);
+#   - churn: 200 communicators created, used and freed: descriptors and
+#     memory back to where they started, nothing left in /dev/shm.
+# Not timed: how long a new communicator's first call takes is measured by
+# the same program, outside the tests (README, "Many communicators").
+set -u
+. "$(dirname "$0")/../lib.sh"
+prog="$NEXAR_BUILDDIR/nexar_many_comms"
+lib="$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so"
+new_log
+export NEXAR_HOST_BUFFERS=1 NEXAR_STATS=1
+
+# value FIELD: FIELD=N of every many_comms line in $log, one a line.
+value() { sed -n "s/^many_comms: rank [0-9]*: .* $1=\([0-9.-]*\).*/\1/p" "$log"; }
+# at_most FIELD LIMIT: every rank's FIELD <= LIMIT.
+at_most() {
+    local v n=0
+    while read -r v; do
+        n=$((n + 1))
+        awk -v v="$v" -v l="$2" 'BEGIN { exit !(v <= l) }' || fail "$1=$v, at most $2 allowed"
+    done < <(value "$1")
+    [ "$n" = 2 ] || fail "expected 2 many_comms lines, found $n"
+}
+
+run() {  # run COMMS ULIMIT_N [VAR=VALUE...] -- ARGS...
+    local comms=$1 limit=$2; shift 2
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    echo "== $comms communicators, ulimit -n $limit ${envs[*]:-} $*"
+    (ulimit -n "$limit"; env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun 2 -x LD_PRELOAD="$1" "${@:2}"' \
+        "$(dirname "$0")/../lib.sh" "$(preload_value "$lib")" "$prog" -n "$comms" "$@") >"$log" 2>&1
+    local rc=$?
+    grep "^many_comms\|warning" "$log" | head -n 6
+    [ $rc = 0 ] || fail "many_comms exited with $rc"
+    grep -q "wrong=0" "$log" || fail "wrong results"
+    check_stats "$log" 2 $((comms + 1))
+}
+
+shm_before=$(ls -A /dev/shm | grep -c '^nexar-' || true)
+run 100 256 -- -s 8388608
+at_most extra_fds 0
+run 100 256 NEXAR_SHM=0 -- -s 8388608
+at_most extra_fds 0
+at_most extra_rss_mib 128
+run 200 1024 -- -s 8388608 --free
+at_most after_free_fds 0
+at_most after_free_rss_mib 16
+shm_after=$(ls -A /dev/shm | grep -c '^nexar-' || true)
+[ "$shm_after" -le "$shm_before" ] || fail "shared-memory objects left in /dev/shm"
+echo "many-communicator runs passed"
