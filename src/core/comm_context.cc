@@ -2,25 +2,6 @@
 
 namespace nexar {
 
-Status CommContext::connect(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr, size_t prev_len,
-                            std::string* error) {
-    if (!worker_) return Status::unavailable;
-    Status s = UcxEndpoint::create(*worker_, next_addr, next_len, &next_, error);
-    if (!ok(s)) return s;
-    if (prev_rank() != next_rank()) s = UcxEndpoint::create(*worker_, prev_addr, prev_len, &prev_, error);
-    return s;
-}
-
-Status CommContext::connect_inter(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr,
-                                  size_t prev_len, std::string* error) {
-    if (!worker_) return Status::unavailable;
-    Status s = UcxEndpoint::create(*worker_, next_addr, next_len, &inter_next_, error);
-    if (!ok(s)) return s;
-    if (topo_.inter_prev(rank_) != topo_.inter_next(rank_))
-        s = UcxEndpoint::create(*worker_, prev_addr, prev_len, &inter_prev_, error);
-    return s;
-}
-
 RingPeers CommContext::peers() const {
     RingPeers p;
     p.position = topo_.position(rank_);
@@ -36,7 +17,7 @@ RingLinks CommContext::links() const {
     RingLinks l;
     l.worker = worker_;
     l.next = next_.get();
-    l.prev = prev_ ? prev_.get() : next_.get();
+    l.prev = prev_.get();
     l.peers = peers();
     return l;
 }

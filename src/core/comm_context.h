@@ -60,9 +60,12 @@ public:
     // The process's worker, which the endpoints are made on.
     void use_worker(UcxWorker* worker) { worker_ = worker; }
     UcxWorker* worker() { return worker_; }
-    // Connects to the ring neighbours given their packed worker addresses.
-    Status connect(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr, size_t prev_len,
-                   std::string* error);
+    // The endpoints to the ring neighbours (the runtime's, shared with every
+    // communicator that reaches the same peers).
+    void connect(std::shared_ptr<UcxEndpoint> next, std::shared_ptr<UcxEndpoint> prev) {
+        next_ = std::move(next);
+        prev_ = std::move(prev);
+    }
 
     // This rank's place on the ring.
     RingPeers peers() const;
@@ -94,10 +97,12 @@ public:
 
     // The hierarchical allreduce (algo/hierarchical.h): endpoints to the
     // ranks of this local index on the next and previous node.
-    Status connect_inter(const uint8_t* next_addr, size_t next_len, const uint8_t* prev_addr, size_t prev_len,
-                         std::string* error);
+    void connect_inter(std::shared_ptr<UcxEndpoint> next, std::shared_ptr<UcxEndpoint> prev) {
+        inter_next_ = std::move(next);
+        inter_prev_ = std::move(prev);
+    }
     UcxEndpoint* inter_next() { return inter_next_.get(); }
-    UcxEndpoint* inter_prev() { return inter_prev_ ? inter_prev_.get() : inter_next_.get(); }
+    UcxEndpoint* inter_prev() { return inter_prev_.get(); }
     // Every rank can run it (agreed at setup), and the model that chooses it.
     bool hier_ready() const { return hier_ready_; }
     void enable_hier(const CostModel& model) { hier_ready_ = true, cost_model_ = model; }
@@ -139,10 +144,8 @@ private:
     bool disabled_ = false;
     bool failed_ = false;
     UcxWorker* worker_ = nullptr;  // the runtime's; outlives every context
-    std::unique_ptr<UcxEndpoint> next_;
-    std::unique_ptr<UcxEndpoint> prev_;  // null when prev == next (2 ranks)
-    std::unique_ptr<UcxEndpoint> inter_next_;
-    std::unique_ptr<UcxEndpoint> inter_prev_;  // null when it would equal inter_next_ (2 nodes)
+    std::shared_ptr<UcxEndpoint> next_, prev_;  // the same one when prev == next (2 ranks)
+    std::shared_ptr<UcxEndpoint> inter_next_, inter_prev_;
     RingScratch scratch_;
     std::unique_ptr<ShmInbox> inbox_;       // written by the local predecessor
     std::unique_ptr<ShmInbox> next_inbox_;  // the local successor's, written here

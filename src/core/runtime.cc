@@ -189,6 +189,42 @@ void Runtime::forget(CommContext* ctx) {
     delete ctx;  // closes its endpoints
 }
 
+Status Runtime::endpoints_to(const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
+                             const std::vector<int>& displs, int next, int prev, std::shared_ptr<UcxEndpoint>* to_next,
+                             std::shared_ptr<UcxEndpoint>* to_prev, std::string* error) {
+    for (int r : {next, prev})
+        if (lens[size_t(r)] <= 0) {
+            *error = "a ring neighbour has no UCX worker";
+            return Status::unavailable;
+        }
+    auto address = [&](int r) {
+        const uint8_t* a = &addresses[size_t(displs[size_t(r)])];
+        return std::vector<uint8_t>(a, a + lens[size_t(r)]);
+    };
+    Status s = endpoint_to(address(next), to_next, error);
+    if (ok(s)) s = endpoint_to(address(prev), to_prev, error);
+    return s;
+}
+
+Status Runtime::endpoint_to(const std::vector<uint8_t>& address, std::shared_ptr<UcxEndpoint>* out,
+                            std::string* error) {
+    std::lock_guard<std::mutex> lock(endpoints_mutex_);
+    auto it = endpoints_.find(address);
+    // One that failed or was closed after a failure is replaced; the
+    // contexts that hold it keep it (and fail on it).
+    if (it != endpoints_.end() && it->second->usable()) {
+        *out = it->second;
+        return Status::ok;
+    }
+    std::unique_ptr<UcxEndpoint> ep;
+    Status s = UcxEndpoint::create(*worker_, address.data(), address.size(), &ep, error);
+    if (!ok(s)) return s;
+    std::shared_ptr<UcxEndpoint> shared(std::move(ep));
+    endpoints_[address] = shared;
+    *out = std::move(shared);
+    return Status::ok;
+}
+
 uint32_t Runtime::allocate_tag_id() {
     std::lock_guard<std::mutex> lock(tag_ids_mutex_);
     if (tag_ids_in_use_.empty()) tag_ids_in_use_.assign(size_t(1) << kTagContextBits, false);
@@ -294,11 +330,10 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     const RingTopology& topo = ctx.topology();
     const int me = ctx.rank();
     std::string error;
-    int next = topo.inter_next(me), prev = topo.inter_prev(me);
-    Status s = lens[size_t(next)] > 0 && lens[size_t(prev)] > 0
-                   ? ctx.connect_inter(&addresses[size_t(displs[size_t(next)])], size_t(lens[size_t(next)]),
-                                       &addresses[size_t(displs[size_t(prev)])], size_t(lens[size_t(prev)]), &error)
-                   : Status::unavailable;
+    std::shared_ptr<UcxEndpoint> to_next, to_prev;
+    Status s = endpoints_to(addresses, lens, displs, topo.inter_next(me), topo.inter_prev(me), &to_next, &to_prev,
+                            &error);
+    if (ok(s)) ctx.connect_inter(std::move(to_next), std::move(to_prev));
     bool local_ring = connect_shm(ctx, true);
     int ready = ok(s) && local_ring ? 1 : 0;
     PMPI_Allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
@@ -374,12 +409,9 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         for (int i = 0; i < size; ++i) displs[i] = int(total), total += size_t(lens[i]);
         std::vector<uint8_t> all(total);
         PMPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, comm);
-        int next = ctx->next_rank(), prev = ctx->prev_rank();
-        bool addresses = lens[next] > 0 && lens[prev] > 0;
-        Status s = addresses ? ctx->connect(&all[displs[next]], size_t(lens[next]), &all[displs[prev]],
-                                            size_t(lens[prev]), error)
-                             : Status::unavailable;
-        if (!addresses) *error = "a ring neighbour has no UCX worker";
+        std::shared_ptr<UcxEndpoint> to_next, to_prev;
+        Status s = endpoints_to(all, lens, displs, ctx->next_rank(), ctx->prev_rank(), &to_next, &to_prev, error);
+        if (ok(s)) ctx->connect(std::move(to_next), std::move(to_prev));
         // 3. Everyone connected, or everyone passes through.
         int connected = ok(s) ? 1 : 0;
         PMPI_Allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, comm);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -68,11 +69,20 @@ private:
     bool multi_thread_ = false;
     int comm_keyval_ = MPI_KEYVAL_INVALID;
     int self_keyval_ = MPI_KEYVAL_INVALID;
+    // The endpoint to the worker at `address`, shared by every context that
+    // reaches that process; and both ring neighbours' (ranks of `addresses`).
+    Status endpoint_to(const std::vector<uint8_t>& address, std::shared_ptr<UcxEndpoint>* out, std::string* error);
+    Status endpoints_to(const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
+                        const std::vector<int>& displs, int next, int prev, std::shared_ptr<UcxEndpoint>* to_next,
+                        std::shared_ptr<UcxEndpoint>* to_prev, std::string* error);
     uint32_t allocate_tag_id();  // 0: none free
     void release_tag_id(uint32_t id);
 
     std::unique_ptr<UcxContext> ucx_;
     std::unique_ptr<UcxWorker> worker_;  // the process's one worker; destroyed before ucx_
+    // Declared after worker_, so closed before it is destroyed.
+    std::mutex endpoints_mutex_;
+    std::map<std::vector<uint8_t>, std::shared_ptr<UcxEndpoint>> endpoints_;
     const nexar_device_api* device_api_ = nullptr;
     bool device_possible_ = false;
     bool ucx_cuda_ = false;

@@ -128,6 +128,12 @@ Status UcxEndpoint::create(UcxWorker& worker, const uint8_t* address, size_t len
     return Status::ok;
 }
 
+bool UcxEndpoint::usable() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return handle_ && !failed();
+}
+
+// Called with mutex_ held.
 void UcxEndpoint::close(bool force) {
     if (!handle_) return;
     ucp_request_param_t param;
@@ -155,16 +161,21 @@ void UcxEndpoint::close(bool force) {
 }
 
 bool UcxEndpoint::force_close() {
+    std::lock_guard<std::mutex> lock(mutex_);
     if (!handle_) return false;
     close(true);
     return true;
 }
 
-UcxEndpoint::~UcxEndpoint() { close(failed()); }
+UcxEndpoint::~UcxEndpoint() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    close(failed());
+}
 
 Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, ucs_memory_type_t memory_type,
                      UcxRequest* req) {
-    if (!ep.handle()) {
+    std::lock_guard<std::mutex> lock(ep.mutex_);
+    if (!ep.handle_) {
         req->status = UCS_ERR_CONNECTION_RESET;  // closed after a failure
         return Status::peer_failure;
     }
@@ -177,7 +188,7 @@ Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_
     req->done.store(false, std::memory_order_relaxed);
     req->status = UCS_INPROGRESS;
     req->handle = nullptr;
-    ucs_status_ptr_t r = ucp_tag_send_nbx(ep.handle(), buffer, length, tag, &param);
+    ucs_status_ptr_t r = ucp_tag_send_nbx(ep.handle_, buffer, length, tag, &param);
     if (r == nullptr) {  // completed in place
         req->status = UCS_OK;
         req->done.store(true, std::memory_order_release);

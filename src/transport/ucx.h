@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -72,19 +73,26 @@ public:
     UcxEndpoint(const UcxEndpoint&) = delete;
     UcxEndpoint& operator=(const UcxEndpoint&) = delete;
 
-    ucp_ep_h handle() const { return handle_; }
     bool failed() const { return failed_.load(std::memory_order_acquire); }
     ucs_status_t failure_status() const { return failure_status_; }
+    // Neither closed nor failed: new users may take it.
+    bool usable();
     // Closes at once, completing every outstanding send on it with an error.
     // False when it was closed already.
     bool force_close();
 
 private:
+    friend Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag,
+                                ucs_memory_type_t memory_type, struct UcxRequest* req);
     UcxEndpoint(UcxWorker& w) : worker_(w) {}
     static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
     void close(bool force);
 
     UcxWorker& worker_;
+    // Endpoints are shared by the communicators that reach the same peer,
+    // and under MPI_THREAD_MULTIPLE one may close it (after a failure) while
+    // another sends on it: the handle is only touched under this lock.
+    std::mutex mutex_;
     ucp_ep_h handle_ = nullptr;
     std::atomic<bool> failed_{false};
     ucs_status_t failure_status_ = UCS_OK;

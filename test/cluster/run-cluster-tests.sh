@@ -137,6 +137,15 @@ awk -v root="$root_dev" '
 # cores of this machine: small case counts. ---
 check_run 2 --ppn 1 -- --cases 300 --max-count 20000 --big-every 25 --seed 31
 check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero
+# Communicators share the process's worker and its endpoints across nodes:
+# 50 live ones, each with a large call over TCP, add no descriptor.
+echo "== nexar_many_comms, 2 nodes x 1 rank, 50 communicators"
+crun --ppn 1 -- -x LD_PRELOAD="$(preload_value "$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so")" "$NEXAR_BUILDDIR/nexar_many_comms" -n 50 \
+    -s 8388608 --free || { cat "$log"; fail "nexar_many_comms across nodes failed"; }
+grep "^many_comms" "$log"
+[ "$(grep -c "^many_comms: .* extra_fds=0 .* after_free_fds=0 .* wrong=0$" "$log")" = 2 ] ||
+    fail "live communicators across nodes added file descriptors, or results were wrong"
+check_stats "$log" 2 51
 check_run 4 --ppn 2 -- --cases 160 --max-count 4000 --big-every 40 --seed 32
 # Ring 0 1 2 3: ranks 0 and 2 send to their own node on every communicator
 # (the world, its dup, the node-local halves), ranks 1 and 3 cross.
