@@ -6,8 +6,10 @@
  * with and without libnexar_pmpi preloaded to compare (bench/nexar-comms).
  * Every result is checked.
  *
- *   nexar_many_comms [-n COMMS] [-s BYTES] [--free]
+ *   nexar_many_comms [-n COMMS] [-s BYTES] [--rounds R] [--free]
  *
+ * --rounds R: after the first call on each, R-1 more rounds of one call on
+ * every communicator in turn (communicators that went idle meanwhile).
  * --free frees every communicator at the end and reports what is left
  * (the churn case: resources must come back).
  * Exit status 0 when every result was right.
@@ -41,11 +43,12 @@ static long rss_kib(void) {
 }
 
 int main(int argc, char **argv) {
-    int ncomms = 50, do_free = 0;
+    int ncomms = 50, do_free = 0, rounds = 1;
     size_t bytes = 16u << 20;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc) ncomms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-s") && i + 1 < argc) bytes = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--free")) do_free = 1;
     }
     MPI_Init(&argc, &argv);
@@ -63,16 +66,20 @@ int main(int argc, char **argv) {
     MPI_Comm *comms = malloc(sizeof(MPI_Comm) * (size_t)ncomms);
     int bad = 0;
     double t0 = MPI_Wtime();
-    for (int c = 0; c < ncomms; ++c) {
-        MPI_Comm_dup(MPI_COMM_WORLD, &comms[c]);
-        MPI_Allreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, comms[c]);
-        for (size_t i = 0; i < n; i += 4099) {
-            float want = 0;
-            for (int r = 0; r < size; ++r) want += (float)(i % 7 + r);
-            if (b[i] != want) { ++bad; break; }
+    double per = 0;
+    for (int round = 0; round < rounds; ++round) {
+        for (int c = 0; c < ncomms; ++c) {
+            if (round == 0) MPI_Comm_dup(MPI_COMM_WORLD, &comms[c]);
+            memset(b, 0, n * sizeof(float));
+            MPI_Allreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, comms[c]);
+            for (size_t i = 0; i < n; i += 4099) {
+                float want = 0;
+                for (int r = 0; r < size; ++r) want += (float)(i % 7 + r);
+                if (b[i] != want) { ++bad; break; }
+            }
         }
+        if (round == 0) per = (MPI_Wtime() - t0) / ncomms;
     }
-    double per = (MPI_Wtime() - t0) / ncomms;
     int fds1 = count_fds();
     long rss1 = rss_kib();
     int fds2 = fds1;

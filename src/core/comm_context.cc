@@ -32,6 +32,8 @@ void CommContext::finish_shm(const std::vector<int>& hop_shm, pid_t writer_pid) 
     any_hop_shm_ = shm_hops > 0;
     all_hops_shm_ = shm_hops == hop_shm.size();
     writer_pid_ = writer_pid;
+    shm_connected_ = true;
+    note_inbox_bytes();
 }
 
 }  // namespace nexar

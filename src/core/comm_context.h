@@ -16,8 +16,10 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "algo/cost_model.h"
@@ -86,6 +88,27 @@ public:
     // hop from position p to p+1 goes through shared memory (identical on
     // every rank); `writer_pid` is the local predecessor's process.
     void finish_shm(const std::vector<int>& hop_shm, pid_t writer_pid);
+    // The inboxes come and go: the runtime keeps the inboxes of all
+    // contexts within a budget and releases idle ones (core/runtime.h);
+    // the ranks set them up again, together, when a call finds some rank
+    // without them.
+    void want_shm(bool for_hier) { wants_shm_ = true, shm_for_hier_ = for_hier; }
+    bool wants_shm() const { return wants_shm_; }
+    bool shm_for_hier() const { return shm_for_hier_; }
+    bool inboxes_held() const { return shm_connected_; }
+    void release_inboxes() {
+        inbox_.reset();
+        next_inbox_.reset();
+        shm_connected_ = false;
+        send_shm_ = recv_shm_ = any_hop_shm_ = all_hops_shm_ = false;
+        note_inbox_bytes();
+    }
+    // Bytes of shared memory this rank maps for it (readable from any thread).
+    size_t inbox_bytes() const { return inbox_bytes_.load(std::memory_order_relaxed); }
+    // Held for the whole of a call on this communicator: the runtime never
+    // releases the inboxes of a context in use.
+    std::mutex& call_mutex() { return call_mutex_; }
+    std::atomic<uint64_t> last_used{0};  // the runtime's call counter at this context's last call
     // This rank's two flat hops, and whether every hop of the ring is in shared memory.
     bool send_shm() const { return send_shm_; }
     bool recv_shm() const { return recv_shm_; }
@@ -106,11 +129,14 @@ public:
     // Every rank can run it (agreed at setup), and the model that chooses it.
     bool hier_ready() const { return hier_ready_; }
     void enable_hier(const CostModel& model) { hier_ready_ = true, cost_model_ = model; }
+    void disable_hier() { hier_ready_ = false; }
     // Without the hierarchical allreduce, frees the inboxes the flat ring does not use.
     void drop_unused_inboxes() {
-        if (hier_ready_) return;
-        if (!recv_shm_) inbox_.reset();
-        if (!send_shm_) next_inbox_.reset();
+        if (!hier_ready_) {
+            if (!recv_shm_) inbox_.reset();
+            if (!send_shm_) next_inbox_.reset();
+        }
+        note_inbox_bytes();
     }
     const CostModel& cost_model() const { return cost_model_; }
     // Without it, closes the endpoints only it uses.
@@ -153,6 +179,13 @@ private:
     bool send_shm_ = false, recv_shm_ = false, any_hop_shm_ = false, all_hops_shm_ = false;
     bool hier_ready_ = false;
     CostModel cost_model_;
+    bool wants_shm_ = false, shm_for_hier_ = false, shm_connected_ = false;
+    std::mutex call_mutex_;
+    std::atomic<size_t> inbox_bytes_{0};
+    void note_inbox_bytes() {
+        inbox_bytes_.store((inbox_ ? inbox_->mapped_bytes() : 0) + (next_inbox_ ? next_inbox_->mapped_bytes() : 0),
+                           std::memory_order_relaxed);
+    }
     std::unique_ptr<DeviceBuffers> device_buffers_;
 };
 

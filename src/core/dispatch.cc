@@ -91,6 +91,7 @@ struct CallAgreement {
     int64_t neg_max_count = 0;
     int64_t shm = 0;            // its shared-memory hops can take it (host buffers)
     int64_t hier = 0;           // the hierarchical allreduce can take it here
+    int64_t inboxes = 0;        // it still holds the inboxes it set up (the runtime may release them)
 };
 constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));
 static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
@@ -123,13 +124,13 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
         size_t seg = shm_call_segment(rt.config(), ctx);
-        p.shm = ctx.any_hop_shm() &&
+        p.shm = ctx.inboxes_held() && ctx.any_hop_shm() &&
                 (!ctx.send_shm() || shm_slots_fit(*ctx.next_inbox(), count, ctx.size(), esz, seg)) &&
                 (!ctx.recv_shm() || shm_slots_fit(*ctx.inbox(), count, ctx.size(), esz, seg));
         // The node's ring of the hierarchical allreduce runs at shared
         // memory's segment size over L ranks.
         const size_t local_ranks = size_t(ctx.topology().local_size(ctx.rank()));
-        p.hier = ctx.hier_ready() &&
+        p.hier = ctx.hier_ready() && ctx.inboxes_held() &&
                  shm_slots_fit(*ctx.next_inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes()) &&
                  shm_slots_fit(*ctx.inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes());
         // Both hops in shared memory need nothing more.  But where device
@@ -252,6 +253,10 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     opt.depth = cfg.pipeline_depth;
     opt.timeout_s = cfg.timeout_s;
 
+    // No other thread releases this context's inboxes during the call.
+    std::lock_guard<std::mutex> in_call(ctx->call_mutex());
+    rt->touch(*ctx);
+
     // Per-rank readiness, agreed together with the count.  Device work
     // selects the buffers' GPU; the application's current GPU comes back.
     CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
@@ -263,12 +268,20 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     agreed.neg_max_count = -int64_t(count);
     agreed.shm = plan.shm;
     agreed.hier = plan.hier;
+    agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
     PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, comm);
     if (agreed.min_count != -agreed.neg_max_count) {
         NEXAR_ERROR("MPI_Allreduce: ranks passed different counts (from %lld to %lld elements of %s); "
                     "every rank must pass the same count",
                     (long long)agreed.min_count, (long long)-agreed.neg_max_count, datatype_name(type));
         return raise_mpi_error(comm, MPI_ERR_COUNT);
+    }
+    // Some rank released its inboxes: every rank sets them up again, and
+    // this call goes to MPI (ranks that still had theirs planned on them
+    // and reserved no UCX scratch).
+    if (!agreed.inboxes) {
+        rt->reconnect_shm(*ctx);
+        return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
     }
     if (!agreed.ready) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
 

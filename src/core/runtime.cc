@@ -189,6 +189,37 @@ void Runtime::forget(CommContext* ctx) {
     delete ctx;  // closes its endpoints
 }
 
+void Runtime::reconnect_shm(CommContext& ctx) {
+    ctx.release_inboxes();
+    bool local_ring = connect_shm(ctx, ctx.shm_for_hier());  // agreed by every rank
+    if (!local_ring) ctx.disable_hier();
+    ctx.drop_unused_inboxes();
+    keep_inboxes_within_budget(&ctx);
+}
+
+void Runtime::keep_inboxes_within_budget(CommContext* keep) {
+    std::lock_guard<std::mutex> reg(registry_mutex_);
+    size_t total = 0;
+    for (CommContext* c : registry_) total += c->inbox_bytes();
+    if (keep) total += registry_.count(keep) ? 0 : keep->inbox_bytes();  // not registered yet
+    while (total > kInboxBudgetBytes) {
+        // The least recently used context that holds inboxes and is not in a call.
+        CommContext* victim = nullptr;
+        for (CommContext* c : registry_)
+            if (c != keep && c->inbox_bytes() && (!victim || c->last_used.load() < victim->last_used.load()))
+                victim = c;
+        if (!victim) return;
+        std::unique_lock<std::mutex> busy(victim->call_mutex(), std::try_to_lock);
+        if (!busy.owns_lock()) return;  // in a call on another thread: try again later
+        total -= victim->inbox_bytes();
+        victim->release_inboxes();
+        NEXAR_DEBUG("communicator context %u: shared-memory inboxes released (budget %s)", victim->id(),
+                    format_bytes(kInboxBudgetBytes).c_str());
+    }
+}
+
+void Runtime::touch(CommContext& ctx) { ctx.last_used.store(++calls_); }
+
 Status Runtime::endpoints_to(const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
                              const std::vector<int>& displs, int next, int prev, std::shared_ptr<UcxEndpoint>* to_next,
                              std::shared_ptr<UcxEndpoint>* to_prev, std::string* error) {
@@ -421,12 +452,16 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
             NEXAR_WARN("communicator context %u: ring disabled, its allreduces pass through to MPI", id);
         } else if (config_.host_buffers && config_.shm) {
             const RingTopology& t = ctx->topology();
-            if (t.nodes() >= 2 && t.uniform() && t.max_ranks_per_node() >= 2 && config_.algorithm != Algorithm::ring)
+            bool for_hier =
+                t.nodes() >= 2 && t.uniform() && t.max_ranks_per_node() >= 2 && config_.algorithm != Algorithm::ring;
+            ctx->want_shm(for_hier);
+            if (for_hier)
                 setup_hierarchical(*ctx, all, lens, displs);
             else
                 connect_shm(*ctx, false);
             ctx->drop_unused_inboxes();
             ctx->drop_inter();
+            keep_inboxes_within_budget(ctx);
         }
     }
     {

@@ -46,6 +46,18 @@ public:
     // How this rank moves device buffers, or false when it cannot.
     bool device_path(DeviceEngine::Mode* mode) const;
 
+    // Shared-memory inboxes of every context of this process together stay
+    // within this many bytes: when a context sets its inboxes up, idle
+    // contexts release theirs, least recently used first, and set them up
+    // again (collectively) on their next call.  At the default segment and
+    // depth a context on one node maps 2 MiB, so 32 contexts keep theirs.
+    static constexpr size_t kInboxBudgetBytes = size_t(64) << 20;
+    // A call on `ctx` begins (the least recently used contexts go first).
+    void touch(CommContext& ctx);
+    // Collective over ctx's ranks: sets its inboxes up again after some rank
+    // released them.
+    void reconnect_shm(CommContext& ctx);
+
     // The context cached on `comm`, created collectively on first use: every
     // rank of `comm` must call this for the same call (the dispatch rules
     // guarantee it).  Never null.  A context that could not connect on some
@@ -63,6 +75,7 @@ private:
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     static int on_self_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     void forget(CommContext* ctx);
+    void keep_inboxes_within_budget(CommContext* keep);
 
     Config config_;
     int world_rank_ = 0;
@@ -87,6 +100,7 @@ private:
     bool device_possible_ = false;
     bool ucx_cuda_ = false;
     bool mpi_cuda_aware_ = false;
+    std::atomic<uint64_t> calls_{0};
     std::mutex tag_ids_mutex_;
     std::vector<bool> tag_ids_in_use_;
     std::mutex registry_mutex_;

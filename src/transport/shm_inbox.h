@@ -70,6 +70,7 @@ public:
     void unlink();
 
     uint32_t depth() const { return depth_; }
+    size_t mapped_bytes() const { return length_; }
     size_t slot_bytes() const { return slot_bytes_; }
     pid_t owner_pid() const { return owner_pid_; }  // 0: not watchable
     char* slot(uint64_t message) { return data_ + size_t(message % depth_) * slot_bytes_; }
