@@ -10,7 +10,7 @@ rm -f "$stage.log"
 prefix=$(sed -n 's/^prefix=//p' "$NEXAR_BUILDDIR/nexar_pmpi.pc")
 libdir=$(sed -n 's/^libdir=//p' "$NEXAR_BUILDDIR/nexar_pmpi.pc" | sed "s|\${exec_prefix}|$prefix|")
 for f in "$libdir/libnexar_pmpi.so" "$prefix/include/nexar/nexar.h" "$libdir/pkgconfig/nexar_pmpi.pc" \
-         "$prefix/bin/nexar_osu_allreduce" "$prefix/bin/nexar-osu" "$prefix/bin/nexar-sweep" \
+         "$prefix/bin/nexar_osu_allreduce" "$prefix/bin/nexar-osu" "$prefix/bin/nexar-sweep" "$prefix/bin/nexar_many_comms" \
          "$prefix/bin/nexar-cluster-bench" "$prefix/bin/nexar-cluster" "$prefix/bin/nexar-cluster-rsh"; do
     [ -e "$stage$f" ] || fail "make install did not install $f"
     echo "installed $f"
