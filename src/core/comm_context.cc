@@ -16,8 +16,8 @@ RingPeers CommContext::peers() const {
 RingLinks CommContext::links() const {
     RingLinks l;
     l.worker = worker_;
-    l.next = next_.get();
-    l.prev = prev_.get();
+    l.next = next_.ep.get();
+    l.prev = prev_.ep.get();
     l.peers = peers();
     return l;
 }

@@ -63,10 +63,26 @@ public:
     void use_worker(UcxWorker* worker) { worker_ = worker; }
     UcxWorker* worker() { return worker_; }
     // The endpoints to the ring neighbours (the runtime's, shared with every
-    // communicator that reaches the same peers).
-    void connect(std::shared_ptr<UcxEndpoint> next, std::shared_ptr<UcxEndpoint> prev) {
+    // communicator that reaches the same peers), and the workers' addresses
+    // they were made from.
+    struct Peer {
+        std::shared_ptr<UcxEndpoint> ep;
+        std::vector<uint8_t> address;
+        bool usable() const { return !ep || ep->usable(); }  // no endpoint: not needed
+    };
+    void connect(Peer next, Peer prev) {
         next_ = std::move(next);
         prev_ = std::move(prev);
+    }
+    // Every endpoint is open.  Another communicator's failed ring may have
+    // closed a shared one: the runtime then hands this context a new one
+    // (Runtime::refresh_endpoints).
+    bool endpoints_usable() const {
+        return next_.usable() && prev_.usable() && inter_next_.usable() && inter_prev_.usable();
+    }
+    Peer* peers_for_refresh(size_t i) {
+        Peer* all[] = {&next_, &prev_, &inter_next_, &inter_prev_};
+        return i < 4 ? all[i] : nullptr;
     }
 
     // This rank's place on the ring.
@@ -120,12 +136,12 @@ public:
 
     // The hierarchical allreduce (algo/hierarchical.h): endpoints to the
     // ranks of this local index on the next and previous node.
-    void connect_inter(std::shared_ptr<UcxEndpoint> next, std::shared_ptr<UcxEndpoint> prev) {
+    void connect_inter(Peer next, Peer prev) {
         inter_next_ = std::move(next);
         inter_prev_ = std::move(prev);
     }
-    UcxEndpoint* inter_next() { return inter_next_.get(); }
-    UcxEndpoint* inter_prev() { return inter_prev_.get(); }
+    UcxEndpoint* inter_next() { return inter_next_.ep.get(); }
+    UcxEndpoint* inter_prev() { return inter_prev_.ep.get(); }
     // Every rank can run it (agreed at setup), and the model that chooses it.
     bool hier_ready() const { return hier_ready_; }
     void enable_hier(const CostModel& model) { hier_ready_ = true, cost_model_ = model; }
@@ -142,8 +158,8 @@ public:
     // Without it, closes the endpoints only it uses.
     void drop_inter() {
         if (hier_ready_) return;
-        inter_prev_.reset();
-        inter_next_.reset();
+        inter_prev_ = Peer();
+        inter_next_ = Peer();
     }
 
     uint32_t next_sequence() { return sequence_++; }
@@ -170,8 +186,8 @@ private:
     bool disabled_ = false;
     bool failed_ = false;
     UcxWorker* worker_ = nullptr;  // the runtime's; outlives every context
-    std::shared_ptr<UcxEndpoint> next_, prev_;  // the same one when prev == next (2 ranks)
-    std::shared_ptr<UcxEndpoint> inter_next_, inter_prev_;
+    Peer next_, prev_;  // the same endpoint when prev == next (2 ranks)
+    Peer inter_next_, inter_prev_;
     RingScratch scratch_;
     std::unique_ptr<ShmInbox> inbox_;       // written by the local predecessor
     std::unique_ptr<ShmInbox> next_inbox_;  // the local successor's, written here

@@ -120,6 +120,11 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     if (*p.why) return p;
     if (!rt.transport_ready()) return p.why = "UCX is not running on this rank", p;
     if (ctx.failed()) return p.why = "an earlier ring on this communicator failed", p;
+    std::string ep_error;
+    if (!ctx.endpoints_usable() && !ok(rt.refresh_endpoints(ctx, &ep_error))) {
+        NEXAR_WARN("cannot reconnect to a ring neighbour: %s", ep_error.c_str());
+        return p.why = "no endpoint to a ring neighbour", p;
+    }
     size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
@@ -260,28 +265,35 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     // Per-rank readiness, agreed together with the count.  Device work
     // selects the buffers' GPU; the application's current GPU comes back.
     CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
-    LocalPlan plan = plan_buffers(*rt, *ctx, src, recvbuf, ring_count, esz, opt);
-    if (!plan.ready) NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", ring_count * esz, plan.why);
+    LocalPlan plan;
     CallAgreement agreed;
-    agreed.ready = plan.ready;
-    agreed.min_count = count;
-    agreed.neg_max_count = -int64_t(count);
-    agreed.shm = plan.shm;
-    agreed.hier = plan.hier;
-    agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
-    PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, comm);
+    auto plan_and_agree = [&] {
+        plan = plan_buffers(*rt, *ctx, src, recvbuf, ring_count, esz, opt);
+        if (!plan.ready)
+            NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", ring_count * esz, plan.why);
+        agreed = CallAgreement();
+        agreed.ready = plan.ready;
+        agreed.min_count = count;
+        agreed.neg_max_count = -int64_t(count);
+        agreed.shm = plan.shm;
+        agreed.hier = plan.hier;
+        agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
+        PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, comm);
+    };
+    plan_and_agree();
     if (agreed.min_count != -agreed.neg_max_count) {
         NEXAR_ERROR("MPI_Allreduce: ranks passed different counts (from %lld to %lld elements of %s); "
                     "every rank must pass the same count",
                     (long long)agreed.min_count, (long long)-agreed.neg_max_count, datatype_name(type));
         return raise_mpi_error(comm, MPI_ERR_COUNT);
     }
-    // Some rank released its inboxes: every rank sets them up again, and
-    // this call goes to MPI (ranks that still had theirs planned on them
-    // and reserved no UCX scratch).
+    // Some rank released its inboxes (to stay within the budget): every
+    // rank sets them up again, then plans and agrees afresh (ranks that still
+    // had theirs planned on them and reserved no UCX scratch).  The context
+    // being set up is never released, so this happens once.
     if (!agreed.inboxes) {
         rt->reconnect_shm(*ctx);
-        return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
+        plan_and_agree();
     }
     if (!agreed.ready) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
 

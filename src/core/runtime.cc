@@ -40,7 +40,8 @@ void Runtime::stop() {
     std::lock_guard<std::mutex> lock(g_lifecycle_mutex);
     Runtime* rt = get();
     if (!rt) return;
-    // Contexts first (they hold workers and endpoints), then the UCX context.
+    // Contexts first (they hold endpoints and inboxes); the endpoint cache,
+    // the worker and the UCX context go with the runtime, in that order.
     std::vector<MPI_Comm> comms;
     {
         std::lock_guard<std::mutex> reg(rt->registry_mutex_);
@@ -202,15 +203,22 @@ void Runtime::keep_inboxes_within_budget(CommContext* keep) {
     size_t total = 0;
     for (CommContext* c : registry_) total += c->inbox_bytes();
     if (keep) total += registry_.count(keep) ? 0 : keep->inbox_bytes();  // not registered yet
-    while (total > kInboxBudgetBytes) {
-        // The least recently used context that holds inboxes and is not in a call.
-        CommContext* victim = nullptr;
-        for (CommContext* c : registry_)
-            if (c != keep && c->inbox_bytes() && (!victim || c->last_used.load() < victim->last_used.load()))
-                victim = c;
-        if (!victim) return;
+    if (total <= kInboxBudgetBytes) return;
+    // A context that alone takes half the budget would only push the others
+    // out in turn: it goes over the budget instead.
+    if (keep && keep->inbox_bytes() > kInboxBudgetBytes / 2) return;
+    // Least recently used first, never one in a call (on another thread),
+    // down to three quarters of the budget so that the next set-up does not
+    // release another one at once.
+    std::vector<CommContext*> idle;
+    for (CommContext* c : registry_)
+        if (c != keep && c->inbox_bytes()) idle.push_back(c);
+    std::sort(idle.begin(), idle.end(),
+              [](CommContext* a, CommContext* b) { return a->last_used.load() < b->last_used.load(); });
+    for (CommContext* victim : idle) {
+        if (total <= kInboxBudgetBytes / 4 * 3) break;
         std::unique_lock<std::mutex> busy(victim->call_mutex(), std::try_to_lock);
-        if (!busy.owns_lock()) return;  // in a call on another thread: try again later
+        if (!busy.owns_lock()) continue;
         total -= victim->inbox_bytes();
         victim->release_inboxes();
         NEXAR_DEBUG("communicator context %u: shared-memory inboxes released (budget %s)", victim->id(),
@@ -221,8 +229,8 @@ void Runtime::keep_inboxes_within_budget(CommContext* keep) {
 void Runtime::touch(CommContext& ctx) { ctx.last_used.store(++calls_); }
 
 Status Runtime::endpoints_to(const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
-                             const std::vector<int>& displs, int next, int prev, std::shared_ptr<UcxEndpoint>* to_next,
-                             std::shared_ptr<UcxEndpoint>* to_prev, std::string* error) {
+                             const std::vector<int>& displs, int next, int prev, CommContext::Peer* to_next,
+                             CommContext::Peer* to_prev, std::string* error) {
     for (int r : {next, prev})
         if (lens[size_t(r)] <= 0) {
             *error = "a ring neighbour has no UCX worker";
@@ -232,9 +240,20 @@ Status Runtime::endpoints_to(const std::vector<uint8_t>& addresses, const std::v
         const uint8_t* a = &addresses[size_t(displs[size_t(r)])];
         return std::vector<uint8_t>(a, a + lens[size_t(r)]);
     };
-    Status s = endpoint_to(address(next), to_next, error);
-    if (ok(s)) s = endpoint_to(address(prev), to_prev, error);
+    to_next->address = address(next);
+    to_prev->address = address(prev);
+    Status s = endpoint_to(to_next->address, &to_next->ep, error);
+    if (ok(s)) s = endpoint_to(to_prev->address, &to_prev->ep, error);
     return s;
+}
+
+Status Runtime::refresh_endpoints(CommContext& ctx, std::string* error) {
+    for (size_t i = 0; CommContext::Peer* p = ctx.peers_for_refresh(i); ++i) {
+        if (p->usable()) continue;
+        Status s = endpoint_to(p->address, &p->ep, error);
+        if (!ok(s)) return s;
+    }
+    return Status::ok;
 }
 
 Status Runtime::endpoint_to(const std::vector<uint8_t>& address, std::shared_ptr<UcxEndpoint>* out,
@@ -258,12 +277,19 @@ Status Runtime::endpoint_to(const std::vector<uint8_t>& address, std::shared_ptr
 
 uint32_t Runtime::allocate_tag_id() {
     std::lock_guard<std::mutex> lock(tag_ids_mutex_);
-    if (tag_ids_in_use_.empty()) tag_ids_in_use_.assign(size_t(1) << kTagContextBits, false);
-    for (size_t id = 1; id < tag_ids_in_use_.size(); ++id)
+    const size_t n = size_t(1) << kTagContextBits;
+    if (tag_ids_in_use_.empty()) tag_ids_in_use_.assign(n, false);
+    // The next free id after the last one handed out (0 is never one): an
+    // id comes back only after all the others, long after any message of
+    // its old communicator.
+    for (size_t i = 0; i < n - 1; ++i) {
+        size_t id = 1 + (last_tag_id_ + i) % (n - 1);
         if (!tag_ids_in_use_[id]) {
             tag_ids_in_use_[id] = true;
+            last_tag_id_ = id;
             return uint32_t(id);
         }
+    }
     return 0;
 }
 
@@ -361,7 +387,7 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     const RingTopology& topo = ctx.topology();
     const int me = ctx.rank();
     std::string error;
-    std::shared_ptr<UcxEndpoint> to_next, to_prev;
+    CommContext::Peer to_next, to_prev;
     Status s = endpoints_to(addresses, lens, displs, topo.inter_next(me), topo.inter_prev(me), &to_next, &to_prev,
                             &error);
     if (ok(s)) ctx.connect_inter(std::move(to_next), std::move(to_prev));
@@ -420,6 +446,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
     int missing = id == 0 ? 1 : 0;
     PMPI_Allreduce(MPI_IN_PLACE, &missing, 1, MPI_INT, MPI_MAX, comm);
     auto* ctx = new CommContext(comm, rank, size, id, learn_topology(comm, rank, size));
+    touch(*ctx);  // the newest: never the first to give its inboxes up
 
     if (missing) {
         ctx->disable();
@@ -440,7 +467,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         for (int i = 0; i < size; ++i) displs[i] = int(total), total += size_t(lens[i]);
         std::vector<uint8_t> all(total);
         PMPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, comm);
-        std::shared_ptr<UcxEndpoint> to_next, to_prev;
+        CommContext::Peer to_next, to_prev;
         Status s = endpoints_to(all, lens, displs, ctx->next_rank(), ctx->prev_rank(), &to_next, &to_prev, error);
         if (ok(s)) ctx->connect(std::move(to_next), std::move(to_prev));
         // 3. Everyone connected, or everyone passes through.

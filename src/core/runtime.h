@@ -50,13 +50,17 @@ public:
     // within this many bytes: when a context sets its inboxes up, idle
     // contexts release theirs, least recently used first, and set them up
     // again (collectively) on their next call.  At the default segment and
-    // depth a context on one node maps 2 MiB, so 32 contexts keep theirs.
+    // depth a context on one node maps 2 MiB (32 keep theirs), one that
+    // spans nodes 8 MiB (segments are the network's: 8 keep theirs).
     static constexpr size_t kInboxBudgetBytes = size_t(64) << 20;
     // A call on `ctx` begins (the least recently used contexts go first).
     void touch(CommContext& ctx);
     // Collective over ctx's ranks: sets its inboxes up again after some rank
     // released them.
     void reconnect_shm(CommContext& ctx);
+    // Local: replaces ctx's endpoints that another communicator's failed
+    // ring closed (tags carry no per-endpoint state, so a new one just works).
+    Status refresh_endpoints(CommContext& ctx, std::string* error);
 
     // The context cached on `comm`, created collectively on first use: every
     // rank of `comm` must call this for the same call (the dispatch rules
@@ -86,8 +90,8 @@ private:
     // reaches that process; and both ring neighbours' (ranks of `addresses`).
     Status endpoint_to(const std::vector<uint8_t>& address, std::shared_ptr<UcxEndpoint>* out, std::string* error);
     Status endpoints_to(const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
-                        const std::vector<int>& displs, int next, int prev, std::shared_ptr<UcxEndpoint>* to_next,
-                        std::shared_ptr<UcxEndpoint>* to_prev, std::string* error);
+                        const std::vector<int>& displs, int next, int prev, CommContext::Peer* to_next,
+                        CommContext::Peer* to_prev, std::string* error);
     uint32_t allocate_tag_id();  // 0: none free
     void release_tag_id(uint32_t id);
 
@@ -103,6 +107,7 @@ private:
     std::atomic<uint64_t> calls_{0};
     std::mutex tag_ids_mutex_;
     std::vector<bool> tag_ids_in_use_;
+    size_t last_tag_id_ = 0;
     std::mutex registry_mutex_;
     std::set<CommContext*> registry_;
 };

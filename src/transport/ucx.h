@@ -1,7 +1,9 @@
-// RAII wrappers around the UCX objects nexar owns: one ucp context per
-// process, one worker per communicator context (private to nexar, so each
-// communicator has a tag space of its own), and endpoints to ring neighbours.  Tag sends and receives complete through
-// callbacks into a caller-owned UcxRequest; nothing here allocates per message.
+// RAII wrappers around the UCX objects nexar owns: one ucp context and one
+// worker per process (private to nexar: no other library shares its tag
+// space), and endpoints to ring neighbours, shared by the communicators
+// that reach the same peer.  Tag sends and receives complete through
+// callbacks into a caller-owned UcxRequest; nothing here allocates per
+// message.
 #pragma once
 
 #include <ucp/api/ucp.h>

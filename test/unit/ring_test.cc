@@ -65,7 +65,10 @@ RingPeers test_peers(int r, int n) {
     p.size = n;
     p.prev_rank = (r + n - 1) % n;
     p.next_rank = (r + 1) % n;
-    p.send_tag_id = p.recv_tag_id = 9;
+    // Every rank its own tag id, as in the library: a stream carries its
+    // receiver's.
+    p.send_tag_id = 100 + uint32_t(p.next_rank);
+    p.recv_tag_id = 100 + uint32_t(r);
     return p;
 }
 
@@ -533,12 +536,14 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         h.local.size = topo.local_size(r);
                         h.local.next_rank = topo.local_next(r);
                         h.local.prev_rank = topo.local_prev(r);
-                        h.local.send_tag_id = h.local.recv_tag_id = 5;
+                        h.local.send_tag_id = 200 + uint32_t(topo.local_next(r));
+                        h.local.recv_tag_id = 200 + uint32_t(r);
                         h.inter.position = topo.node(r);
                         h.inter.size = topo.nodes();
                         h.inter.next_rank = inext;
                         h.inter.prev_rank = iprev;
-                        h.inter.send_tag_id = h.inter.recv_tag_id = 5;
+                        h.inter.send_tag_id = 200 + uint32_t(inext);
+                        h.inter.recv_tag_id = 200 + uint32_t(r);
                         h.local_out = &local_out;
                         h.local_in = &local_in;
                         h.inter_out = &inter_out;
@@ -559,7 +564,8 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                     peers.size = n;
                     peers.next_rank = next;
                     peers.prev_rank = prev;
-                    peers.send_tag_id = peers.recv_tag_id = 5;
+                    peers.send_tag_id = 200 + uint32_t(next);
+                    peers.recv_tag_id = 200 + uint32_t(r);
                     std::unique_ptr<SendChannel> to_next;
                     std::unique_ptr<RecvChannel> from_prev;
                     if (shm_out)
