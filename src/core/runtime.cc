@@ -252,6 +252,7 @@ Status Runtime::refresh_endpoints(CommContext& ctx, std::string* error) {
         if (p->usable()) continue;
         Status s = endpoint_to(p->address, &p->ep, error);
         if (!ok(s)) return s;
+        NEXAR_DEBUG("communicator context %u: a closed endpoint replaced", ctx.id());
     }
     return Status::ok;
 }

@@ -27,6 +27,7 @@
 //   threads         MPI_THREAD_MULTIPLE: threads run allreduces on their own
 //                   communicators at the same time, all results exact
 #include <mpi.h>
+#include <algorithm>
 #include <signal.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -124,6 +125,42 @@ void mode_count_mismatch() {
     nexar_get_stats(&st);
     expect(st.ring_calls >= 1, "the call after the mismatch must take the ring");
     MPI_Comm_free(&comm);
+}
+
+// A ring that fails on one communicator closes the endpoints it shares
+// with the others (one per peer process); another communicator's next call
+// must still take the ring, on fresh endpoints, with the right result.
+// The failure: an erroneous call whose ranks pass types of different sizes
+// with the same count (the per-call agreement checks counts, not types),
+// so the ring sees segments of the wrong length.
+void mode_shared_endpoint() {
+    MPI_Comm a, b;
+    MPI_Comm_dup(MPI_COMM_WORLD, &a);
+    MPI_Comm_dup(MPI_COMM_WORLD, &b);
+    MPI_Comm_set_errhandler(a, MPI_ERRORS_RETURN);
+    const int n = 1 << 20;
+    std::vector<double> x(size_t(n), 1.0), y(size_t(n), 0.0);
+    int rc = MPI_Allreduce(x.data(), y.data(), n, MPI_DOUBLE, MPI_SUM, a);  // both contexts up
+    expect(rc == MPI_SUCCESS && y[0] == g_size, "a first call on communicator a");
+    rc = MPI_Allreduce(x.data(), y.data(), n, MPI_DOUBLE, MPI_SUM, b);
+    expect(rc == MPI_SUCCESS && y[0] == g_size, "a first call on communicator b");
+    rc = MPI_Allreduce(x.data(), y.data(), n, g_rank == 0 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, a);
+    // The rank with the smaller type may see a complete (wrong) ring; the
+    // other one waits for segments that never come and fails.
+    int failed = rc != MPI_SUCCESS, any_failed = 0;
+    PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    expect(any_failed, "types of different sizes on communicator a must fail somewhere");
+    nexar_stats_t before;
+    nexar_get_stats(&before);
+    std::fill(y.begin(), y.end(), 0.0);
+    rc = MPI_Allreduce(x.data(), y.data(), n, MPI_DOUBLE, MPI_SUM, b);
+    nexar_stats_t after;
+    nexar_get_stats(&after);
+    expect(rc == MPI_SUCCESS && y[0] == g_size && y[size_t(n) - 1] == g_size,
+           "communicator b must still work after a's failure");
+    expect(after.ring_calls == before.ring_calls + 1, "communicator b's call must take the ring");
+    MPI_Comm_free(&a);
+    MPI_Comm_free(&b);
 }
 
 int g_signal = SIGKILL;
@@ -294,9 +331,10 @@ int main(int argc, char** argv) {
     else if (mode == "kill-node") mode_kill_node(SIGKILL);
     else if (mode == "stall-node") mode_kill_node(SIGSTOP);
     else if (mode == "threads") mode_threads();
+    else if (mode == "shared-endpoint") mode_shared_endpoint();
     else if (mode == "oom") mode_oom();
     else {
-        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|oom|threads\n");
+        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|oom|threads|shared-endpoint\n");
         ++g_failures;
     }
     int total = 0;

@@ -35,6 +35,10 @@ must_pass 2 threads
 # multi-thread mode) and its endpoints; only tag ids keep them apart.
 must_pass 2 threads NEXAR_SHM=0
 must_pass 3 threads NEXAR_SHM=0
+# A ring that fails on one communicator closes endpoints the others share:
+# their next call reconnects and takes the ring.
+must_pass 2 shared-endpoint NEXAR_SHM=0 NEXAR_TIMEOUT_S=3
+must_pass 2 shared-endpoint NEXAR_TIMEOUT_S=3
 
 # Scratch that cannot be had (an in-place call, which needs receive slots;
 # too large for shared-memory inboxes): 1 GiB segments x 64 under a 1.5 GB address
