@@ -21,6 +21,10 @@
  *                repetitions (default 30) of MPI_Allreduce and
  *                PMPI_Allreduce alternating, the best average of each, and
  *                the difference in ns per call and in percent
+ *   --thp        host buffers on transparent huge pages, as numpy and PyTorch
+ *                put their large arrays: 2 MiB-aligned and madvise(MADV_HUGEPAGE).
+ *                The header says how much of them really got huge pages
+ *                (AnonHugePages in /proc/self/smaps, the least over ranks)
  *   --csv FILE   also write the table as CSV
  *   --plot FILE  draw busbw against size (MPI, nexar, the bound) with gnuplot
  *
@@ -35,6 +39,7 @@
  */
 #include <dlfcn.h>
 #include <mpi.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +153,44 @@ static size_t parse_bytes(const char *text) {
     return *end == '\0' || *end == ':' ? (size_t)v : 0;
 }
 
+/* Host buffer of `bytes`: plain malloc, or (thp) 2 MiB-aligned and advised
+ * onto transparent huge pages, touched once so the pages exist. */
+static char *host_alloc(size_t bytes, int thp) {
+    if (!thp) return malloc(bytes);
+    const size_t huge = 2u << 20;
+    size_t len = (bytes + huge - 1) / huge * huge;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, len) != 0) return NULL;
+    madvise(p, len, MADV_HUGEPAGE);
+    memset(p, 0, len);
+    return p;
+}
+
+/* Percent of [p, p+bytes) backed by huge pages: AnonHugePages of the
+ * mappings that overlap it, over its size (-1 when smaps cannot be read). */
+static double huge_page_share(const void *p, size_t bytes) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    unsigned long lo = (unsigned long)p, hi = lo + bytes, start = 0, end = 0;
+    char line[512];
+    double huge_kib = 0;
+    int inside = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        long kib;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            start = a, end = b;
+            inside = start < hi && end > lo;
+        } else if (inside && sscanf(line, "AnonHugePages: %ld kB", &kib) == 1) {
+            /* A mapping larger than the buffer: count at most the overlap. */
+            double overlap = (double)((end < hi ? end : hi) - (start > lo ? start : lo)) / 1024;
+            huge_kib += kib < overlap ? kib : overlap;
+        }
+    }
+    fclose(f);
+    return 100.0 * huge_kib / ((double)bytes / 1024);
+}
+
 /* --overhead: what interposition adds to calls that pass through.  The two
  * sides alternate `reps` times; each keeps its best average, which filters
  * out the other processes' noise on a shared machine. */
@@ -187,7 +230,7 @@ static int overhead_table(size_t min, size_t max, MPI_Datatype dt, size_t esz, i
 
 int main(int argc, char **argv) {
     size_t min = 1 << 20, max = 256u << 20;
-    int iters = -1, warmup = -1, validate = 0, in_place = 0, reps = -1, overhead = 0;
+    int iters = -1, warmup = -1, validate = 0, in_place = 0, reps = -1, overhead = 0, thp = 0;
     const char *type = "float", *csv_path = NULL, *plot_path = NULL;
     MPI_Init(&argc, &argv);
     int rank, size;
@@ -209,12 +252,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--overhead")) overhead = 1;
         else if (!strcmp(argv[i], "-l")) in_place = 1;
+        else if (!strcmp(argv[i], "--thp")) thp = 1;
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) type = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--plot") && i + 1 < argc) plot_path = argv[++i];
         else if (!strcmp(argv[i], "-d") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) on_device = 1, ++i;
         else {
-            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-r N] [--overhead] [-T int|float|double] [-d cuda] [--csv FILE] [--plot FILE.png]\n", argv[0]);
+            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-r N] [--overhead] [-T int|float|double] [-d cuda] [--thp] [--csv FILE] [--plot FILE.png]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -264,7 +308,7 @@ int main(int argc, char **argv) {
                               "bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs\n");
         fflush(stdout);
     }
-    char *host_s = malloc(max), *host_r = malloc(max), *check = validate ? malloc(max) : NULL;
+    char *host_s = host_alloc(max, thp), *host_r = host_alloc(max, thp), *check = validate ? malloc(max) : NULL;
     char *sbuf = host_s, *rbuf = host_r;
     if (on_device) {
         host_stage = malloc(max);
@@ -273,6 +317,18 @@ int main(int argc, char **argv) {
     if (!host_s || !host_r || !sbuf || !rbuf || (validate && !check)) {
         fprintf(stderr, "rank %d: cannot allocate %zu bytes\n", rank, max);
         MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (thp && host_s && host_r) {
+        /* How much really is on huge pages: the least over ranks. */
+        double share[2] = {huge_page_share(host_s, max), huge_page_share(host_r, max)}, least[2];
+        PMPI_Allreduce(share, least, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        if (rank == 0) {
+            printf("# buffers: transparent huge pages (2 MiB-aligned, MADV_HUGEPAGE); on huge pages: send %.0f%%, "
+                   "receive %.0f%% (least over ranks)%s\n",
+                   least[0], least[1], least[0] < 90 || least[1] < 90 ? "  WARNING: few huge pages, see "
+                                                                       "/sys/kernel/mm/transparent_hugepage" : "");
+            fflush(stdout);
+        }
     }
     int bad = 0;
     for (size_t bytes = min; bytes <= max; bytes *= 2) {
@@ -327,7 +383,8 @@ int main(int argc, char **argv) {
     if (csv) fclose(csv);
     if (rank == 0 && plot_path) {
         char title[256];
-        snprintf(title, sizeof title, "allreduce busbw, %s, %s buffers, malloc %s", type, on_device ? "CUDA" : "host",
+        snprintf(title, sizeof title, "allreduce busbw, %s, %s buffers%s, malloc %s", type,
+                 on_device ? "CUDA" : "host", thp ? " on huge pages" : "",
                  getenv("MALLOC_MMAP_THRESHOLD_") ? "tuned" : "default");
         plot(csv_path, plot_path, size, title);
     }

@@ -23,8 +23,8 @@ fi
 make -j"$jobs"
 
 if [ "$what" = bench ]; then
-    bench/nexar-osu -np 2 -c -m 1048576:268435456 --csv bench/results.csv --plot bench/busbw.png
-    echo "CSV: bench/results-default.csv, bench/results-tuned.csv; plots: bench/busbw-default.png, bench/busbw-tuned.png"
+    bench/nexar-osu -np 2 --malloc all -c -m 1048576:268435456 --csv bench/results.csv --plot bench/busbw.png
+    echo "CSV: bench/results-{default,tuned,thp}.csv; plots: bench/busbw-{default,tuned,thp}.png"
     exit 0
 fi
 
