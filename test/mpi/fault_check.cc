@@ -166,13 +166,16 @@ void mode_shared_endpoint() {
 int g_signal = SIGKILL;
 void die(int) { raise(g_signal); }
 
-void mode_kill(int sig) {
+// A 256 MiB in-place ring (a good fraction of a second) during which the
+// ranks with `victim` set get `sig` 20 ms in; rank 0 reports the class it
+// got and how long it took, and aborts the job as an application would.
+void ring_with_victims(bool victim, int sig, const char* name) {
     g_signal = sig;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    const size_t n = size_t(64) << 20;  // 256 MiB of float: a ring of a good fraction of a second
+    const size_t n = size_t(64) << 20;
     std::vector<float> a(n, 1.0f);
     MPI_Allreduce(MPI_IN_PLACE, a.data(), 1 << 20, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);  // contexts up
-    if (g_rank == 1) {
+    if (victim) {
         signal(SIGALRM, die);
         itimerval t = {{0, 0}, {0, 20000}};  // 20 ms into the big call
         setitimer(ITIMER_REAL, &t, nullptr);
@@ -181,14 +184,14 @@ void mode_kill(int sig) {
     int rc = MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     double took = MPI_Wtime() - t0;
     if (g_rank == 0) {
-        printf("fault_check %s: rank 0 got class %d after %.2f s\n", g_signal == SIGKILL ? "kill" : "stall",
-               error_class(rc), took);
+        printf("fault_check %s: rank 0 got class %d after %.2f s\n", name, error_class(rc), took);
         fflush(stdout);
-        // As an application would: give up on the job.
         MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
     }
     pause();
 }
+
+void mode_kill(int sig) { ring_with_victims(g_rank == 1, sig, sig == SIGKILL ? "kill" : "stall"); }
 
 // Which node each world rank is on: the world rank of its node's leader
 // (rank 0 of its MPI_COMM_TYPE_SHARED communicator).  Ranks with the same
@@ -235,25 +238,7 @@ void mode_kill_node(int sig) {
     int any = 0;
     PMPI_Allreduce(&g_failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any) return;
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    const size_t n = size_t(64) << 20;  // 256 MiB of float, as in mode_kill
-    std::vector<float> a(n, 1.0f);
-    MPI_Allreduce(MPI_IN_PLACE, a.data(), 1 << 20, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);  // contexts up
-    if (leaders[size_t(g_rank)] == victim) {
-        g_signal = sig;
-        signal(SIGALRM, die);
-        itimerval t = {{0, 0}, {0, 20000}};  // 20 ms into the big call
-        setitimer(ITIMER_REAL, &t, nullptr);
-    }
-    double t0 = MPI_Wtime();
-    int rc = MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    double took = MPI_Wtime() - t0;
-    if (g_rank == 0) {
-        printf("fault_check %s: rank 0 got class %d after %.2f s\n", name, error_class(rc), took);
-        fflush(stdout);
-        MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
-    }
-    pause();
+    ring_with_victims(leaders[size_t(g_rank)] == victim, sig, name);
 }
 
 void mode_oom() {
