@@ -11,6 +11,7 @@ packages=(
     gfortran                                         # Fortran tests
     gnuplot-nox                                      # the benchmark's --plot
     iproute2                                         # the simulated cluster (ip netns, tc)
+    python3-mpi4py python3-numpy                     # bench/nexar-mpi4py-bench (for /usr/bin/python3)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -26,6 +26,7 @@
 #include "algo/ring.h"
 #include "algo/topology.h"
 #include "memory/device_buffers.h"
+#include "core/copy_choice.h"
 #include "transport/shm_channel.h"
 #include "transport/shm_inbox.h"
 #include "transport/ucx.h"
@@ -155,6 +156,8 @@ public:
         note_inbox_bytes();
     }
     const CostModel& cost_model() const { return cost_model_; }
+    // NEXAR_SHM_COPY=auto's measurements on this communicator.
+    ShmCopyChooser& copy_chooser() { return copy_chooser_; }
     // Without it, closes the endpoints only it uses.
     void drop_inter() {
         if (hier_ready_) return;
@@ -195,6 +198,7 @@ private:
     bool send_shm_ = false, recv_shm_ = false, any_hop_shm_ = false, all_hops_shm_ = false;
     bool hier_ready_ = false;
     CostModel cost_model_;
+    ShmCopyChooser copy_chooser_;
     bool wants_shm_ = false, shm_for_hier_ = false, shm_connected_ = false;
     std::mutex call_mutex_;
     std::atomic<size_t> inbox_bytes_{0};

@@ -14,7 +14,7 @@ bool operator==(const Config& a, const Config& b) {
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
            a.host_buffers == b.host_buffers && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
            a.log_level == b.log_level && a.cuda_path == b.cuda_path &&
-           a.algorithm == b.algorithm;
+           a.algorithm == b.algorithm && a.shm_copy == b.shm_copy;
 }
 
 namespace {
@@ -121,6 +121,23 @@ bool parse_algorithm(const char* text, Algorithm* out) {
     return false;
 }
 
+bool parse_shm_copy(const char* text, ShmCopySetting* out) {
+    if (!text) return false;
+    for (ShmCopySetting c : {ShmCopySetting::automatic, ShmCopySetting::slots, ShmCopySetting::mixed, ShmCopySetting::cma})
+        if (strcasecmp(text, shm_copy_setting_name(c)) == 0) return *out = c, true;
+    return false;
+}
+
+const char* shm_copy_setting_name(ShmCopySetting s) {
+    switch (s) {
+        case ShmCopySetting::automatic: return "auto";
+        case ShmCopySetting::slots: return "slots";
+        case ShmCopySetting::mixed: return "mixed";
+        case ShmCopySetting::cma: return "cma";
+    }
+    return "?";
+}
+
 const char* algorithm_name(Algorithm a) {
     switch (a) {
         case Algorithm::automatic: return "auto";
@@ -184,6 +201,8 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         complain("NEXAR_CUDA_PATH", v, "auto, direct or staged", "auto");
     if ((v = lookup("NEXAR_ALGORITHM")) && !parse_algorithm(v, &c.algorithm))
         complain("NEXAR_ALGORITHM", v, "auto, ring or hier", "auto");
+    if ((v = lookup("NEXAR_SHM_COPY")) && !parse_shm_copy(v, &c.shm_copy))
+        complain("NEXAR_SHM_COPY", v, "auto, slots, mixed or cma", "auto");
     return c;
 }
 
@@ -191,11 +210,11 @@ std::string describe(const Config& c) {
     char buf[320];
     snprintf(buf, sizeof buf,
              "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d shm=%d timeout=%gs stats=%d cuda_path=%s "
-             "algorithm=%s",
+             "algorithm=%s shm_copy=%s",
              c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
              c.pipeline_depth, c.host_buffers ? 1 : 0, c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
-             algorithm_name(c.algorithm));
+             algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy));
     return buf;
 }
 

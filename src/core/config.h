@@ -27,6 +27,12 @@ const char* cuda_path_name(CudaPath p);
 enum class Algorithm { automatic, ring, hier };
 const char* algorithm_name(Algorithm a);
 
+// How same-node hops move segments (NEXAR_SHM_COPY): chosen per call from
+// measurement (core/copy_choice.h), or one of transport/shm_channel.h's
+// ShmCopy modes for every call.
+enum class ShmCopySetting { automatic, slots, mixed, cma };
+const char* shm_copy_setting_name(ShmCopySetting s);
+
 // Default segment sizes, chosen with bench/nexar-sweep (README, "Tuning"):
 // the shared-memory ring wants segments that stay in cache, the UCX ring
 // fewer and larger messages.
@@ -45,6 +51,7 @@ struct Config {
     LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
     CudaPath cuda_path = CudaPath::automatic;     // NEXAR_CUDA_PATH
     Algorithm algorithm = Algorithm::automatic;   // NEXAR_ALGORITHM
+    ShmCopySetting shm_copy = ShmCopySetting::automatic;  // NEXAR_SHM_COPY
 
     uint64_t shm_segment_bytes() const { return segment_bytes ? segment_bytes : kShmSegmentBytes; }
     uint64_t ucx_segment_bytes() const { return segment_bytes ? segment_bytes : kUcxSegmentBytes; }
@@ -73,6 +80,8 @@ bool parse_log_level(const char* text, LogLevel* out);
 bool parse_cuda_path(const char* text, CudaPath* out);
 // "auto", "ring", "hier".
 bool parse_algorithm(const char* text, Algorithm* out);
+// "auto", "slots", "mixed", "cma".
+bool parse_shm_copy(const char* text, ShmCopySetting* out);
 
 using EnvLookup = std::function<const char*(const char*)>;
 

@@ -9,6 +9,7 @@
 // passing different counts and settles which ring (shared memory or UCX)
 // every rank takes.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -92,6 +93,7 @@ struct CallAgreement {
     int64_t shm = 0;            // its shared-memory hops can take it (host buffers)
     int64_t hier = 0;           // the hierarchical allreduce can take it here
     int64_t inboxes = 0;        // it still holds the inboxes it set up (the runtime may release them)
+    int64_t shm_copy = 0;       // the ShmCopy it proposes for same-node hops (the least is taken)
 };
 constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));
 static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
@@ -105,6 +107,19 @@ bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes)
         case Algorithm::automatic: break;
     }
     return hierarchical_is_faster_here(ctx, cfg, bytes);
+}
+
+// This rank's proposal for how the call's same-node hops move segments:
+// NEXAR_SHM_COPY, or the chooser's for this shape of call.  Both are the
+// same on every rank (rank 0's settings; the chooser counts the same calls).
+ShmCopy proposed_copy(const Config& cfg, CommContext& ctx, size_t bytes, bool in_place) {
+    switch (cfg.shm_copy) {
+        case ShmCopySetting::slots: return ShmCopy::slots;
+        case ShmCopySetting::mixed: return ShmCopy::mixed;
+        case ShmCopySetting::cma: return ShmCopy::cma;
+        case ShmCopySetting::automatic: break;
+    }
+    return ctx.any_hop_shm() ? ctx.copy_chooser().propose(bytes, in_place) : ShmCopy::slots;
 }
 
 // Segment size of a host call whose same-node hops go through shared
@@ -278,6 +293,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         agreed.shm = plan.shm;
         agreed.hier = plan.hier;
         agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
+        agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, ring_count * esz, src == recvbuf));
         PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, comm);
     };
     plan_and_agree();
@@ -311,7 +327,13 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         std::optional<DeviceEngine> device_engine;
         if (plan.device()) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
         SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
-        s = run_flat_ring(*ctx, agreed.shm != 0, engine, src, recvbuf, ring_count, type, rop, opt, &error);
+        const ShmCopy copy = ShmCopy(agreed.shm_copy);
+        const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
+        const auto t0 = std::chrono::steady_clock::now();
+        s = run_flat_ring(*ctx, agreed.shm != 0, copy, engine, src, recvbuf, ring_count, type, rop, opt, &error);
+        if (timed && ok(s))
+            ctx->copy_chooser().record(ring_count * esz, src == recvbuf, copy,
+                                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     return finish_ring(*ctx, comm, s, error, ring_count * esz);
 }

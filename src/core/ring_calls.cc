@@ -17,6 +17,9 @@ void count_bytes(const SendChannel& out) {
     Stats& stats = process_stats();
     (out.kind() == ChannelKind::shm ? stats.shm_bytes : stats.ucx_bytes)
         .fetch_add(out.bytes_sent(), std::memory_order_relaxed);
+    if (out.kind() == ChannelKind::shm)
+        stats.cma_bytes.fetch_add(static_cast<const ShmSendChannel&>(out).bytes_by_address(),
+                                  std::memory_order_relaxed);
 }
 
 RingPeers local_peers(const CommContext& ctx) {
@@ -45,8 +48,9 @@ RingPeers inter_peers(const CommContext& ctx) {
 
 }  // namespace
 
-Status run_flat_ring(CommContext& ctx, bool use_shm, SegmentEngine& engine, const void* src, void* recvbuf,
-                     size_t count, DataType type, ReduceOp op, const RingOptions& opt, std::string* error) {
+Status run_flat_ring(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
+                     void* recvbuf, size_t count, DataType type, ReduceOp op, const RingOptions& opt,
+                     std::string* error) {
     const RingLinks links = ctx.links();
     const RingPeers& peers = links.peers;
     const bool shm_out = use_shm && ctx.send_shm(), shm_in = use_shm && ctx.recv_shm();
@@ -57,7 +61,7 @@ Status run_flat_ring(CommContext& ctx, bool use_shm, SegmentEngine& engine, cons
     // The UCX receive side progresses the worker; a UCX send side does when
     // its receive side is shared memory.
     if (shm_out)
-        shm_send.emplace(*ctx.next_inbox(), peers.next_rank);
+        shm_send.emplace(*ctx.next_inbox(), peers.next_rank, copy);
     else
         ucx_send.emplace(*links.worker, *links.next, peers.next_rank, opt.depth, ctx.scratch(), engine, shm_in);
     if (shm_in)

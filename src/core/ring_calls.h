@@ -13,14 +13,17 @@
 #include "core/comm_context.h"
 #include "core/config.h"
 #include "transport/segment_engine.h"
+#include "transport/shm_channel.h"
 
 namespace nexar {
 
 // The flat ring.  use_shm: the hops that have shared-memory inboxes take
-// them (agreed by every rank); otherwise every hop is UCX.  `engine` moves
-// the bytes of UCX hops (host or device buffers).
-Status run_flat_ring(CommContext& ctx, bool use_shm, SegmentEngine& engine, const void* src, void* recvbuf,
-                     size_t count, DataType type, ReduceOp op, const RingOptions& opt, std::string* error);
+// them (agreed by every rank), moving segments as `copy` says; otherwise
+// every hop is UCX.  `engine` moves the bytes of UCX hops (host or device
+// buffers).
+Status run_flat_ring(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
+                     void* recvbuf, size_t count, DataType type, ReduceOp op, const RingOptions& opt,
+                     std::string* error);
 
 // This local index's ring across the nodes alone, over UCX, in place on
 // host memory (buf); the context's scratch must hold its slots.

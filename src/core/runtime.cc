@@ -18,6 +18,7 @@
 #include "core/stats.h"
 #include "memory/device.h"
 #include "reduce/mpi_types.h"
+#include "transport/cma.h"
 
 namespace nexar {
 
@@ -318,6 +319,22 @@ RingTopology learn_topology(MPI_Comm comm, int rank, int size) {
 
 }  // namespace
 
+// Whether this rank may read its inbox's writer with CMA (transport/cma.h),
+// unless NEXAR_SHM_COPY=slots.  The answer is the inbox's to tell the
+// writer.  A refusal is a property of the kernel or container, so it is
+// reported once per process.
+void Runtime::probe_writer_memory(CommContext& ctx, const ShmInboxName& writer) {
+    std::string why;
+    bool readable = config_.shm_copy != ShmCopySetting::slots &&
+                    cma_probe(watchable_pid(writer), CmaProbeWord{writer.probe_address, writer.probe_value}, &why);
+    ctx.inbox()->set_writer_readable(readable);
+    if (config_.shm_copy != ShmCopySetting::slots && !readable && !cma_refusal_reported_.exchange(true)) {
+        NEXAR_INFO("same-node hops copy through shared-memory slots only: cannot read a neighbour's memory with "
+                   "CMA: %s",
+                   why.c_str());
+    }
+}
+
 // The node's own ring goes through shared-memory inboxes: each rank of a
 // node with company creates one, written by its local predecessor, and maps
 // its local successor's.  The flat ring uses those whose hop stays on the
@@ -360,7 +377,8 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
         opened = ok(o) ? 1 : 0;
         if (!ok(o)) s = o;
     }
-    std::vector<int> opened_by_rank(size_t(ctx.size()));
+    if (ctx.inbox()) probe_writer_memory(ctx, all[size_t(topo.local_prev(me))]);
+    std::vector<int> opened_by_rank(size_t(ctx.size()));  // also: every probe is done
     PMPI_Allgather(&opened, 1, MPI_INT, opened_by_rank.data(), 1, MPI_INT, ctx.comm());
     std::vector<int> hop_shm(size_t(ctx.size()));  // by the sender's ring position
     bool every_local_hop = true;

@@ -74,6 +74,7 @@ private:
     void init(int thread_level);
     void start_device();
     bool connect_shm(CommContext& ctx, bool for_hier);
+    void probe_writer_memory(CommContext& ctx, const ShmInboxName& writer);
     void setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
                             const std::vector<int>& displs);
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
@@ -84,6 +85,7 @@ private:
     Config config_;
     int world_rank_ = 0;
     bool multi_thread_ = false;
+    std::atomic<bool> cma_refusal_reported_{false};
     int comm_keyval_ = MPI_KEYVAL_INVALID;
     int self_keyval_ = MPI_KEYVAL_INVALID;
     // The endpoint to the worker at `address`, shared by every context that

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "reduce/host_reduce.h"
+#include "transport/cma.h"
 #include "transport/tag.h"
 
 namespace nexar {
@@ -32,6 +33,15 @@ Status peer_gave_up(int rank, std::string* error) {
 
 }  // namespace
 
+const char* shm_copy_name(ShmCopy c) {
+    switch (c) {
+        case ShmCopy::slots: return "slots";
+        case ShmCopy::mixed: return "mixed";
+        case ShmCopy::cma: return "cma";
+    }
+    return "?";
+}
+
 Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) {
     *started = false;
     uint64_t m = base_ + sent_;
@@ -40,12 +50,30 @@ Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* 
         *error = "a segment is larger than the shared-memory slots";
         return Status::invalid_argument;
     }
-    memcpy(box_.slot(m), src, bytes);
-    box_.record(m) = ShmSlotRecord{tag, bytes};
+    const bool by_address = copy_ == ShmCopy::cma || (copy_ == ShmCopy::mixed && unpack_tag(tag).phase == 1);
+    if (by_address) {
+        // The bytes stay at `src` until the successor has read them (drained()).
+        box_.record(m) = ShmSlotRecord{tag, bytes, uint64_t(reinterpret_cast<uintptr_t>(src))};
+        read_by_ = m + 1;
+        bytes_by_address_ += bytes;
+    } else {
+        memcpy(box_.slot(m), src, bytes);
+        box_.record(m) = ShmSlotRecord{tag, bytes, 0};
+    }
     box_.produced().store(m + 1, std::memory_order_release);
     ++sent_;
     bytes_sent_ += bytes;
     *started = true;
+    return Status::ok;
+}
+
+Status ShmSendChannel::progress(bool* moved, std::string*) {
+    // Only segments sent by address wait on the successor.
+    if (seen_consumed_ < read_by_) {
+        uint64_t c = box_.consumed().load(std::memory_order_acquire);
+        if (c != seen_consumed_) *moved = true;
+        seen_consumed_ = c;
+    }
     return Status::ok;
 }
 
@@ -78,14 +106,31 @@ Status ShmRecvChannel::progress(bool* moved, std::string* error) {
         *error = buf;
         return Status::mismatch;
     }
+    // A segment sent by address is read from the writer's memory: into
+    // place, or into this slot (in this core's cache) to be reduced from.
+    const char* payload = box_.slot(m);
+    if (rec.remote != 0) {
+        std::string why;
+        Status s = writer_pid_ > 0 ? cma_read(writer_pid_, a.reduce ? box_.slot(m) : a.place, rec.remote, a.bytes, &why)
+                                   : (why = "its process is not visible from here", Status::peer_failure);
+        if (!ok(s)) {
+            char buf[384];
+            snprintf(buf, sizeof buf, "cannot read rank %d's segment from its memory: %s", peer_, why.c_str());
+            *error = buf;
+            return s;
+        }
+        // The writer marks the inbox broken before its call returns: a
+        // segment read before that was read while its bytes were still put.
+        if (box_.broken()) return peer_gave_up(peer_, error);
+    }
     if (a.reduce) {
-        Status s = host_reduce(a.place, a.input, box_.slot(m), a.count, type_, op_);
+        Status s = host_reduce(a.place, a.input, payload, a.count, type_, op_);
         if (!ok(s)) {
             *error = std::string("no host reduction for ") + datatype_name(type_) + " " + reduce_op_name(op_);
             return s;
         }
-    } else {
-        memcpy(a.place, box_.slot(m), a.bytes);
+    } else if (rec.remote == 0) {
+        memcpy(a.place, payload, a.bytes);
     }
     box_.consumed().store(m + 1, std::memory_order_release);
     ++done_;
@@ -102,7 +147,7 @@ Status shm_ring_allreduce(const ShmRingLinks& links, uint32_t sequence, const vo
                           size_t count, DataType type, ReduceOp op, const RingOptions& options, std::string* error) {
     if (!op_supported(type, op) || !shm_ring_fits(links, count, datatype_size(type), options.segment_bytes))
         return Status::invalid_argument;
-    ShmSendChannel out(*links.next_inbox, links.peers.next_rank);
+    ShmSendChannel out(*links.next_inbox, links.peers.next_rank, links.copy);
     ShmRecvChannel in(*links.inbox, links.peers.prev_rank, links.prev_pid, type, op);
     return ring_allreduce(links.peers, sequence, sendbuf, recvbuf, count, type, options, out, in, error);
 }

@@ -7,6 +7,13 @@
 // cache, and no byte goes through the kernel.  Every slot's tag and length
 // are checked before use: ranks that disagree on the count get an error,
 // never a write past a buffer.
+//
+// Where the receiver proved at setup that it may read the sender's memory
+// (transport/cma.h), a send may instead record only the segment's address:
+// the receiver then copies it with process_vm_readv, straight into place
+// (allgather) or into its own slot, in its cache, before reducing
+// (reduce-scatter).  The sender's call ends only once its successor has
+// read every such segment.  Which segments travel so is the call's ShmCopy.
 #pragma once
 
 #include <sys/types.h>
@@ -18,6 +25,16 @@
 
 namespace nexar {
 
+// How a call's same-node hops move segments (NEXAR_SHM_COPY; README,
+// "Tuning").  Ordered: ranks agree on the least any of them proposes.
+enum class ShmCopy : int {
+    slots = 0,  // every segment copied into a slot and out again
+    mixed = 1,  // allgather segments read by the receiver with CMA, one copy
+    cma = 2,    // reduce-scatter segments too
+};
+constexpr int kShmCopyModes = 3;
+const char* shm_copy_name(ShmCopy c);
+
 // Whether segments of this call (ring_slot_bytes) fit the inbox's slots.
 inline bool shm_slots_fit(const ShmInbox& box, size_t count, int ranks, size_t elem_size, size_t segment_bytes) {
     return ring_slot_bytes(count, ranks, elem_size, segment_bytes) <= box.slot_bytes();
@@ -26,12 +43,18 @@ inline bool shm_slots_fit(const ShmInbox& box, size_t count, int ranks, size_t e
 class ShmSendChannel : public SendChannel {
 public:
     // `next`: the successor's inbox, mapped here.
-    ShmSendChannel(ShmInbox& next, int peer_rank)
-        : box_(next), peer_(peer_rank), base_(next.produced().load(std::memory_order_relaxed)) {}
+    // `copy`: which segments may go by address; only where the successor
+    // can read this process (ShmInbox::writer_readable).
+    ShmSendChannel(ShmInbox& next, int peer_rank, ShmCopy copy = ShmCopy::slots)
+        : box_(next), peer_(peer_rank), base_(next.produced().load(std::memory_order_relaxed)),
+          copy_(next.writer_readable() ? copy : ShmCopy::slots) {}
     ChannelKind kind() const override { return ChannelKind::shm; }
     Status start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) override;
-    Status progress(bool*, std::string*) override { return Status::ok; }
-    bool drained() const override { return true; }  // a started message is complete
+    Status progress(bool* moved, std::string* error) override;
+    // A segment sent by address is complete once the successor has read it.
+    bool drained() const override { return box_.consumed().load(std::memory_order_acquire) >= read_by_; }
+    // Payload bytes the successor read from this process with CMA.
+    uint64_t bytes_by_address() const { return bytes_by_address_; }
     Status check_peer(std::string* error) override;
     void abort() override { box_.mark_broken(); }
 
@@ -39,7 +62,11 @@ private:
     ShmInbox& box_;
     int peer_;
     uint64_t base_;  // the inbox's counter when the call began (only this rank writes it)
+    ShmCopy copy_;
     uint64_t sent_ = 0;
+    uint64_t read_by_ = 0;       // `consumed` once the last segment sent by address is read
+    uint64_t seen_consumed_ = 0;
+    uint64_t bytes_by_address_ = 0;
 };
 
 class ShmRecvChannel : public RecvChannel {
@@ -75,6 +102,7 @@ struct ShmRingLinks {
     ShmInbox* next_inbox = nullptr;  // the successor's, written by this rank
     pid_t prev_pid = 0;              // the writer of `inbox` (0: not watched)
     RingPeers peers;
+    ShmCopy copy = ShmCopy::slots;   // where next_inbox->writer_readable()
 };
 
 inline bool shm_ring_fits(const ShmRingLinks& l, size_t count, size_t elem_size, size_t segment_bytes) {

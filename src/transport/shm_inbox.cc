@@ -11,11 +11,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "transport/cma.h"
+
 namespace nexar {
 
 namespace {
 
-constexpr uint64_t kInboxMagic = 0x6e65786172696e31ull;  // "nexarin1"
+constexpr uint64_t kInboxMagic = 0x6e65786172696e32ull;  // "nexarin2"
 constexpr size_t kHeaderBytes = 4096;                     // header, counters, slot records
 
 // The first page of an inbox.  The two counters sit on cache lines of their
@@ -29,6 +31,8 @@ struct InboxHeader {
     // Set by either side when a ring on it failed (ShmInbox::mark_broken):
     // the other side then fails too instead of waiting for its timeout.
     std::atomic<uint32_t> broken;
+    // Set by the owner: it can read the writer's memory (ShmInbox::set_writer_readable).
+    std::atomic<uint32_t> writer_readable;
     alignas(64) std::atomic<uint64_t> produced;
     alignas(64) std::atomic<uint64_t> consumed;
     alignas(64) ShmSlotRecord records[1];  // `depth` of them
@@ -62,6 +66,13 @@ uint64_t own_pid_namespace() {
 pid_t watchable_pid(const ShmInboxName& name) {
     uint64_t mine = own_pid_namespace();
     return mine != 0 && name.pid_ns == mine ? pid_t(name.pid) : 0;
+}
+
+void ShmInbox::set_writer_readable(bool readable) {
+    static_cast<InboxHeader*>(base_)->writer_readable.store(readable ? 1 : 0, std::memory_order_release);
+}
+bool ShmInbox::writer_readable() const {
+    return static_cast<const InboxHeader*>(base_)->writer_readable.load(std::memory_order_acquire) != 0;
 }
 
 void ShmInbox::mark_broken() { static_cast<InboxHeader*>(base_)->broken.store(1, std::memory_order_release); }
@@ -129,16 +140,16 @@ Status ShmInbox::create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmIn
     h->depth = depth;
     h->pid = int32_t(getpid());
     h->broken.store(0, std::memory_order_relaxed);
+    h->writer_readable.store(0, std::memory_order_relaxed);
     h->produced.store(0, std::memory_order_relaxed);
     h->consumed.store(0, std::memory_order_release);
 
     memset(name, 0, sizeof *name);
     snprintf(name->name, sizeof name->name, "%s", nm);
     name->nonce = nonce;
-    name->pid = getpid();
-    name->pid_ns = own_pid_namespace();
     name->slot_bytes = slot_bytes;
     name->depth = depth;
+    identify_owner(name);
     *out = std::move(box);
     return Status::ok;
 }
@@ -146,6 +157,9 @@ Status ShmInbox::create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmIn
 void ShmInbox::identify_owner(ShmInboxName* name) {
     name->pid = getpid();
     name->pid_ns = own_pid_namespace();
+    CmaProbeWord w = cma_probe_word();
+    name->probe_address = w.address;
+    name->probe_value = w.value;
 }
 
 Status ShmInbox::open(const ShmInboxName& name, std::unique_ptr<ShmInbox>* out, std::string* error) {

@@ -9,11 +9,13 @@
 // frees the slot for message m + depth.  Both counters run on across calls,
 // so nothing is reset between allreduces.
 //
-// Why: UCX moves large messages between processes with CMA
-// (process_vm_readv), which pins every 4 KiB page in the kernel; on the
-// machines we measured it copies at under half of memcpy's speed.  Copying
-// into a small slot that stays in cache and reducing straight out of it
-// needs no system call at all.
+// Why: CMA (process_vm_readv) pins every page it copies in the kernel; on
+// 4 KiB pages it copied at about 60 % of memcpy's speed on the machines we
+// measured.  Copying into a small slot that stays in cache and reducing
+// straight out of it needs no system call at all.  On huge pages CMA copies
+// at memcpy's speed, and a record may instead carry the address of the
+// segment in the writer's memory, which the owner then reads itself: one
+// copy instead of two (transport/shm_channel.h chooses).
 //
 // The object's name is unlinked as soon as the predecessor has mapped it;
 // both mappings are populated up front so no page fault lands in a ring.
@@ -32,8 +34,10 @@
 namespace nexar {
 
 struct ShmSlotRecord {
-    uint64_t tag;    // the segment's ring tag (transport/tag.h)
-    uint64_t bytes;  // its length
+    uint64_t tag;     // the segment's ring tag (transport/tag.h)
+    uint64_t bytes;   // its length
+    uint64_t remote;  // 0: the bytes are in the slot; else their address in
+                      // the writer's process, to be read with CMA (transport/cma.h)
 };
 
 // What a peer needs to open an inbox; exchanged with an allgather.
@@ -45,6 +49,8 @@ struct ShmInboxName {
     uint64_t slot_bytes;
     uint32_t depth;
     uint32_t pad;
+    uint64_t probe_address;  // the owner's CMA probe word (transport/cma.h)
+    uint64_t probe_value;
 };
 
 // The process id to watch for `name`'s owner: its pid when it lives in this
@@ -77,6 +83,10 @@ public:
     ShmSlotRecord& record(uint64_t message) { return records_[message % depth_]; }
     std::atomic<uint64_t>& produced();
     std::atomic<uint64_t>& consumed();
+    // The owner proved it can read its writer's memory with CMA
+    // (cma_probe): the writer may then pass addresses instead of bytes.
+    void set_writer_readable(bool readable);
+    bool writer_readable() const;
     // A ring through this inbox failed on one side: its messages are out of
     // step for good, and the other side should stop waiting.
     void mark_broken();

@@ -12,6 +12,7 @@
 // 0..n/2-1 and n/2..n-1; parity gives the even and the odd ranks, so that
 // with ranks placed by slot on several nodes each part spans the nodes.
 #include <mpi.h>
+#include <sys/prctl.h>
 
 #include <cinttypes>
 #include <cstdint>
@@ -276,6 +277,14 @@ struct TypeEntry {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // --dumpable 0: a process the kernel lets no one else read (without
+    // CAP_SYS_PTRACE), as Yama or a container would; set before MPI_Init so
+    // that nexar's CMA probe meets it.
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (std::string(argv[i]) == "--dumpable" && atoi(argv[i + 1]) == 0 && prctl(PR_SET_DUMPABLE, 0) != 0) {
+            perror("prctl(PR_SET_DUMPABLE)");
+            return 2;
+        }
     MPI_Init(&argc, &argv);
     Options o;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -284,6 +293,7 @@ int main(int argc, char** argv) {
         else if (a == "--max-count") o.max_count = atol(argv[i + 1]);
         else if (a == "--big-every") o.big_every = atoi(argv[i + 1]);
         else if (a == "--seed") o.seed = strtoull(argv[i + 1], nullptr, 10);
+        else if (a == "--dumpable") continue;  // handled above
         else if (a == "--expect-ring") o.expect_ring = atoi(argv[i + 1]) != 0;
         else if (a == "--split" && (std::string(argv[i + 1]) == "halves" || std::string(argv[i + 1]) == "parity"))
             o.split_parity = std::string(argv[i + 1]) == "parity";

@@ -88,10 +88,12 @@ TEST(ParseConfig, ReadsEverySetting) {
                       {"NEXAR_TIMEOUT_S", "5"},
                       {"NEXAR_STATS", "1"},
                       {"NEXAR_LOG", "info"},
-                      {"NEXAR_ALGORITHM", "HIER"}},
+                      {"NEXAR_ALGORITHM", "HIER"},
+                      {"NEXAR_SHM_COPY", "Mixed"}},
                      &problems);
     EXPECT_TRUE(problems.empty());
     EXPECT_EQ(c.algorithm, Algorithm::hier);
+    EXPECT_EQ(c.shm_copy, ShmCopySetting::mixed);
     EXPECT_FALSE(c.enable);
     EXPECT_EQ(c.threshold_bytes, 4ull << 20);
     EXPECT_EQ(c.segment_bytes, 256ull << 10);
@@ -112,10 +114,13 @@ TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
                       {"NEXAR_TIMEOUT_S", "-3"},
                       {"NEXAR_STATS", "y e s"},
                       {"NEXAR_LOG", "loud"},
-                      {"NEXAR_ALGORITHM", "tree"}},
+                      {"NEXAR_ALGORITHM", "tree"},
+                      {"NEXAR_SHM_COPY", "zerocopy"}},
                      &problems);
     EXPECT_TRUE(c == Config()) << describe(c);
-    ASSERT_EQ(problems.size(), 9u);
+    ASSERT_EQ(problems.size(), 10u);
+    EXPECT_NE(problems[9].find("NEXAR_SHM_COPY='zerocopy'"), std::string::npos) << problems[9];
+    EXPECT_NE(problems[9].find("auto, slots, mixed or cma"), std::string::npos) << problems[9];
     EXPECT_NE(problems[8].find("NEXAR_ALGORITHM='tree'"), std::string::npos) << problems[8];
     EXPECT_NE(problems[8].find("auto, ring or hier"), std::string::npos) << problems[8];
     EXPECT_NE(problems[1].find("NEXAR_THRESHOLD_BYTES='8X'"), std::string::npos) << problems[1];

@@ -21,6 +21,7 @@
 #include "core/comm_context.h"
 #include "core/ring_calls.h"
 #include "transport/segment_engine.h"
+#include "transport/cma.h"
 #include "transport/shm_channel.h"
 #include "transport/ucx_channel.h"
 #include "fake_device.h"
@@ -122,8 +123,10 @@ void run_ranks(int n, const std::function<RankResult(int, RingLinks&)>& body, st
 
 // The same with the shared-memory path: each thread-rank creates its inbox,
 // then maps its successor's by name, as ranks of one node do.
+// With `copy` other than slots, each inbox's owner proves with the real
+// CMA probe that it can read its writer (here: its own process).
 void run_shm_ranks(int n, size_t slot_bytes, uint32_t depth, const std::function<RankResult(int, ShmRingLinks&)>& body,
-                   std::vector<RankResult>* results) {
+                   std::vector<RankResult>* results, ShmCopy copy = ShmCopy::slots) {
     std::vector<ShmInboxName> names(n);
     Barrier barrier(n);
     results->assign(n, RankResult());
@@ -136,6 +139,13 @@ void run_shm_ranks(int n, size_t slot_bytes, uint32_t depth, const std::function
             if (!ok(ShmInbox::create(depth, slot_bytes, &mine, &names[r], &err))) ++setup_failures;
             barrier.wait();
             if (setup_failures == 0 && !ok(ShmInbox::open(names[(r + 1) % n], &next, &err))) ++setup_failures;
+            if (mine && copy != ShmCopy::slots) {
+                const ShmInboxName& writer = names[(r + n - 1) % n];
+                std::string why;
+                bool readable = cma_probe(watchable_pid(writer), {writer.probe_address, writer.probe_value}, &why);
+                EXPECT_TRUE(readable) << why;
+                mine->set_writer_readable(readable);
+            }
             barrier.wait();
             if (mine) mine->unlink();
             if (setup_failures == 0) {
@@ -144,6 +154,7 @@ void run_shm_ranks(int n, size_t slot_bytes, uint32_t depth, const std::function
                 links.next_inbox = next.get();
                 links.prev_pid = getpid();
                 links.peers = test_peers(r, n);
+                links.copy = copy;
                 (*results)[r] = body(r, links);
             } else {
                 (*results)[r] = {Status::unavailable, err};
@@ -154,7 +165,9 @@ void run_shm_ranks(int n, size_t slot_bytes, uint32_t depth, const std::function
     ASSERT_EQ(setup_failures.load(), 0) << (*results)[0].error;
 }
 
-enum class Path { ucx, shm };
+// shm_mixed and shm_cma: shared memory with segments passed by address
+// (ShmCopy::mixed, ShmCopy::cma).
+enum class Path { ucx, shm, shm_mixed, shm_cma };
 
 template <class T>
 T input_value(int rank, size_t i, ReduceOp op) {
@@ -214,7 +227,8 @@ void run_path(Path path, int n, size_t slot_bytes, uint32_t depth,
                 };
                 return body(r, call);
             },
-            results);
+            results,
+            path == Path::shm_cma ? ShmCopy::cma : path == Path::shm_mixed ? ShmCopy::mixed : ShmCopy::slots);
     }
 }
 
@@ -368,6 +382,71 @@ TEST(RingOverSharedMemory, EveryTypeAndOp) {
 TEST(RingOverSharedMemory, SeveralMegabytesManySegments) {
     check_allreduce<float>(2, 3 * 1024 * 1024 + 3, DataType::f32, ReduceOp::sum, false, 256 * 1024, 4, Path::shm, 2);
     check_allreduce<int32_t>(3, 1024 * 1024 + 1, DataType::i32, ReduceOp::sum, true, 64 * 1024, 6, Path::shm);
+}
+
+// Segments passed by address and read with CMA: in the allgather only
+// (mixed) and in both phases, in place and not, across calls.
+TEST(RingOverSharedMemoryByAddress, CountsAndRankCounts) {
+    for (Path path : {Path::shm_mixed, Path::shm_cma})
+        for (int n : {2, 3, 4})
+            for (size_t count : {0, 1, 3, 17, 1009, 40000}) {
+                SCOPED_TRACE("path=" + std::to_string(int(path)) + " n=" + std::to_string(n) +
+                             " count=" + std::to_string(count));
+                check_allreduce<int32_t>(n, count, DataType::i32, ReduceOp::sum, count % 2 == 1, 1024, 4, path, 3);
+            }
+}
+
+TEST(RingOverSharedMemoryByAddress, TypesOpsAndManySegments) {
+    for (Path path : {Path::shm_mixed, Path::shm_cma}) {
+        check_allreduce<int8_t>(3, 777, DataType::i8, ReduceOp::sum, false, 256, 2, path);
+        check_allreduce<uint16_t>(2, 999, DataType::u16, ReduceOp::max, true, 512, 4, path);
+        check_allreduce<double>(3, 10007, DataType::f64, ReduceOp::max, false, 8192, 4, path, 2);
+        check_allreduce<float>(2, 3 * 1024 * 1024 + 3, DataType::f32, ReduceOp::sum, false, 256 * 1024, 4, path, 2);
+        check_allreduce<float>(3, 1024 * 1024 + 1, DataType::f32, ReduceOp::prod, true, 64 * 1024, 6, path);
+    }
+}
+
+// Which bytes went by address: the allgather's (n-1)/n of the vector with
+// mixed, all 2(n-1)/n with cma, none where the receiver cannot read the
+// sender (no probe: the inbox says so) whatever the call asks.
+TEST(RingOverSharedMemoryByAddress, BytesByAddressPerMode) {
+    const int n = 3;
+    const size_t count = 3 * 4096;  // chunks of 4096 int32, 16 KiB
+    const size_t chunk_bytes = count / n * sizeof(int32_t);
+    for (ShmCopy copy : {ShmCopy::slots, ShmCopy::mixed, ShmCopy::cma})
+        for (bool probed : {true, false}) {
+            SCOPED_TRACE(std::string(shm_copy_name(copy)) + (probed ? " probed" : " not probed"));
+            std::vector<uint64_t> by_address(n), sent(n);
+            std::vector<RankResult> results;
+            run_shm_ranks(
+                n, 4096, 4,
+                [&](int r, ShmRingLinks& links) {
+                    std::vector<int32_t> in(count, r + 1), out(count, 0);
+                    RingOptions opt;
+                    opt.segment_bytes = 4096;
+                    opt.timeout_s = 30;
+                    ShmSendChannel to_next(*links.next_inbox, links.peers.next_rank, copy);
+                    ShmRecvChannel from_prev(*links.inbox, links.peers.prev_rank, links.prev_pid, DataType::i32,
+                                             ReduceOp::sum);
+                    RankResult res;
+                    res.status = ring_allreduce(links.peers, 0, in.data(), out.data(), count, DataType::i32, opt,
+                                                to_next, from_prev, &res.error);
+                    for (size_t i = 0; i < count && ok(res.status); ++i)
+                        if (out[i] != 6) res = {Status::mismatch, "wrong sum at " + std::to_string(i)};
+                    by_address[size_t(r)] = to_next.bytes_by_address();
+                    sent[size_t(r)] = to_next.bytes_sent();
+                    return res;
+                },
+                &results, probed ? ShmCopy::cma : ShmCopy::slots);
+            for (int r = 0; r < n; ++r) {
+                ASSERT_EQ(results[size_t(r)].status, Status::ok) << results[size_t(r)].error;
+                EXPECT_EQ(sent[size_t(r)], 2 * (n - 1) * chunk_bytes);
+                uint64_t want = !probed || copy == ShmCopy::slots ? 0
+                                : copy == ShmCopy::mixed         ? (n - 1) * chunk_bytes
+                                                                 : 2 * (n - 1) * chunk_bytes;
+                EXPECT_EQ(by_address[size_t(r)], want) << "rank " << r;
+            }
+        }
 }
 
 // A call whose segments exceed the slots is refused (the dispatcher sends

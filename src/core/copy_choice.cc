@@ -1,0 +1,29 @@
+#include "core/copy_choice.h"
+
+namespace nexar {
+
+ShmCopyChooser::Shape& ShmCopyChooser::shape(size_t bytes, bool in_place) {
+    unsigned size_class = bytes ? unsigned(63 - __builtin_clzll(uint64_t(bytes))) : 0;
+    return shapes_[2 * size_class + (in_place ? 1 : 0)];
+}
+
+ShmCopy ShmCopyChooser::propose(size_t bytes, bool in_place) {
+    Shape& s = shape(bytes, in_place);
+    const uint32_t n = s.calls % kRoundCalls;
+    if (n == 0)
+        for (double& b : s.best) b = 0;
+    if (n < kSamplesPerMode * kShmCopyModes) return ShmCopy(n % kShmCopyModes);
+    int fastest = 0;
+    for (int m = 1; m < kShmCopyModes; ++m)
+        if (s.best[m] > 0 && (s.best[fastest] <= 0 || s.best[m] < s.best[fastest])) fastest = m;
+    return ShmCopy(fastest);
+}
+
+void ShmCopyChooser::record(size_t bytes, bool in_place, ShmCopy used, double seconds) {
+    Shape& s = shape(bytes, in_place);
+    ++s.calls;
+    double& b = s.best[int(used)];
+    if (seconds > 0 && (b <= 0 || seconds < b)) b = seconds;
+}
+
+}  // namespace nexar

@@ -1,0 +1,42 @@
+// NEXAR_SHM_COPY=auto: which ShmCopy mode (transport/shm_channel.h) a call's
+// same-node hops use, chosen from the times of earlier calls.
+//
+// What wins depends on the pages under the user's buffers, which nothing
+// cheap can tell: on 4 KiB pages CMA pins page after page and copies at
+// about 60 % of memcpy, so two copies through cached slots win; on 2 MiB
+// pages it copies at memcpy's speed and one copy beats two (README,
+// "Tuning").  So, per communicator and per shape of call (size class, in
+// place or not), the chooser tries each mode twice, keeps the best time of
+// each, and proposes the fastest; every kRoundCalls calls it tries them all
+// again, in case the buffers changed.  Ranks propose, and the call takes the
+// least proposal (core/dispatch.cc): while exploring every rank proposes the
+// same mode, since all count the same calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "transport/shm_channel.h"
+
+namespace nexar {
+
+class ShmCopyChooser {
+public:
+    static constexpr uint32_t kSamplesPerMode = 2;
+    static constexpr uint32_t kRoundCalls = 256;
+
+    // The mode to propose for a call of `bytes`.
+    ShmCopy propose(size_t bytes, bool in_place);
+    // How long a call of that shape took with the mode it used.
+    void record(size_t bytes, bool in_place, ShmCopy used, double seconds);
+
+private:
+    struct Shape {
+        uint32_t calls = 0;
+        double best[kShmCopyModes] = {};  // seconds; 0: not measured this round
+    };
+    Shape& shape(size_t bytes, bool in_place);
+    Shape shapes_[2 * 64];
+};
+
+}  // namespace nexar

@@ -1,0 +1,80 @@
+// The CMA helpers (transport/cma.h) and NEXAR_SHM_COPY=auto's chooser
+// (core/copy_choice.h).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/copy_choice.h"
+#include "transport/cma.h"
+
+namespace nexar {
+namespace {
+
+TEST(Cma, ProbeReadsThisProcess) {
+    std::string why;
+    EXPECT_TRUE(cma_probe(getpid(), cma_probe_word(), &why)) << why;
+}
+
+TEST(Cma, ProbeRefusesWithAReason) {
+    std::string why;
+    CmaProbeWord wrong = cma_probe_word();
+    wrong.value ^= 1;
+    EXPECT_FALSE(cma_probe(getpid(), wrong, &why));
+    EXPECT_NE(why.find("another process's memory"), std::string::npos) << why;
+    EXPECT_FALSE(cma_probe(0, cma_probe_word(), &why));
+    EXPECT_NE(why.find("pid namespace"), std::string::npos) << why;
+    CmaProbeWord unmapped{8, 1};  // the first page is never mapped
+    EXPECT_FALSE(cma_probe(getpid(), unmapped, &why));
+    EXPECT_NE(why.find("process_vm_readv failed"), std::string::npos) << why;
+}
+
+TEST(Cma, ReadCopiesLargeBuffers) {
+    std::vector<uint8_t> from(5 << 20), to(from.size());
+    for (size_t i = 0; i < from.size(); ++i) from[i] = uint8_t(i * 131 + 7);
+    std::string error;
+    ASSERT_EQ(cma_read(getpid(), to.data(), uint64_t(reinterpret_cast<uintptr_t>(from.data())), from.size(), &error),
+              Status::ok)
+        << error;
+    EXPECT_EQ(from, to);
+}
+
+// Feeds the chooser calls whose time depends on the mode only.
+ShmCopy run_calls(ShmCopyChooser& c, size_t bytes, bool in_place, const double (&seconds)[kShmCopyModes], int calls,
+                  std::vector<ShmCopy>* used = nullptr) {
+    ShmCopy last = ShmCopy::slots;
+    for (int i = 0; i < calls; ++i) {
+        last = c.propose(bytes, in_place);
+        if (used) used->push_back(last);
+        c.record(bytes, in_place, last, seconds[int(last)]);
+    }
+    return last;
+}
+
+TEST(ShmCopyChooser, TriesEveryModeThenKeepsTheFastest) {
+    ShmCopyChooser c;
+    const double times[kShmCopyModes] = {3.0, 1.0, 2.0};  // mixed fastest
+    std::vector<ShmCopy> used;
+    run_calls(c, 64 << 20, false, times, 20, &used);
+    const uint32_t explore = ShmCopyChooser::kSamplesPerMode * kShmCopyModes;
+    for (uint32_t i = 0; i < explore; ++i) EXPECT_EQ(used[i], ShmCopy(int(i) % kShmCopyModes)) << i;
+    for (size_t i = explore; i < used.size(); ++i) EXPECT_EQ(used[i], ShmCopy::mixed) << i;
+}
+
+TEST(ShmCopyChooser, ShapesAreIndependentAndRoundsStartAfresh) {
+    ShmCopyChooser c;
+    const double slots_win[kShmCopyModes] = {1.0, 2.0, 3.0};
+    const double cma_wins[kShmCopyModes] = {3.0, 2.0, 1.0};
+    EXPECT_EQ(run_calls(c, 8 << 20, false, slots_win, 10), ShmCopy::slots);
+    EXPECT_EQ(run_calls(c, 8 << 20, true, cma_wins, 10), ShmCopy::cma);     // in place: its own shape
+    EXPECT_EQ(run_calls(c, 64 << 20, false, cma_wins, 10), ShmCopy::cma);   // another size class
+    EXPECT_EQ(run_calls(c, 12 << 20, false, slots_win, 1), ShmCopy::slots);  // 8-16 MiB: one class
+    // The buffers change (say, onto huge pages): the next round finds it.
+    run_calls(c, 8 << 20, false, slots_win, int(ShmCopyChooser::kRoundCalls) - 11);
+    EXPECT_EQ(run_calls(c, 8 << 20, false, cma_wins, 10), ShmCopy::cma);
+}
+
+}  // namespace
+}  // namespace nexar
