@@ -3,6 +3,7 @@
 #
 #   scripts/quickstart.sh bench   install what is missing, build, and run the
 #                                 osu-style benchmark (MPI vs nexar, 2 ranks)
+#                                 and the mpi4py gradient exchange
 #   scripts/quickstart.sh test    install what is missing, build, and run the
 #                                 whole test suite (make check)
 #
@@ -25,6 +26,10 @@ make -j"$jobs"
 if [ "$what" = bench ]; then
     bench/nexar-osu -np 2 --malloc all -c -m 1048576:268435456 --csv bench/results.csv --plot bench/busbw.png
     echo "CSV: bench/results-{default,tuned,thp}.csv; plots: bench/busbw-{default,tuned,thp}.png"
+    echo
+    echo "## a real client: mpi4py + numpy gradient exchange, without and with nexar"
+    bench/nexar-mpi4py-bench --runs 3 --csv bench/mpi4py-grad.csv
+    echo "CSV: bench/mpi4py-grad.csv"
     exit 0
 fi
 

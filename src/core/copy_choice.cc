@@ -1,5 +1,7 @@
 #include "core/copy_choice.h"
 
+#include <cstdio>
+
 namespace nexar {
 
 ShmCopyChooser::Shape& ShmCopyChooser::shape(size_t bytes, bool in_place) {
@@ -19,11 +21,23 @@ ShmCopy ShmCopyChooser::propose(size_t bytes, bool in_place) {
     return ShmCopy(fastest);
 }
 
-void ShmCopyChooser::record(size_t bytes, bool in_place, ShmCopy used, double seconds) {
+bool ShmCopyChooser::record(size_t bytes, bool in_place, ShmCopy used, double seconds) {
     Shape& s = shape(bytes, in_place);
     ++s.calls;
     double& b = s.best[int(used)];
     if (seconds > 0 && (b <= 0 || seconds < b)) b = seconds;
+    return s.calls % kRoundCalls == kSamplesPerMode * kShmCopyModes;
+}
+
+std::string ShmCopyChooser::describe(size_t bytes, bool in_place) {
+    const Shape& s = shape(bytes, in_place);
+    std::string out = shm_copy_name(propose(bytes, in_place));
+    char buf[64];
+    for (int m = 0; m < kShmCopyModes; ++m) {
+        snprintf(buf, sizeof buf, "%s%s %.2f ms", m ? ", " : " (", shm_copy_name(ShmCopy(m)), s.best[m] * 1e3);
+        out += buf;
+    }
+    return out + ")";
 }
 
 }  // namespace nexar

@@ -331,9 +331,11 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
         const auto t0 = std::chrono::steady_clock::now();
         s = run_flat_ring(*ctx, agreed.shm != 0, copy, engine, src, recvbuf, ring_count, type, rop, opt, &error);
-        if (timed && ok(s))
-            ctx->copy_chooser().record(ring_count * esz, src == recvbuf, copy,
-                                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (timed && ok(s) && ctx->copy_chooser().record(ring_count * esz, src == recvbuf, copy, took))
+            NEXAR_DEBUG("communicator context %u: shared-memory copies for %s calls %s: %s", ctx->id(),
+                        format_bytes(ring_count * esz).c_str(), src == recvbuf ? "in place" : "out of place",
+                        ctx->copy_chooser().describe(ring_count * esz, src == recvbuf).c_str());
     }
     return finish_ring(*ctx, comm, s, error, ring_count * esz);
 }
