@@ -17,7 +17,7 @@ std::string refusal(int err) {
             return "process_vm_readv is not permitted (Yama ptrace_scope, a container's seccomp profile, or "
                    "a non-dumpable process without CAP_SYS_PTRACE)";
         case ENOSYS: return "process_vm_readv is not available in this kernel or container";
-        case ESRCH: return "the peer process is not visible from here";
+        case ESRCH: return "the peer process has exited or is not visible from here";
         default: return std::string("process_vm_readv failed: ") + strerror(err);
     }
 }

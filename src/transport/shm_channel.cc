@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -121,6 +122,7 @@ Status ShmRecvChannel::progress(bool* moved, std::string* error) {
         }
         // The writer marks the inbox broken before its call returns: a
         // segment read before that was read while its bytes were still put.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
         if (box_.broken()) return peer_gave_up(peer_, error);
     }
     if (a.reduce) {

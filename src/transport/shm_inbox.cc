@@ -75,7 +75,10 @@ bool ShmInbox::writer_readable() const {
     return static_cast<const InboxHeader*>(base_)->writer_readable.load(std::memory_order_acquire) != 0;
 }
 
-void ShmInbox::mark_broken() { static_cast<InboxHeader*>(base_)->broken.store(1, std::memory_order_release); }
+// Sequentially consistent: a reader that copied a segment by address and
+// then finds the flag clear knows the writer had not yet returned from the
+// call that marks it (transport/shm_channel.cc).
+void ShmInbox::mark_broken() { static_cast<InboxHeader*>(base_)->broken.store(1, std::memory_order_seq_cst); }
 bool ShmInbox::broken() const {
     return static_cast<const InboxHeader*>(base_)->broken.load(std::memory_order_acquire) != 0;
 }

@@ -406,9 +406,28 @@ TEST(RingOverSharedMemoryByAddress, TypesOpsAndManySegments) {
     }
 }
 
+// A receive side that dawdles over the last messages of a call, so that
+// its sender is done with everything else long before.
+class SlowTailRecv : public ShmRecvChannel {
+public:
+    SlowTailRecv(ShmInbox& mine, int peer, pid_t writer, size_t messages)
+        : ShmRecvChannel(mine, peer, writer, DataType::i32, ReduceOp::sum), messages_(messages) {}
+    Status progress(bool* moved, std::string* error) override {
+        if (messages_ > 0 && done() + 2 >= messages_) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return ShmRecvChannel::progress(moved, error);
+    }
+
+private:
+    size_t messages_;
+};
+
 // Which bytes went by address: the allgather's (n-1)/n of the vector with
 // mixed, all 2(n-1)/n with cma, none where the receiver cannot read the
-// sender (no probe: the inbox says so) whatever the call asks.
+// sender (no probe: the inbox says so) whatever the call asks.  Inputs
+// differ by element and rank, and every rank scribbles over its buffers as
+// soon as its call returns while rank 1 reads its last segments slowly: a
+// sender whose call ended before its successor had read what it passed by
+// address would spoil rank 1's result.
 TEST(RingOverSharedMemoryByAddress, BytesByAddressPerMode) {
     const int n = 3;
     const size_t count = 3 * 4096;  // chunks of 4096 int32, 16 KiB
@@ -421,18 +440,25 @@ TEST(RingOverSharedMemoryByAddress, BytesByAddressPerMode) {
             run_shm_ranks(
                 n, 4096, 4,
                 [&](int r, ShmRingLinks& links) {
-                    std::vector<int32_t> in(count, r + 1), out(count, 0);
+                    auto value = [](size_t i, int rank) { return int32_t((i * 7 + size_t(rank) * 13) % 1000); };
+                    std::vector<int32_t> in(count), out(count, 0);
+                    for (size_t i = 0; i < count; ++i) in[i] = value(i, r);
                     RingOptions opt;
                     opt.segment_bytes = 4096;
                     opt.timeout_s = 30;
                     ShmSendChannel to_next(*links.next_inbox, links.peers.next_rank, copy);
-                    ShmRecvChannel from_prev(*links.inbox, links.peers.prev_rank, links.prev_pid, DataType::i32,
-                                             ReduceOp::sum);
+                    const size_t messages = 2 * (n - 1) * (chunk_bytes / 4096);
+                    SlowTailRecv from_prev(*links.inbox, links.peers.prev_rank, links.prev_pid,
+                                           r == 1 ? messages : 0);
                     RankResult res;
                     res.status = ring_allreduce(links.peers, 0, in.data(), out.data(), count, DataType::i32, opt,
                                                 to_next, from_prev, &res.error);
+                    std::vector<int32_t> result = out;
+                    std::fill(in.begin(), in.end(), -77777);  // the caller reuses its buffers at once
+                    std::fill(out.begin(), out.end(), -77777);
                     for (size_t i = 0; i < count && ok(res.status); ++i)
-                        if (out[i] != 6) res = {Status::mismatch, "wrong sum at " + std::to_string(i)};
+                        if (result[i] != value(i, 0) + value(i, 1) + value(i, 2))
+                            res = {Status::mismatch, "wrong sum at " + std::to_string(i)};
                     by_address[size_t(r)] = to_next.bytes_by_address();
                     sent[size_t(r)] = to_next.bytes_sent();
                     return res;
