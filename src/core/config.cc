@@ -123,19 +123,9 @@ bool parse_algorithm(const char* text, Algorithm* out) {
 
 bool parse_shm_copy(const char* text, ShmCopySetting* out) {
     if (!text) return false;
-    for (ShmCopySetting c : {ShmCopySetting::automatic, ShmCopySetting::slots, ShmCopySetting::mixed, ShmCopySetting::cma})
-        if (strcasecmp(text, shm_copy_setting_name(c)) == 0) return *out = c, true;
+    for (int c = int(ShmCopySetting::automatic); c < kShmCopyModes; ++c)
+        if (strcasecmp(text, shm_copy_setting_name(ShmCopySetting(c))) == 0) return *out = ShmCopySetting(c), true;
     return false;
-}
-
-const char* shm_copy_setting_name(ShmCopySetting s) {
-    switch (s) {
-        case ShmCopySetting::automatic: return "auto";
-        case ShmCopySetting::slots: return "slots";
-        case ShmCopySetting::mixed: return "mixed";
-        case ShmCopySetting::cma: return "cma";
-    }
-    return "?";
 }
 
 const char* algorithm_name(Algorithm a) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "transport/shm_copy.h"
 
 namespace nexar {
 
@@ -28,10 +29,16 @@ enum class Algorithm { automatic, ring, hier };
 const char* algorithm_name(Algorithm a);
 
 // How same-node hops move segments (NEXAR_SHM_COPY): chosen per call from
-// measurement (core/copy_choice.h), or one of transport/shm_channel.h's
-// ShmCopy modes for every call.
-enum class ShmCopySetting { automatic, slots, mixed, cma };
-const char* shm_copy_setting_name(ShmCopySetting s);
+// measurement (core/copy_choice.h), or one ShmCopy mode for every call.
+enum class ShmCopySetting : int {
+    automatic = -1,
+    slots = int(ShmCopy::slots),
+    mixed = int(ShmCopy::mixed),
+    cma = int(ShmCopy::cma),
+};
+inline const char* shm_copy_setting_name(ShmCopySetting s) {
+    return s == ShmCopySetting::automatic ? "auto" : shm_copy_name(ShmCopy(int(s)));
+}
 
 // Default segment sizes, chosen with bench/nexar-sweep (README, "Tuning"):
 // the shared-memory ring wants segments that stay in cache, the UCX ring

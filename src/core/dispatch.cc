@@ -113,12 +113,7 @@ bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes)
 // NEXAR_SHM_COPY, or the chooser's for this shape of call.  Both are the
 // same on every rank (rank 0's settings; the chooser counts the same calls).
 ShmCopy proposed_copy(const Config& cfg, CommContext& ctx, size_t bytes, bool in_place) {
-    switch (cfg.shm_copy) {
-        case ShmCopySetting::slots: return ShmCopy::slots;
-        case ShmCopySetting::mixed: return ShmCopy::mixed;
-        case ShmCopySetting::cma: return ShmCopy::cma;
-        case ShmCopySetting::automatic: break;
-    }
+    if (cfg.shm_copy != ShmCopySetting::automatic) return ShmCopy(int(cfg.shm_copy));
     return ctx.any_hop_shm() ? ctx.copy_chooser().propose(bytes, in_place) : ShmCopy::slots;
 }
 
@@ -329,10 +324,11 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
         const ShmCopy copy = ShmCopy(agreed.shm_copy);
         const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
-        const auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
         s = run_flat_ring(*ctx, agreed.shm != 0, copy, engine, src, recvbuf, ring_count, type, rop, opt, &error);
-        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (timed && ok(s) && ctx->copy_chooser().record(ring_count * esz, src == recvbuf, copy, took))
+        if (timed && ok(s) &&
+            ctx->copy_chooser().record(ring_count * esz, src == recvbuf, copy,
+                                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))
             NEXAR_DEBUG("communicator context %u: shared-memory copies for %s calls %s: %s", ctx->id(),
                         format_bytes(ring_count * esz).c_str(), src == recvbuf ? "in place" : "out of place",
                         ctx->copy_chooser().describe(ring_count * esz, src == recvbuf).c_str());

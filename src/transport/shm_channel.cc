@@ -34,15 +34,6 @@ Status peer_gave_up(int rank, std::string* error) {
 
 }  // namespace
 
-const char* shm_copy_name(ShmCopy c) {
-    switch (c) {
-        case ShmCopy::slots: return "slots";
-        case ShmCopy::mixed: return "mixed";
-        case ShmCopy::cma: return "cma";
-    }
-    return "?";
-}
-
 Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) {
     *started = false;
     uint64_t m = base_ + sent_;

@@ -21,19 +21,10 @@
 #include "algo/channel.h"
 #include "algo/ring.h"
 #include "reduce/types.h"
+#include "transport/shm_copy.h"
 #include "transport/shm_inbox.h"
 
 namespace nexar {
-
-// How a call's same-node hops move segments (NEXAR_SHM_COPY; README,
-// "Tuning").  Ordered: ranks agree on the least any of them proposes.
-enum class ShmCopy : int {
-    slots = 0,  // every segment copied into a slot and out again
-    mixed = 1,  // allgather segments read by the receiver with CMA, one copy
-    cma = 2,    // reduce-scatter segments too
-};
-constexpr int kShmCopyModes = 3;
-const char* shm_copy_name(ShmCopy c);
 
 // Whether segments of this call (ring_slot_bytes) fit the inbox's slots.
 inline bool shm_slots_fit(const ShmInbox& box, size_t count, int ranks, size_t elem_size, size_t segment_bytes) {

@@ -59,14 +59,32 @@ struct UcxPending {
     WireBuffer wire;  // sends: what UCX sends once the engine has staged it
 };
 
-class UcxSendChannel : public SendChannel {
-public:
+// What either end of a UCX hop holds: the worker, the peer, the scratch
+// and engine its segments go through, and its requests in flight.
+class UcxHop {
+protected:
     // drive_worker: progress() also progresses the worker (one channel per
     // rank does it; the other direction's may share the worker).
+    UcxHop(UcxWorker& worker, int peer_rank, uint32_t depth, RingScratch& scratch, SegmentEngine& engine,
+           bool drive_worker)
+        : worker_(worker), peer_(peer_rank), depth_(depth ? depth : 1), scratch_(scratch), engine_(engine),
+          drive_worker_(drive_worker) {}
+    uint32_t slot(size_t message) const { return uint32_t(message % depth_); }
+
+    UcxWorker& worker_;
+    int peer_;
+    uint32_t depth_;
+    RingScratch& scratch_;
+    SegmentEngine& engine_;
+    bool drive_worker_;
+    UcxPending pending_[kMaxRingDepth];
+};
+
+class UcxSendChannel : public SendChannel, private UcxHop {
+public:
     UcxSendChannel(UcxWorker& worker, UcxEndpoint& to, int peer_rank, uint32_t depth, RingScratch& scratch,
                    SegmentEngine& engine, bool drive_worker)
-        : worker_(worker), ep_(to), peer_(peer_rank), depth_(depth ? depth : 1), scratch_(scratch), engine_(engine),
-          drive_worker_(drive_worker) {}
+        : UcxHop(worker, peer_rank, depth, scratch, engine, drive_worker), ep_(to) {}
     ChannelKind kind() const override { return ChannelKind::ucx; }
     Status start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
@@ -76,26 +94,16 @@ public:
     Status finish(std::string* error) override;
 
 private:
-    uint32_t slot(size_t message) const { return uint32_t(message % depth_); }
-
-    UcxWorker& worker_;
     UcxEndpoint& ep_;
-    int peer_;
-    uint32_t depth_;
-    RingScratch& scratch_;
-    SegmentEngine& engine_;
-    bool drive_worker_;
     // staged >= posted >= done
     size_t staged_ = 0, posted_ = 0, done_ = 0;
-    UcxPending pending_[kMaxRingDepth];
 };
 
-class UcxRecvChannel : public RecvChannel {
+class UcxRecvChannel : public RecvChannel, private UcxHop {
 public:
     UcxRecvChannel(UcxWorker& worker, UcxEndpoint* from, int peer_rank, uint32_t depth, RingScratch& scratch,
                    SegmentEngine& engine, bool drive_worker)
-        : worker_(worker), ep_(from), peer_(peer_rank), depth_(depth ? depth : 1), scratch_(scratch),
-          engine_(engine), drive_worker_(drive_worker) {}
+        : UcxHop(worker, peer_rank, depth, scratch, engine, drive_worker), ep_(from) {}
     ChannelKind kind() const override { return ChannelKind::ucx; }
     Status post(const Arrival& a, bool* posted, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
@@ -106,18 +114,9 @@ public:
     Status finish(std::string* error) override;
 
 private:
-    uint32_t slot(size_t message) const { return uint32_t(message % depth_); }
-
-    UcxWorker& worker_;
     UcxEndpoint* ep_;  // watched for failure only (may be null)
-    int peer_;
-    uint32_t depth_;
-    RingScratch& scratch_;
-    SegmentEngine& engine_;
-    bool drive_worker_;
     // posted >= arrived >= done
     size_t posted_ = 0, arrived_ = 0, done_ = 0;
-    UcxPending pending_[kMaxRingDepth];
 };
 
 // A whole ring over UCX: what the unit tests and benchmarks drive directly.
