@@ -58,7 +58,12 @@ int get_device(int* device) { return check(cudaGetDevice(device), "cudaGetDevice
 
 int stream_create(void** s) {
     cudaStream_t stream;
-    if (check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
+    // A blocking stream: its work waits for what the application queued on
+    // the legacy default stream before the call.  cudaMemcpy from pageable
+    // memory returns before its DMA to the GPU is done, so on a
+    // non-blocking stream the ring read bytes still in flight (seen on an
+    // H200: wrong results right after cudaMemcpy).
+    if (check(cudaStreamCreateWithFlags(&stream, cudaStreamDefault), "cudaStreamCreate")) return 1;
     *s = stream;
     return 0;
 }
