@@ -66,6 +66,7 @@ struct LocalPlan {
     int device_id = 0;
     bool shm = false;      // host buffers: this rank's shared-memory hops can take the call
     bool hier = false;     // host buffers: the hierarchical allreduce can take it here
+    size_t segment = 0;    // the segment size it wants for a ring on UCX (its slots hold one)
     const char* why = "";  // when not ready
     // Device or managed memory: a device engine moves it.
     bool device() const { return memory != MemoryType::host; }
@@ -94,6 +95,7 @@ struct CallAgreement {
     int64_t hier = 0;           // the hierarchical allreduce can take it here
     int64_t inboxes = 0;        // it still holds the inboxes it set up (the runtime may release them)
     int64_t shm_copy = 0;       // the ShmCopy it proposes for same-node hops (the least is taken)
+    int64_t ucx_segment = 0;    // the segment size it proposes for a ring on UCX (the least is taken)
 };
 constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));
 static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
@@ -135,7 +137,8 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
         NEXAR_WARN("cannot reconnect to a ring neighbour: %s", ep_error.c_str());
         return p.why = "no endpoint to a ring neighbour", p;
     }
-    size_t slot = ring_slot_bytes(count, ctx.size(), esz, opt.segment_bytes);
+    p.segment = p.device() ? rt.config().device_segment_bytes() : opt.segment_bytes;
+    size_t slot = ring_slot_bytes(count, ctx.size(), esz, p.segment);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
         size_t seg = shm_call_segment(rt.config(), ctx);
@@ -170,9 +173,10 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
     if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
     std::string error;
     // Request records only: device paths keep their slots in DeviceBuffers.
+    DeviceBuffers& dev = ctx.device_buffers(rt.device_api());
     if (!ok(ctx.scratch().reserve(0, opt.depth)) ||
-        !ok(ctx.device_buffers(rt.device_api()).reserve(p.device_id, slot, opt.depth, p.mode == DeviceEngine::Mode::staged,
-                                                        &error))) {
+        !ok(dev.reserve(p.device_id, slot, opt.depth, p.mode == DeviceEngine::Mode::staged, &error)) ||
+        (rt.config().gpu_profile && !ok(dev.reserve_timers(opt.depth, &error)))) {
         NEXAR_WARN("%s; this allreduce passes through to MPI", error.c_str());
         return p.why = "no memory for GPU scratch", p;
     }
@@ -289,6 +293,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         agreed.hier = plan.hier;
         agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
         agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, ring_count * esz, src == recvbuf));
+        agreed.ucx_segment = int64_t(plan.segment ? plan.segment : opt.segment_bytes);
         PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, comm);
     };
     plan_and_agree();
@@ -307,6 +312,8 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         plan_and_agree();
     }
     if (!agreed.ready) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
+    // Every rank's slots hold a segment of the size it proposed, so the least.
+    opt.segment_bytes = size_t(agreed.ucx_segment);
 
     // Host buffers everywhere (shared memory agreed): the hierarchical
     // allreduce where it is ready and chosen, else the flat ring with its
@@ -320,7 +327,9 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         if (agreed.shm) opt.segment_bytes = shm_call_segment(cfg, *ctx);
         HostEngine host_engine(type, rop, ctx->scratch(), src == recvbuf);
         std::optional<DeviceEngine> device_engine;
-        if (plan.device()) device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()));
+        if (plan.device())
+            device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()), UCS_MEMORY_TYPE_CUDA,
+                                  cfg.gpu_profile);
         SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
         const ShmCopy copy = ShmCopy(agreed.shm_copy);
         const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();

@@ -16,6 +16,7 @@
 #include "core/ring_calls.h"
 #include "core/log.h"
 #include "core/stats.h"
+#include "transport/stage_profile.h"
 #include "memory/device.h"
 #include "reduce/mpi_types.h"
 #include "transport/cma.h"
@@ -52,6 +53,8 @@ void Runtime::stop() {
     if (rt->comm_keyval_ != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&rt->comm_keyval_);
     free_mpi_types();
     if (rt->config_.stats) fprintf(stderr, "%s\n", stats_line(rt->world_rank_, process_stats()).c_str());
+    if (rt->config_.gpu_profile && process_stage_totals().calls > 0)
+        fprintf(stderr, "%s\n", stage_line(rt->world_rank_, process_stage_totals()).c_str());
     g_runtime.store(nullptr, std::memory_order_release);
     delete rt;
 }

@@ -91,6 +91,17 @@ int event_query(void* ev) {
     return -1;
 }
 
+int timing_event_create(void** ev) {
+    cudaEvent_t e;
+    if (check(cudaEventCreate(&e), "cudaEventCreate")) return 1;
+    *ev = e;
+    return 0;
+}
+int event_elapsed_ms(void* start, void* end, float* ms) {
+    return check(cudaEventElapsedTime(ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)),
+                 "cudaEventElapsedTime");
+}
+
 int memcpy_async(void* dst, const void* src, size_t bytes, void* s) {
     return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(s)), "cudaMemcpyAsync");
 }
@@ -106,7 +117,7 @@ const char* last_error() { return g_error; }
 
 const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "CUDA", init, pointer_kind, set_device, get_device, stream_create,
                                stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
-                               event_query, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
+                               event_query, timing_event_create, event_elapsed_ms, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
                                free_pinned, last_error};
 
 }  // namespace

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define NEXAR_DEVICE_API_VERSION 1
+#define NEXAR_DEVICE_API_VERSION 2
 
 enum nexar_mem_kind {
     NEXAR_MEM_HOST = 0,        /* pageable host memory, or not known to the driver */
@@ -51,6 +51,11 @@ typedef struct nexar_device_api {
     int (*event_record)(void *event, void *stream);
     /* 0: complete, 1: not yet, -1: error. */
     int (*event_query)(void *event);
+    /* An event that records time (dearer than event_create's): only for
+     * NEXAR_GPU_PROFILE.  event_elapsed_ms gives end - start, in ms, of two
+     * such events that have both completed. */
+    int (*timing_event_create)(void **event);
+    int (*event_elapsed_ms)(void *start, void *end, float *ms);
 
     /* Any direction (device, pinned or pageable host on either side). */
     int (*memcpy_async)(void *dst, const void *src, size_t bytes, void *stream);

@@ -12,6 +12,8 @@ void DeviceBuffers::release() {
     if (device_) api_->free_device(device_);
     for (void* e : recv_events_) api_->event_destroy(e);
     for (void* e : send_events_) api_->event_destroy(e);
+    for (void* e : timers_) api_->event_destroy(e);
+    timers_.clear();
     if (recv_stream_) api_->stream_destroy(recv_stream_);
     if (send_stream_) api_->stream_destroy(send_stream_);
     pinned_recv_ = pinned_send_ = device_ = nullptr;
@@ -46,6 +48,15 @@ Status DeviceBuffers::copy(int device, void* dst, const void* src, size_t bytes,
     if (!ok(s)) return s;
     if (api_->memcpy_async(dst, src, bytes, recv_stream_) != 0 || api_->stream_synchronize(recv_stream_) != 0)
         return fail("copying between GPU and host", error);
+    return Status::ok;
+}
+
+Status DeviceBuffers::reserve_timers(uint32_t depth, std::string* error) {
+    while (timers_.size() < size_t(depth) * timer_count) {
+        void* e = nullptr;
+        if (api_->timing_event_create(&e) != 0) return fail("creating GPU timing events", error);
+        timers_.push_back(e);
+    }
     return Status::ok;
 }
 

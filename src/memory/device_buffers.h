@@ -41,6 +41,12 @@ public:
     void* send_event(uint32_t i) { return send_events_[i]; }
     void* recv_event(uint32_t i) { return recv_events_[i]; }
 
+    // Timing events around each slot's copies and kernel (NEXAR_GPU_PROFILE,
+    // transport/stage_profile.h); made on first use, after reserve().
+    enum Timer { out_start, out_end, in_start, in_mid, in_end, timer_count };
+    Status reserve_timers(uint32_t depth, std::string* error);
+    void* timer(Timer t, uint32_t slot) { return timers_[size_t(slot) * timer_count + t]; }
+
 private:
     void release();
     Status select(int device, std::string* error);
@@ -55,7 +61,7 @@ private:
     char* pinned_recv_ = nullptr;
     void* send_stream_ = nullptr;
     void* recv_stream_ = nullptr;
-    std::vector<void*> send_events_, recv_events_;
+    std::vector<void*> send_events_, recv_events_, timers_;
     std::vector<char> host_stage_;
 };
 

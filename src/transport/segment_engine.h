@@ -20,10 +20,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/status.h"
 #include "memory/device_api.h"
 #include "reduce/types.h"
+#include "transport/stage_profile.h"
 
 namespace nexar {
 
@@ -42,6 +44,8 @@ public:
     // what UCX will send once send_ready says so.
     virtual Status stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) = 0;
     virtual Status send_ready(uint32_t slot, bool* ready) = 0;
+    // UCX has sent the segment of send slot `slot` (profiling only).
+    virtual void send_done(uint32_t /*slot*/) {}
     // Where UCX receives segment `slot`; `place` is its final position.
     virtual WireBuffer recv_target(uint32_t slot, char* place, bool reduce) = 0;
     // The segment arrived: place = a op received (reduce), or move it into place.
@@ -79,11 +83,15 @@ public:
     enum class Mode { staged, direct };
     // direct_wire: the memory type UCX is told for device buffers in direct
     // mode (UCS_MEMORY_TYPE_CUDA; tests with a host-emulated device use HOST).
+    // profile: time every stage (NEXAR_GPU_PROFILE, transport/stage_profile.h)
+    // and add this call's times to the process's totals when it ends; needs
+    // buffers.reserve_timers().
     DeviceEngine(Mode mode, DataType type, ReduceOp op, DeviceBuffers& buffers,
-                 ucs_memory_type_t direct_wire = UCS_MEMORY_TYPE_CUDA)
-        : mode_(mode), type_(type), op_(op), buf_(buffers), direct_wire_(direct_wire) {}
+                 ucs_memory_type_t direct_wire = UCS_MEMORY_TYPE_CUDA, bool profile = false);
+    ~DeviceEngine() override;
     Status stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) override;
     Status send_ready(uint32_t slot, bool* ready) override;
+    void send_done(uint32_t slot) override;
     WireBuffer recv_target(uint32_t slot, char* place, bool reduce) override;
     Status finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) override;
     Status recv_ready(uint32_t slot, bool* ready) override;
@@ -93,6 +101,9 @@ public:
 private:
     Status failed(const char* what);
     Status query(void* event, bool* ready);
+    Status mark(int timer, uint32_t slot, void* stream);
+    double elapsed_ms(int from, int to, uint32_t slot);
+    static double now_ms();
 
     Mode mode_;
     DataType type_;
@@ -101,6 +112,12 @@ private:
     ucs_memory_type_t direct_wire_;
     const char* error_ = "";
     char error_buf_[256] = {0};
+    // Profiling (only when profile_).
+    bool profile_;
+    double start_ms_ = 0;
+    StageTotals times_;
+    IntervalUnion transfers_;
+    std::vector<double> posted_ms_;  // per send slot: when UCX got it
 };
 
 }  // namespace nexar

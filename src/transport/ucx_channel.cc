@@ -140,6 +140,7 @@ Status UcxSendChannel::progress(bool* moved, std::string* error) {
             return Status::peer_failure;
         }
         ucx_release(req);
+        engine_.send_done(slot(done_));
         ++done_;
         *moved = true;
     }

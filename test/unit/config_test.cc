@@ -89,9 +89,11 @@ TEST(ParseConfig, ReadsEverySetting) {
                       {"NEXAR_STATS", "1"},
                       {"NEXAR_LOG", "info"},
                       {"NEXAR_ALGORITHM", "HIER"},
-                      {"NEXAR_SHM_COPY", "Mixed"}},
+                      {"NEXAR_SHM_COPY", "Mixed"},
+                      {"NEXAR_GPU_PROFILE", "on"}},
                      &problems);
     EXPECT_TRUE(problems.empty());
+    EXPECT_TRUE(c.gpu_profile);
     EXPECT_EQ(c.algorithm, Algorithm::hier);
     EXPECT_EQ(c.shm_copy, ShmCopySetting::mixed);
     EXPECT_FALSE(c.enable);
@@ -115,10 +117,12 @@ TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
                       {"NEXAR_STATS", "y e s"},
                       {"NEXAR_LOG", "loud"},
                       {"NEXAR_ALGORITHM", "tree"},
-                      {"NEXAR_SHM_COPY", "zerocopy"}},
+                      {"NEXAR_SHM_COPY", "zerocopy"},
+                      {"NEXAR_GPU_PROFILE", "2"}},
                      &problems);
     EXPECT_TRUE(c == Config()) << describe(c);
-    ASSERT_EQ(problems.size(), 10u);
+    ASSERT_EQ(problems.size(), 11u);
+    EXPECT_NE(problems[10].find("NEXAR_GPU_PROFILE='2'"), std::string::npos) << problems[10];
     EXPECT_NE(problems[9].find("NEXAR_SHM_COPY='zerocopy'"), std::string::npos) << problems[9];
     EXPECT_NE(problems[9].find("auto, slots, mixed or cma"), std::string::npos) << problems[9];
     EXPECT_NE(problems[8].find("NEXAR_ALGORITHM='tree'"), std::string::npos) << problems[8];

@@ -73,6 +73,7 @@ private:
 
 struct Event {
     std::atomic<unsigned long> recorded{0}, reached{0};
+    std::atomic<int64_t> reached_ns{0};  // when the stream reached it (timing events)
 };
 
 int init(char*, size_t) { return 0; }
@@ -92,15 +93,27 @@ void stream_destroy(void* s) { delete static_cast<Stream*>(s); }
 int stream_synchronize(void* s) { return static_cast<Stream*>(s)->synchronize(), 0; }
 int event_create(void** e) { return *e = new Event, 0; }
 void event_destroy(void* e) { delete static_cast<Event*>(e); }
-int event_record(void* e, void* s) {
-    auto* ev = static_cast<Event*>(e);
-    unsigned long gen = ++ev->recorded;
-    static_cast<Stream*>(s)->push([ev, gen] { ev->reached.store(gen); });
-    return 0;
-}
 int event_query(void* e) {
     auto* ev = static_cast<Event*>(e);
     return ev->reached.load() >= ev->recorded.load() ? 0 : 1;
+}
+int event_record(void* e, void* s) {
+    auto* ev = static_cast<Event*>(e);
+    unsigned long gen = ++ev->recorded;
+    static_cast<Stream*>(s)->push([ev, gen] {
+        ev->reached_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count());
+        ev->reached.store(gen);
+    });
+    return 0;
+}
+int event_elapsed_ms(void* start, void* end, float* ms) {
+    auto* a = static_cast<Event*>(start);
+    auto* b = static_cast<Event*>(end);
+    if (event_query(a) != 0 || event_query(b) != 0) return 1;  // CUDA: cudaErrorNotReady
+    *ms = float(double(b->reached_ns.load() - a->reached_ns.load()) * 1e-6);
+    return 0;
 }
 int memcpy_async(void* dst, const void* src, size_t bytes, void* s) {
     static_cast<Stream*>(s)->push([=] {
@@ -137,7 +150,7 @@ const char* last_error() { return "fake device error"; }
 
 const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "fake", init, pointer_kind, set_device, get_device, stream_create,
                                stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
-                               event_query, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
+                               event_query, event_create, event_elapsed_ms, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
                                free_pinned, last_error};
 
 }  // namespace

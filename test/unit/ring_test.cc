@@ -964,7 +964,7 @@ namespace {
 
 template <class T>
 void check_device_allreduce(int n, size_t count, DataType type, ReduceOp op, bool in_place, DeviceEngine::Mode mode,
-                            size_t segment_bytes, uint32_t depth) {
+                            size_t segment_bytes, uint32_t depth, bool profile = false) {
     const nexar_device_api* api = fake_device::api();
     std::vector<T> want = expected<T>(n, count, type, op);
     std::vector<std::vector<T>> out(n, std::vector<T>(count));
@@ -993,8 +993,9 @@ void check_device_allreduce(int n, size_t count, DataType type, ReduceOp op, boo
                 if (ok(res.status))
                     res.status = buffers.reserve(0, ring_slot_bytes(count, n, sizeof(T), segment_bytes), depth,
                                                  mode == DeviceEngine::Mode::staged, &err);
+                if (ok(res.status) && profile) res.status = buffers.reserve_timers(depth, &err);
                 if (ok(res.status)) {
-                    DeviceEngine engine(mode, type, op, buffers, UCS_MEMORY_TYPE_HOST);
+                    DeviceEngine engine(mode, type, op, buffers, UCS_MEMORY_TYPE_HOST, profile);
                     res.status = ring_allreduce(links, 3, in_place ? drecv : dsend, drecv, count, type, opt, scratch,
                                                 engine, &res.error);
                 }
@@ -1037,6 +1038,43 @@ TEST(RingDeviceEngine, DirectPath) {
                                            DeviceEngine::Mode::direct, 8192, 4);
         }
     check_device_allreduce<uint16_t>(2, 12345, DataType::u16, ReduceOp::min, false, DeviceEngine::Mode::direct, 1000, 3);
+}
+
+// NEXAR_GPU_PROFILE: every stage of the staged path is timed, results stay
+// exact, and no stage is busy longer than the calls took.
+TEST(RingDeviceEngine, StageProfile) {
+    for (auto mode : {DeviceEngine::Mode::staged, DeviceEngine::Mode::direct}) {
+        const StageTotals before = process_stage_totals();
+        check_device_allreduce<float>(2, 200000, DataType::f32, ReduceOp::sum, false, mode, 16384, 4, true);
+        const StageTotals after = process_stage_totals();
+        const double wall = after.wall_ms - before.wall_ms;
+        EXPECT_EQ(after.calls - before.calls, 2u) << "one call per rank";
+        EXPECT_GT(wall, 0);
+        EXPECT_GT(after.transfer_ms - before.transfer_ms, 0);
+        EXPECT_GT(after.kernel_ms - before.kernel_ms, 0);
+        if (mode == DeviceEngine::Mode::staged) {
+            EXPECT_GT(after.copy_out_ms - before.copy_out_ms, 0);
+            EXPECT_GT(after.copy_in_ms - before.copy_in_ms, 0);
+        } else {
+            EXPECT_EQ(after.copy_out_ms - before.copy_out_ms, 0) << "direct: no staging copies";
+        }
+        for (double stage : {after.copy_out_ms - before.copy_out_ms, after.transfer_ms - before.transfer_ms,
+                             after.copy_in_ms - before.copy_in_ms, after.kernel_ms - before.kernel_ms})
+            EXPECT_LE(stage, wall * 1.001 + 0.01);
+    }
+    std::string line = stage_line(3, process_stage_totals());
+    EXPECT_EQ(line.rfind("nexar: rank 3: gpu_stages calls=", 0), 0u) << line;
+    EXPECT_NE(line.find(" overlap="), std::string::npos) << line;
+}
+
+TEST(RingDeviceEngine, IntervalUnionMergesOverlaps) {
+    IntervalUnion u;
+    EXPECT_EQ(u.total(), 0);
+    u.add(0, 2);
+    u.add(1, 3);   // overlaps: [0, 3]
+    u.add(2, 2.5); // inside
+    u.add(5, 6);   // apart
+    EXPECT_DOUBLE_EQ(u.total(), 4);
 }
 
 TEST(RingDeviceEngine, PointerClassification) {
