@@ -5,7 +5,9 @@
 # reason) on a machine without a GPU.
 set -u
 . "$(dirname "$0")/../lib.sh"
-prog="$NEXAR_BUILDDIR/test/gpu/allreduce_cuda_check"
+# NEXAR_CUDA_CHECK: the program itself where the libtool wrapper cannot run
+# (test/gpu/run-on-device.sh, on another machine).
+prog="${NEXAR_CUDA_CHECK:-$NEXAR_BUILDDIR/test/gpu/allreduce_cuda_check}"
 new_log
 export NEXAR_THRESHOLD_BYTES=0 NEXAR_STATS=1
 

@@ -1,52 +1,161 @@
 #!/bin/bash
-# GPU checks on a machine that has a CUDA GPU but no MPI or UCX installed
-# (e.g. a lent accelerator box).  Two steps:
+# Every GPU check, on a machine that has a CUDA GPU but no MPI or UCX
+# installed (such as a lent accelerator box).  Two steps:
 #
-#   here (Debian 12, built tree):  test/gpu/run-on-device.sh --prepare
-#       downloads the runtime .debs of Debian's Open MPI and UCX into .debs/
-#   there (same tree, .debs/ and the build carried along):
-#       test/gpu/run-on-device.sh [OUTDIR]
-#       unpacks the .debs into a private root, then runs the GPU kernel
-#       tests, the MPI tests with device buffers at 2 and 4 ranks, and the
-#       benchmark with device buffers; logs go to OUTDIR (default: .).
+#   here (Debian 12, tree built with CUDA):  test/gpu/run-on-device.sh --prepare
+#       puts into .device/ what the other machine needs and lacks: the
+#       runtime .debs of Debian's Open MPI and UCX, the built programs and
+#       libraries (debug info stripped), and the CUDA runtime the test
+#       programs load.  About 25 MiB.
+#   there (the same tree, .device/ carried along):  test/gpu/run-on-device.sh OUTDIR
+#       unpacks the .debs into a private root and runs the checks below, each
+#       under its own time limit.  Every check prints one line
+#       "check NAME: PASS|FAIL|..." (also in OUTDIR/summary.txt); the full
+#       logs and CSVs go to OUTDIR.  Exit status 0 when every check passed.
+#
+# The checks, quickest and most basic first:
+#   gpu-kernels   every GPU reduction kernel against the host reducers, bit
+#                 for bit, and pointer classification (test/gpu/nexar_gpu_tests)
+#   kernel-bench  the kernel against a device-to-device copy: f32, bf16, f16,
+#                 f64 SUM at 64 MiB and 1 GiB (nexar_gpu_reduce_bench)
+#   gpu-mpi       MPI_Allreduce on device buffers at 2 and 4 ranks: staged,
+#                 mixed host/device ranks, all-fallback (run-gpu-mpi-tests.sh)
+#   staged-ring   the staged device ring at 2 ranks on one GPU against
+#                 cudaMemcpy to host + PMPI_Allreduce + cudaMemcpy back,
+#                 64 MiB to 1 GiB, results validated (bench/nexar-osu -d cuda)
+#   stage-profile the same at 64 MiB and 1 GiB with NEXAR_GPU_PROFILE=1: how
+#                 long each pipeline stage was busy, and their overlap
 set -u
 cd "$(dirname "$0")/../.."
+bundle=.device
+# What the checks run, relative to the build tree.
+built=(.libs/libnexar_pmpi.so.0.0.0 .libs/libnexar_pmpi_cuda.so test/gpu/nexar_gpu_tests
+       test/gpu/.libs/allreduce_cuda_check nexar_osu_allreduce nexar_gpu_reduce_bench)
+
 if [ "${1:-}" = --prepare ]; then
     set -e
-    mkdir -p .debs
-    # The runtime closure of Open MPI and UCX, without the base system
-    # (libc and friends must come from the machine itself).
+    for f in "${built[@]}"; do
+        [ -f "$f" ] || { echo "run-on-device: $f is missing: build with CUDA first (./configure && make && make check TESTS=)" >&2; exit 1; }
+    done
+    rm -rf "$bundle"
+    mkdir -p "$bundle/debs" "$bundle/build" "$bundle/lib"
+    # The runtime closure of Open MPI and UCX.  Left out: the C and C++
+    # runtimes (the machine's own, newer ones serve), tools that only
+    # install scripts use, and hwloc's plugins (they pull in X11 and OpenCL,
+    # and hwloc runs without them).
     pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
                --no-replaces --no-enhances openmpi-bin libopenmpi3 libucx0 ucx-utils |
            grep -E '^[a-z0-9]' | sort -u |
-           grep -vE '^(libc6|libc-bin|libgcc-s1|libstdc\+\+6|gcc-.*-base|debconf.*|dpkg|perl.*|libperl.*|tar|coreutils|bash|dash|base-files|sensible-utils|libcrypt1|zlib1g|openssh-client|libssl3|libselinux1|libpcre2.*|libgfortran5|gfortran.*|libquadmath0|libgomp1|libcap2|libsystemd0|libudev1|libgcrypt20|libgpg-error0|liblzma5|libzstd1|liblz4-1|libbz2-1.0|adduser|passwd|libaudit.*|libsemanage.*|libsepol2|libpam.*|libdb5.3|libtinfo6|libedit2|libbsd0|libmd0|libkrb5.*|libgssapi.*|libk5crypto3|libkeyutils1|libcom-err2|libfido2-1|libcbor0.10|debianutils|mawk|init-system-helpers|cpp.*|binutils.*|libx11.*|libxcb.*|libxau6|libxdmcp6|libxext6|libxnvctrl0|ocl-icd.*|libcap-ng0|lsb-base|sysvinit-utils|procps|libprocps8|libncursesw6|libsmartcols1|libmount1|libblkid1|libuuid1|findutils|grep|sed|gzip|diffutils|hostname|login|util-linux.*|ncurses-bin|libsqlite3-0|libgmp10|libisl23|libmpc3|libmpfr6|libjansson4|libctf.*|libgprofng0|libsframe0)$')
-    (cd .debs && apt-get download $pkgs)
-    echo "run-on-device: $(ls .debs | wc -l) packages in .debs ($(du -sh .debs | cut -f1))"
+           grep -vE '^(libc6|libc-bin|libgcc-s1|libstdc\+\+6|gcc-12-base|adduser|cdebconf|debconf|dpkg|install-info|passwd|tar|openssh-client|readline-common|libhwloc-plugins|libx11-6|libx11-data|libxau6|libxcb1|libxdmcp6|libxext6|libxnvctrl0|ocl-icd-libopencl1|libpam-modules|libpam-modules-bin|libpam0g|libdebian-installer4|libnewt0.52|libslang2|libtextwrap1|libsemanage-common|libsemanage2|libsepol2|libselinux1|libaudit-common|libaudit1|libcap-ng0|libdb5.3|libacl1|libcrypt1)$')
+    (cd "$bundle/debs" && apt-get download $pkgs >/dev/null)
+    for f in "${built[@]}"; do
+        mkdir -p "$bundle/build/$(dirname "$f")"
+        strip --strip-debug -o "$bundle/build/$f" "$f"
+        chmod +x "$bundle/build/$f"
+    done
+    ln -s libnexar_pmpi.so.0.0.0 "$bundle/build/.libs/libnexar_pmpi.so.0"
+    ln -s libnexar_pmpi.so.0.0.0 "$bundle/build/.libs/libnexar_pmpi.so"
+    cudart=$(readlink -f "${CUDA_DIR:-/usr/local/cuda}/lib64/libcudart.so")
+    cp "$cudart" "$bundle/lib/"
+    ln -s "$(basename "$cudart")" "$bundle/lib/libcudart.so"
+    echo "run-on-device: $bundle/ ready: $(ls "$bundle/debs" | wc -l) packages, $(du -sh "$bundle" | cut -f1) in all"
+    echo "run it there with: test/gpu/run-on-device.sh OUTDIR   (carry $bundle)"
     exit 0
 fi
-out=${1:-.}
+
+out=${1:-device-out}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+summary=$out/summary.txt
+: >"$summary"
+passed=0 failed=0
+note() { echo "$*" | tee -a "$summary"; }
+
+# check NAME LIMIT_S CMD...: runs CMD under a time limit, its output in
+# OUTDIR/NAME.log (the tail shown), and one summary line.
+check() {
+    local name=$1 limit=$2; shift 2
+    echo "== $name (limit ${limit}s): $*"
+    local t0=$SECONDS
+    timeout -k 10 "$limit" "$@" >"$out/$name.log" 2>&1
+    local rc=$? took=$((SECONDS - t0))
+    tail -n 25 "$out/$name.log"
+    local verdict=PASS
+    if [ $rc = 124 ] || [ $rc = 137 ]; then verdict="FAIL (timed out after ${limit}s)"
+    elif [ $rc = 77 ]; then verdict="SKIPPED (exit 77: $(grep -m1 SKIP "$out/$name.log"))"
+    elif [ $rc != 0 ]; then verdict="FAIL (exit $rc)"; fi
+    case $verdict in PASS) passed=$((passed + 1)) ;; *) failed=$((failed + 1)) ;; esac
+    note "check $name: $verdict in ${took}s"
+}
+
+# ---- the environment: Debian's Open MPI and UCX in a private root.
+[ -d "$bundle/build" ] && cp -a "$bundle/build/." .
 root=/tmp/nexar-debroot
-mkdir -p "$root"
-for d in .debs/*.deb; do dpkg -x "$d" "$root"; done
+if [ ! -x "$root/usr/bin/mpirun.openmpi" ]; then
+    mkdir -p "$root"
+    for d in "$bundle"/debs/*.deb .debs/*.deb; do [ -f "$d" ] && dpkg -x "$d" "$root"; done
+fi
 ml=$root/usr/lib/x86_64-linux-gnu
+# dpkg -x runs no maintainer scripts: make the one alternatives link libfabric needs.
+psm=$(find "$root/usr/lib" -name 'libpsm_infinipath.so.1.*' 2>/dev/null | head -1)
+[ -n "$psm" ] && [ ! -e "$ml/libpsm_infinipath.so.1" ] && ln -s "$psm" "$ml/libpsm_infinipath.so.1"
 export PATH="$root/usr/bin:$PATH"
-export LD_LIBRARY_PATH="$ml:$ml/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The CUDA driver, where the image keeps it out of the loader's cache.
+for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+    [ -d "$d" ] && case ":${LD_LIBRARY_PATH:-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d" ;; esac
+done
+export LD_LIBRARY_PATH="$PWD/.libs:$PWD/$bundle/lib:$ml:$ml/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OPAL_PREFIX="$root/usr" OPAL_LIBDIR="$ml/openmpi/lib" OPAL_DATADIR="$root/usr/share/openmpi"
 export OPAL_PKGDATADIR="$root/usr/share/openmpi" OMPI_MCA_plm_rsh_agent=false
-export UCX_MODULE_DIR="$ml/ucx"
-export MPIRUN="$root/usr/bin/mpirun.openmpi" NEXAR_BUILDDIR="$PWD" NEXAR_CUDA_PLUGIN="$PWD/.libs/libnexar_pmpi_cuda.so"
-export PMIX_MCA_pcompress_base_silence_warning=1
-nvidia-smi -L 2>&1 | tee "$out/gpu.txt"
-"$MPIRUN" --version 2>&1 | head -1
-ucx_info -v 2>&1 | head -1
-rc=0
-echo "== GPU kernel tests"
-test/gpu/nexar_gpu_tests 2>&1 | tee "$out/gpu-kernels.log" | tail -n 15; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-echo "== MPI tests with device buffers"
-test/gpu/run-gpu-mpi-tests.sh 2>&1 | tee "$out/gpu-mpi.log" | tail -n 30; [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-echo "== benchmark, device buffers, 2 ranks"
-NEXAR_HOST_BUFFERS=0 bench/nexar-osu -np 2 --malloc default -d cuda -c -m 1048576:268435456 --csv "$out/bench-cuda.csv" \
-    2>&1 | tee "$out/bench-cuda.log"
-echo "run-on-device: $([ $rc = 0 ] && echo all GPU tests passed || echo GPU TESTS FAILED)"
-exit $rc
+export UCX_MODULE_DIR="$ml/ucx" PMIX_MCA_pcompress_base_silence_warning=1
+export MPIRUN="$root/usr/bin/mpirun.openmpi" NEXAR_BUILDDIR="$PWD"
+export NEXAR_CUDA_PLUGIN="$PWD/.libs/libnexar_pmpi_cuda.so"
+# The MPI test program itself, not its libtool wrapper (which names this
+# tree's path on the machine it was built on).
+export NEXAR_CUDA_CHECK="$PWD/test/gpu/.libs/allreduce_cuda_check"
+export NEXAR_TEST_TIMEOUT=90
+
+{
+    echo "== machine"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,pcie.link.gen.current,pcie.link.width.current --format=csv 2>&1
+    echo "cores: $(nproc), memory: $(free -g | awk '/Mem:/ {print $2}') GiB, kernel $(uname -r)"
+    df -h /dev/shm | tail -1
+    "$MPIRUN" --version 2>&1 | head -1
+    ucx_info -v 2>&1 | head -1
+    for f in "${built[@]}"; do ldd "$f" 2>&1 | grep "not found" | sed "s|^|$f: |"; done
+} 2>&1 | tee "$out/machine.txt"
+# Open MPI, UCX and nexar's inboxes all live in /dev/shm; 1 GiB messages need room.
+shm_gb=$(df -BG --output=size /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
+if [ "${shm_gb:-0}" -lt 8 ]; then
+    mount -o remount,size=16G /dev/shm 2>/dev/null && echo "(/dev/shm enlarged to 16G)" | tee -a "$out/machine.txt"
+fi
+
+# ---- the checks.
+check gpu-kernels 150 test/gpu/nexar_gpu_tests
+check kernel-bench 120 ./nexar_gpu_reduce_bench --sizes 64M,1G --csv "$out/kernel-bench.csv"
+grep '^check kernel' "$out/kernel-bench.log" | tee -a "$summary"
+check gpu-mpi 240 test/gpu/run-gpu-mpi-tests.sh
+check staged-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 \
+    bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 64M:1G --csv "$out/staged-ring.csv"
+if [ -f "$out/staged-ring.csv" ]; then
+    awk -F, 'NR > 1 { printf "check staged-ring %d MiB: nexar %.2fx cudaMemcpy + PMPI_Allreduce + cudaMemcpy (target 1.5x), %s\n",
+                      $1 / 1048576, $7, ($7 >= 1.5 ? "PASS" : "BELOW TARGET") }' "$out/staged-ring.csv" | tee -a "$summary"
+fi
+# Where the staged ring's time goes, per size (timing events cost a little,
+# so these runs are apart from the ones above).
+for size in 64M 1G; do
+    check "stage-profile-$size" 90 env NEXAR_GPU_PROFILE=1 NEXAR_HOST_BUFFERS=0 \
+        bench/nexar-osu -np 2 --malloc tuned -d cuda -r 1 -m "$size:$size"
+    grep 'gpu_stages' "$out/stage-profile-$size.log" | sed "s/^/$size: /" | tee -a "$summary"
+done
+
+# Segment size for device buffers (their default is 4 MiB).
+for seg in 1M 2M 4M 8M; do
+    check "segment-$seg" 90 env NEXAR_SEGMENT_BYTES=$seg NEXAR_HOST_BUFFERS=0 \
+        bench/nexar-osu -np 2 --malloc tuned -d cuda -r 1 -m 64M:1G --csv "$out/segment-$seg.csv"
+    [ -f "$out/segment-$seg.csv" ] && awk -F, -v s=$seg 'NR > 1 { printf "segment %s at %d MiB: nexar busbw %.2f GB/s, %.2fx the MPI column\n", s, $1 / 1048576, $6, $7 }' \
+        "$out/segment-$seg.csv" | tee -a "$summary"
+done
+
+note "run-on-device: $passed checks passed, $failed failed (logs in $out)"
+[ "$failed" = 0 ]
