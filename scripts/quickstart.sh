@@ -3,7 +3,9 @@
 #
 #   scripts/quickstart.sh bench   install what is missing, build, and run the
 #                                 osu-style benchmark (MPI vs nexar, 2 ranks)
-#                                 and the mpi4py gradient exchange
+#                                 and the mpi4py gradient exchange; on a
+#                                 machine with a GPU also the GPU kernel and
+#                                 device-buffer benchmarks
 #   scripts/quickstart.sh test    install what is missing, build, and run the
 #                                 whole test suite (make check)
 #
@@ -12,7 +14,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 what=${1:-}
-case $what in bench|test) ;; *) sed -n '2,11p' "$0"; exit 2 ;; esac
+case $what in bench|test) ;; *) sed -n '2,13p' "$0"; exit 2 ;; esac
 
 scripts/install-deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -30,6 +32,15 @@ if [ "$what" = bench ]; then
     echo "## a real client: mpi4py + numpy gradient exchange, without and with nexar"
     bench/nexar-mpi4py-bench --runs 3 --csv bench/mpi4py-grad.csv
     echo "CSV: bench/mpi4py-grad.csv"
+    if [ -x ./nexar_gpu_reduce_bench ] && nvidia-smi -L >/dev/null 2>&1; then
+        echo
+        echo "## GPU: nexar's reduction kernel against a device-to-device copy"
+        ./nexar_gpu_reduce_bench --csv bench/gpu-kernel.csv
+        echo
+        echo "## GPU: device buffers, nexar against cudaMemcpy + PMPI_Allreduce + cudaMemcpy"
+        NEXAR_HOST_BUFFERS=0 bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 64M:1G --csv bench/gpu-results.csv
+        echo "CSV: bench/gpu-kernel.csv, bench/gpu-results.csv"
+    fi
     exit 0
 fi
 
