@@ -230,11 +230,14 @@ int main(int argc, char** argv) {
             }
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
+            // The in-place run adds b once per run: beyond ~80 runs bf16
+            // sums pass 256 and stop being exact, so the check would fail.
             if (reps < 1) reps = 1;
+            if (reps > 60) reps = 60;
         } else if (!strcmp(argv[i], "--csv") && i + 1 < argc) {
             csv = argv[++i];
         } else {
-            fprintf(stderr, "usage: %s [--sizes 64M,1G] [--reps N] [--csv FILE]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--sizes 64M,1G] [--reps N (1-60)] [--csv FILE]\n", argv[0]);
             return 2;
         }
     }

@@ -314,6 +314,10 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     if (!agreed.ready) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
     // Every rank's slots hold a segment of the size it proposed, so the least.
     opt.segment_bytes = size_t(agreed.ucx_segment);
+    if (plan.device() && plan.mode == DeviceEngine::Mode::direct) {
+        Status w = ctx->device_buffers(rt->device_api()).wait_for_application(&error);
+        if (!ok(w)) return finish_ring(*ctx, comm, w, error, ring_count * esz);
+    }
 
     // Host buffers everywhere (shared memory agreed): the hierarchical
     // allreduce where it is ready and chosen, else the flat ring with its

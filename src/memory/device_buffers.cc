@@ -60,6 +60,13 @@ Status DeviceBuffers::reserve_timers(uint32_t depth, std::string* error) {
     return Status::ok;
 }
 
+Status DeviceBuffers::wait_for_application(std::string* error) {
+    if (send_events_.empty()) return Status::ok;  // reserve() comes first
+    if (api_->event_record(send_events_[0], send_stream_) != 0 || api_->stream_synchronize(send_stream_) != 0)
+        return fail("waiting for the application's GPU work", error);
+    return Status::ok;
+}
+
 char* DeviceBuffers::host_stage(size_t bytes) {
     if (host_stage_.size() < bytes) host_stage_.resize(bytes);
     return host_stage_.data();

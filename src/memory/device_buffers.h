@@ -5,6 +5,7 @@
 // released in reverse order of creation.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -29,6 +30,11 @@ public:
     // Copies `bytes` between any two memories and waits for the copy (the
     // fallback path stages device buffers through host memory with it).
     Status copy(int device, void* dst, const void* src, size_t bytes, std::string* error);
+    // Waits until the work the application queued on the legacy default
+    // stream before the call is done (the streams are blocking, so an event
+    // recorded on one waits for it).  The direct path needs this: UCX reads
+    // and writes the application's buffers on streams of its own.
+    Status wait_for_application(std::string* error);
     // A host buffer of at least `bytes`, kept for the next call.
     char* host_stage(size_t bytes);
 
@@ -45,7 +51,11 @@ public:
     // transport/stage_profile.h); made on first use, after reserve().
     enum Timer { out_start, out_end, in_start, in_mid, in_end, timer_count };
     Status reserve_timers(uint32_t depth, std::string* error);
-    void* timer(Timer t, uint32_t slot) { return timers_[size_t(slot) * timer_count + t]; }
+    void* timer(Timer t, uint32_t slot) {
+        assert(size_t(slot) * timer_count + t < timers_.size() && "reserve_timers() first");
+        return timers_[size_t(slot) * timer_count + t];
+    }
+    uint32_t timed_slots() const { return uint32_t(timers_.size() / timer_count); }
 
 private:
     void release();

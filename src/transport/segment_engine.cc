@@ -32,7 +32,10 @@ Status HostEngine::finish_recv(uint32_t slot, char* place, const char* a, size_t
 DeviceEngine::DeviceEngine(Mode mode, DataType type, ReduceOp op, DeviceBuffers& buffers,
                            ucs_memory_type_t direct_wire, bool profile)
     : mode_(mode), type_(type), op_(op), buf_(buffers), direct_wire_(direct_wire), profile_(profile) {
-    if (profile_) start_ms_ = now_ms();
+    if (profile_) {
+        start_ms_ = now_ms();
+        posted_ms_.assign(buf_.timed_slots(), 0.0);
+    }
 }
 
 DeviceEngine::~DeviceEngine() {
@@ -103,7 +106,6 @@ Status DeviceEngine::send_ready(uint32_t slot, bool* ready) {
     if (!ok(s)) return s;
     if (profile_ && *ready) {  // the channel posts it now
         if (mode_ == Mode::staged) times_.copy_out_ms += elapsed_ms(DeviceBuffers::out_start, DeviceBuffers::out_end, slot);
-        if (posted_ms_.size() <= slot) posted_ms_.resize(slot + 1);
         posted_ms_[slot] = now_ms();
     }
     return Status::ok;

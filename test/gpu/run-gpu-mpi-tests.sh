@@ -29,6 +29,10 @@ min_ring=1
 run 2 NEXAR_CUDA_PATH=staged
 run 4 NEXAR_CUDA_PATH=staged NEXAR_SEGMENT_BYTES=256K
 run 2 NEXAR_CUDA_PATH=auto NEXAR_PIPELINE_DEPTH=2
+# The stage profile: results stay exact, and every rank prints its line.
+run 2 NEXAR_CUDA_PATH=staged NEXAR_GPU_PROFILE=1
+[ "$(grep -c '^nexar: rank [0-9]*: gpu_stages calls=[1-9]' "$log")" = 2 ] ||
+    fail "NEXAR_GPU_PROFILE=1: expected a gpu_stages line from each of the 2 ranks"
 run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
 # Host ranks cannot take the ring: all fall back, device ranks stage through host.
 min_ring=0 run 2 NEXAR_HOST_BUFFERS=0 -- --mixed --no-ring

@@ -6,12 +6,19 @@
 #       puts into .device/ what the other machine needs and lacks: the
 #       runtime .debs of Debian's Open MPI and UCX, the built programs and
 #       libraries (debug info stripped), and the CUDA runtime the test
-#       programs load.  About 25 MiB.
+#       programs load, and the git revision they were built from.  About 27 MiB.
 #   there (the same tree, .device/ carried along):  test/gpu/run-on-device.sh OUTDIR
 #       unpacks the .debs into a private root and runs the checks below, each
 #       under its own time limit.  Every check prints one line
 #       "check NAME: PASS|FAIL|..." (also in OUTDIR/summary.txt); the full
-#       logs and CSVs go to OUTDIR.  Exit status 0 when every check passed.
+#       logs and CSVs go to OUTDIR.  Exit status 0 when every check passed
+#       (on a GPU machine a skipped check counts as failed).
+#
+#   NEXAR_DEVICE_CHECKS="gpu-kernels stage-profile ..."  runs only those checks
+#   (a name without its last -part runs them all: stage-profile, segment);
+#   NEXAR_DEVICE_DEADLINE_S (default 540) is the budget of the whole run:
+#   once it is spent the remaining checks are skipped and reported, so the
+#   summary always comes back within a lent machine's time.
 #
 # The checks, quickest and most basic first:
 #   gpu-kernels   every GPU reduction kernel against the host reducers, bit
@@ -25,6 +32,7 @@
 #                 64 MiB to 1 GiB, results validated (bench/nexar-osu -d cuda)
 #   stage-profile the same at 64 MiB and 1 GiB with NEXAR_GPU_PROFILE=1: how
 #                 long each pipeline stage was busy, and their overlap
+#   segment       the staged ring with 1, 2, 4 and 8 MiB segments
 set -u
 cd "$(dirname "$0")/../.."
 bundle=.device
@@ -55,9 +63,11 @@ if [ "${1:-}" = --prepare ]; then
     done
     ln -s libnexar_pmpi.so.0.0.0 "$bundle/build/.libs/libnexar_pmpi.so.0"
     ln -s libnexar_pmpi.so.0.0.0 "$bundle/build/.libs/libnexar_pmpi.so"
-    cudart=$(readlink -f "${CUDA_DIR:-/usr/local/cuda}/lib64/libcudart.so")
+    cudalib=$(sed -n 's/^CUDA_LIBDIR = //p' Makefile 2>/dev/null)
+    cudart=$(readlink -f "${cudalib:-/usr/local/cuda/lib64}/libcudart.so")
     cp "$cudart" "$bundle/lib/"
     ln -s "$(basename "$cudart")" "$bundle/lib/libcudart.so"
+    echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')" >"$bundle/revision"
     echo "run-on-device: $bundle/ ready: $(ls "$bundle/debs" | wc -l) packages, $(du -sh "$bundle" | cut -f1) in all"
     echo "run it there with: test/gpu/run-on-device.sh OUTDIR   (carry $bundle)"
     exit 0
@@ -66,15 +76,29 @@ fi
 out=${1:-device-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+rm -f "$out"/*.log "$out"/*.csv  # nothing from an earlier run is reported as this one's
 summary=$out/summary.txt
 : >"$summary"
 passed=0 failed=0
 note() { echo "$*" | tee -a "$summary"; }
+deadline=${NEXAR_DEVICE_DEADLINE_S:-540}
+wanted() {  # wanted NAME: NAME (or its family, before the first -) was asked for
+    [ -z "${NEXAR_DEVICE_CHECKS:-}" ] && return 0
+    case " $NEXAR_DEVICE_CHECKS " in *" $1 "*|*" ${1%-*} "*) return 0 ;; esac
+    return 1
+}
 
 # check NAME LIMIT_S CMD...: runs CMD under a time limit, its output in
 # OUTDIR/NAME.log (the tail shown), and one summary line.
 check() {
     local name=$1 limit=$2; shift 2
+    wanted "$name" || return 0
+    if [ $((SECONDS + 10)) -ge "$deadline" ]; then
+        failed=$((failed + 1))
+        note "check $name: NOT RUN (the run's ${deadline}s are spent)"
+        return 0
+    fi
+    [ $((SECONDS + limit)) -gt "$deadline" ] && limit=$((deadline - SECONDS))
     echo "== $name (limit ${limit}s): $*"
     local t0=$SECONDS
     timeout -k 10 "$limit" "$@" >"$out/$name.log" 2>&1
@@ -116,7 +140,7 @@ export NEXAR_CUDA_CHECK="$PWD/test/gpu/.libs/allreduce_cuda_check"
 export NEXAR_TEST_TIMEOUT=90
 
 {
-    echo "== machine"
+    echo "== machine (nexar $(cat "$bundle/revision" 2>/dev/null || echo 'revision unknown'))"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,pcie.link.gen.current,pcie.link.width.current --format=csv 2>&1
     echo "cores: $(nproc), memory: $(free -g | awk '/Mem:/ {print $2}') GiB, kernel $(uname -r)"
     df -h /dev/shm | tail -1
@@ -133,7 +157,7 @@ fi
 # ---- the checks.
 check gpu-kernels 150 test/gpu/nexar_gpu_tests
 check kernel-bench 120 ./nexar_gpu_reduce_bench --sizes 64M,1G --csv "$out/kernel-bench.csv"
-grep '^check kernel' "$out/kernel-bench.log" | tee -a "$summary"
+[ -f "$out/kernel-bench.log" ] && grep '^check kernel' "$out/kernel-bench.log" | tee -a "$summary"
 check gpu-mpi 240 test/gpu/run-gpu-mpi-tests.sh
 check staged-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 \
     bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 64M:1G --csv "$out/staged-ring.csv"
@@ -145,14 +169,14 @@ fi
 # so these runs are apart from the ones above).
 for size in 64M 1G; do
     check "stage-profile-$size" 90 env NEXAR_GPU_PROFILE=1 NEXAR_HOST_BUFFERS=0 \
-        bench/nexar-osu -np 2 --malloc tuned -d cuda -r 1 -m "$size:$size"
-    grep 'gpu_stages' "$out/stage-profile-$size.log" | sed "s/^/$size: /" | tee -a "$summary"
+        bench/nexar-osu -np 2 --malloc tuned -d cuda -c -r 1 -m "$size:$size"
+    [ -f "$out/stage-profile-$size.log" ] && grep 'gpu_stages' "$out/stage-profile-$size.log" | sed "s/^/$size: /" | tee -a "$summary"
 done
 
 # Segment size for device buffers (their default is 4 MiB).
 for seg in 1M 2M 4M 8M; do
     check "segment-$seg" 90 env NEXAR_SEGMENT_BYTES=$seg NEXAR_HOST_BUFFERS=0 \
-        bench/nexar-osu -np 2 --malloc tuned -d cuda -r 1 -m 64M:1G --csv "$out/segment-$seg.csv"
+        bench/nexar-osu -np 2 --malloc tuned -d cuda -c -r 1 -m 64M:1G --csv "$out/segment-$seg.csv"
     [ -f "$out/segment-$seg.csv" ] && awk -F, -v s=$seg 'NR > 1 { printf "segment %s at %d MiB: nexar busbw %.2f GB/s, %.2fx the MPI column\n", s, $1 / 1048576, $6, $7 }' \
         "$out/segment-$seg.csv" | tee -a "$summary"
 done
