@@ -35,7 +35,11 @@
  * data in twice (reduce-scatter and allgather arrivals) and reduces it once,
  * so t >= S(n-1)/n * (2/Bc + 1/Br), with Bc the single-core memcpy and Br the
  * single-core dst += src bandwidth, both measured here on rank 0 on buffers
- * of the same size.  In busbw terms: bound = 2 / (2/Bc + 1/Br).
+ * of the same size.  In busbw terms: bound = 2 / (2/Bc + 1/Br).  Out of
+ * place, the first reduction of each chunk reads the send buffer and the
+ * arrival and writes the receive buffer, dst = a + b, which moves one more
+ * stream (Br3, measured the same way):
+ * bound = 2(n-1) / (2(n-1)/Bc + 1/Br3 + (n-2)/Br).
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -89,22 +93,32 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 static void add_floats(float *restrict d, const float *restrict a, size_t n) {
     for (size_t i = 0; i < n; ++i) d[i] += a[i];
 }
-static void measure_bound(char *a, char *b, size_t bytes, double *bc, double *br) {
+static void add3_floats(float *restrict d, const float *restrict a, const float *restrict b, size_t n) {
+    for (size_t i = 0; i < n; ++i) d[i] = a[i] + b[i];
+}
+/* Bc: memcpy; Br: dst += src; Br3 (when c is given): dst = a + b, the
+ * out-of-place reduction, one more memory stream than Br's. */
+static void measure_bound(char *a, char *b, char *c, size_t bytes, double *bc, double *br, double *br3) {
     /* Best of several repetitions: a bound is what the machine can do. */
     int reps = bytes >= (64u << 20) ? 4 : 12;
-    double tc = 1e30, tr = 1e30;
+    double tc = 1e30, tr = 1e30, tr3 = 1e30;
     memcpy(b, a, bytes); /* touch */
+    if (c) memcpy(c, a, bytes);
     for (int i = 0; i < reps; ++i) {
         double t0 = MPI_Wtime();
         memcpy(b, a, bytes);
         double t1 = MPI_Wtime();
         add_floats((float *)b, (const float *)a, bytes / sizeof(float));
         double t2 = MPI_Wtime();
+        if (c) add3_floats((float *)c, (const float *)a, (const float *)b, bytes / sizeof(float));
+        double t3 = MPI_Wtime();
         if (t1 - t0 < tc) tc = t1 - t0;
         if (t2 - t1 < tr) tr = t2 - t1;
+        if (t3 - t2 < tr3) tr3 = t3 - t2;
     }
     *bc = bytes / tc;
     *br = bytes / tr;
+    *br3 = c ? bytes / tr3 : *br;
 }
 
 static void plot(const char *csv_path, const char *png, int ranks, const char *title) {
@@ -115,7 +129,7 @@ static void plot(const char *csv_path, const char *png, int ranks, const char *t
              "set key top left; set grid; set title '%s, %d ranks'; "
              "plot '%s' every ::1 using (column(1)/1048576):4 with linespoints title 'MPI (PMPI\\_Allreduce)', "
              "'' every ::1 using (column(1)/1048576):6 with linespoints title 'nexar', "
-             "'' every ::1 using (column(1)/1048576):9 with lines dashtype 2 title 'bound: 2/(2/Bc+1/Br)'\" 2>&1",
+             "'' every ::1 using (column(1)/1048576):9 with lines dashtype 2 title 'copy-reduce bound'\" 2>&1",
              png, title, ranks, csv_path);
     int rc = system(cmd);
     if (rc == 0)
@@ -299,22 +313,28 @@ int main(int argc, char **argv) {
                on_device ? "cudaMemcpy to host + PMPI_Allreduce + cudaMemcpy back" : "PMPI_Allreduce",
                intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
         printf("# MALLOC_MMAP_THRESHOLD_=%s\n", getenv("MALLOC_MMAP_THRESHOLD_") ? getenv("MALLOC_MMAP_THRESHOLD_") : "(glibc default)");
-        if (!on_device) printf("# bound = 2/(2/Bc + 1/Br): Bc, Br = single-core memcpy and dst+=src on rank 0, same size\n");
+        if (!on_device && in_place)
+            printf("# bound = 2/(2/Bc + 1/Br): Bc, Br = single-core memcpy and dst+=src on rank 0, same size\n");
+        else if (!on_device)
+            printf("# bound = 2(n-1)/(2(n-1)/Bc + 1/Br3 + (n-2)/Br): Bc, Br, Br3 = single-core memcpy, dst+=src and\n"
+                   "#   dst=a+b (out of place, the first reduction of each chunk) on rank 0, same size\n");
         printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s\n", "Size", "MPI Avg(us)", "MPI", "MPI",
                "nexar Avg", "nexar", "nexar", "speedup", "ring", "bound", "MPI", "nexar");
         printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s\n", "(bytes)", "", "algbw", "busbw", "(us)",
                "algbw", "busbw", "", "calls", "(GB/s)", "%bound", "%bound");
         if (csv) fprintf(csv, "size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls,"
-                              "bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs\n");
+                              "bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs,add3_gbs\n");
         fflush(stdout);
     }
     char *host_s = host_alloc(max, thp), *host_r = host_alloc(max, thp), *check = validate ? malloc(max) : NULL;
+    /* Out of place, the bound's dst = a + b needs a third buffer of the same kind. */
+    char *host_t = !on_device && !in_place ? host_alloc(max, thp) : NULL;
     char *sbuf = host_s, *rbuf = host_r;
     if (on_device) {
         host_stage = malloc(max);
         if (cuda.Malloc((void **)&sbuf, max) != 0 || cuda.Malloc((void **)&rbuf, max) != 0) sbuf = NULL;
     }
-    if (!host_s || !host_r || !sbuf || !rbuf || (validate && !check)) {
+    if (!host_s || !host_r || !sbuf || !rbuf || (validate && !check) || (!on_device && !in_place && !host_t)) {
         fprintf(stderr, "rank %d: cannot allocate %zu bytes\n", rank, max);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -360,11 +380,14 @@ int main(int argc, char **argv) {
             cuda_or_host_copy(host_r, rbuf, bytes);
             if (memcmp(check, host_r, bytes)) bad = 1;
         }
-        double bc = 0, br = 0, bound = 0;
+        double bc = 0, br = 0, br3 = 0, bound = 0;
         if (!on_device) {  /* host bound, measured while the other ranks wait */
-            if (rank == 0) measure_bound(host_s, host_r, bytes, &bc, &br);
+            if (rank == 0) measure_bound(host_s, host_r, host_t, bytes, &bc, &br, &br3);
             PMPI_Barrier(MPI_COMM_WORLD);
-            bound = rank == 0 ? 2.0 / (2.0 / bc + 1.0 / br) / 1e9 : 0;
+            /* Per rank: 2(n-1) chunk copies in, n-1 chunk reductions, of
+             * which out of place the first writes recvbuf from two inputs. */
+            double n = size;
+            bound = rank == 0 ? 2 * (n - 1) / (2 * (n - 1) / bc + 1 / br3 + (n - 2) / br) / 1e9 : 0;
         }
         double factor = 2.0 * (size - 1) / size;
         double bw_mpi = bytes / t_mpi * factor / 1e9, bw_nx = bytes / t_nx * factor / 1e9;
@@ -374,9 +397,9 @@ int main(int argc, char **argv) {
                    t_mpi * 1e6, bytes / t_mpi / 1e9, bw_mpi, t_nx * 1e6, bytes / t_nx / 1e9, bw_nx, t_mpi / t_nx, ring,
                    bound, bound > 0 ? 100 * bw_mpi / bound : 0, bound > 0 ? 100 * bw_nx / bound : 0,
                    validate ? (bad ? "  VALIDATION FAILED" : "  ok") : "");
-            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f,%.4f,%.4f\n", bytes, size,
+            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", bytes, size,
                              t_mpi * 1e6, bw_mpi, t_nx * 1e6, bw_nx, t_mpi / t_nx, ring, bound, bc / 1e9, br / 1e9,
-                             bytes / t_mpi / 1e9, bytes / t_nx / 1e9);
+                             bytes / t_mpi / 1e9, bytes / t_nx / 1e9, br3 / 1e9);
             fflush(stdout);
         }
     }
@@ -392,7 +415,7 @@ int main(int argc, char **argv) {
     PMPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0 && validate) printf("# validation: %s\n", any_bad ? "FAILED" : "all sizes match PMPI_Allreduce");
     if (on_device) { cuda.Free(sbuf); cuda.Free(rbuf); free(host_stage); }
-    free(host_s); free(host_r); free(check);
+    free(host_s); free(host_r); free(check); free(host_t);
     MPI_Finalize();
     return any_bad;
 }
