@@ -11,10 +11,9 @@
 //   RingInProcess/{ucx,shm}/SIZE  the whole ring at 2 ranks inside one
 //                         process (two threads; UCX workers or shared-memory
 //                         inboxes), busbw as bytes/s
-//   GpuReduce/TYPE        the CUDA plugin's kernel, against GpuCopy (a
-//                         device-to-device copy of the same bytes); registered
-//                         only when a GPU and the plugin are there
 //   RingSchedule, PackTag  the per-call segment and tag math
+// The GPU kernel against a device-to-device copy is nexar_gpu_reduce_bench's
+// (bench/gpu_reduce_bench.cu), which also checks every result.
 #include <benchmark/benchmark.h>
 
 #include <unistd.h>
@@ -33,15 +32,12 @@
 #include "algo/ring_schedule.h"
 #include "transport/shm_channel.h"
 #include "transport/ucx_channel.h"
-#include "memory/device.h"
 #include "reduce/host_reduce.h"
 #include "transport/tag.h"
 
 using namespace nexar;
 
 namespace {
-
-constexpr size_t kBytes = 8 << 20;  // GPU benchmarks
 
 // Page-aligned, touched once (no page faults inside a measurement).
 struct Buffer {
@@ -238,29 +234,6 @@ void tag_bench(benchmark::State& state) {
     }
 }
 
-struct Gpu {
-    const nexar_device_api* api = nullptr;
-    void *a = nullptr, *b = nullptr, *d = nullptr, *stream = nullptr;
-};
-Gpu g_gpu;
-
-void gpu_reduce_bench(benchmark::State& state, DataType type) {
-    for (auto _ : state) {
-        g_gpu.api->reduce_async(g_gpu.d, g_gpu.a, g_gpu.b, kBytes / datatype_size(type), int(type), int(ReduceOp::sum),
-                                g_gpu.stream);
-        g_gpu.api->stream_synchronize(g_gpu.stream);
-    }
-    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kBytes));
-}
-
-void gpu_copy_bench(benchmark::State& state) {
-    for (auto _ : state) {
-        g_gpu.api->memcpy_async(g_gpu.d, g_gpu.a, kBytes, g_gpu.stream);
-        g_gpu.api->stream_synchronize(g_gpu.stream);
-    }
-    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kBytes));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -290,20 +263,6 @@ int main(int argc, char** argv) {
             ->UseRealTime();
     benchmark::RegisterBenchmark("RingSchedule/256MiB", schedule_bench)->Arg(2)->Arg(8);
     benchmark::RegisterBenchmark("PackTag", tag_bench);
-
-    std::string why;
-    if (ok(load_device_api(&g_gpu.api, &why)) && g_gpu.api->alloc_device(&g_gpu.a, kBytes) == 0 &&
-        g_gpu.api->alloc_device(&g_gpu.b, kBytes) == 0 && g_gpu.api->alloc_device(&g_gpu.d, kBytes) == 0 &&
-        g_gpu.api->stream_create(&g_gpu.stream) == 0) {
-        benchmark::RegisterBenchmark("GpuCopy", gpu_copy_bench);
-        for (DataType t : {DataType::f32, DataType::f64, DataType::f16, DataType::bf16, DataType::i32, DataType::i8}) {
-            std::string name = std::string("GpuReduce/") + datatype_name(t) + "/sum";
-            benchmark::RegisterBenchmark(name.c_str(), gpu_reduce_bench, t);
-        }
-    } else {
-        fprintf(stderr, "nexar_gbench: GPU benchmarks not registered: %s\n",
-                why.empty() ? "could not allocate GPU memory" : why.c_str());
-    }
     benchmark::Initialize(&argc, argv);
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();

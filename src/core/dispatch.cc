@@ -129,6 +129,7 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx) {
 LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* recvbuf, size_t count, size_t esz,
                        const RingOptions& opt) {
     LocalPlan p = classify_buffers(rt, src, recvbuf);
+    p.segment = p.device() ? rt.config().device_segment_bytes() : opt.segment_bytes;
     if (*p.why) return p;
     if (!rt.transport_ready()) return p.why = "UCX is not running on this rank", p;
     if (ctx.failed()) return p.why = "an earlier ring on this communicator failed", p;
@@ -137,7 +138,6 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
         NEXAR_WARN("cannot reconnect to a ring neighbour: %s", ep_error.c_str());
         return p.why = "no endpoint to a ring neighbour", p;
     }
-    p.segment = p.device() ? rt.config().device_segment_bytes() : opt.segment_bytes;
     size_t slot = ring_slot_bytes(count, ctx.size(), esz, p.segment);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
@@ -293,7 +293,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         agreed.hier = plan.hier;
         agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
         agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, ring_count * esz, src == recvbuf));
-        agreed.ucx_segment = int64_t(plan.segment ? plan.segment : opt.segment_bytes);
+        agreed.ucx_segment = int64_t(plan.segment);
         PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, comm);
     };
     plan_and_agree();

@@ -16,10 +16,10 @@
 #include "core/ring_calls.h"
 #include "core/log.h"
 #include "core/stats.h"
-#include "transport/stage_profile.h"
 #include "memory/device.h"
 #include "reduce/mpi_types.h"
 #include "transport/cma.h"
+#include "transport/stage_profile.h"
 
 namespace nexar {
 
