@@ -28,6 +28,9 @@ RingOperation::RingOperation(const RingPeers& peers, uint32_t sequence, const vo
     own_segments_ = segment_count(first.count, segment_elems(opt.segment_bytes, esz_));
     // Channels may be reused from ring to ring: count this ring's receives only.
     recv_base_ = from_prev.done();
+    const size_t bytes = count * esz_;
+    to_next.begin_operation(recv_, bytes);
+    from_prev.begin_operation(recv_, bytes);
 }
 
 // A channel already wrote the error; stop both.

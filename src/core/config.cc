@@ -192,7 +192,7 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
     if ((v = lookup("NEXAR_ALGORITHM")) && !parse_algorithm(v, &c.algorithm))
         complain("NEXAR_ALGORITHM", v, "auto, ring or hier", "auto");
     if ((v = lookup("NEXAR_SHM_COPY")) && !parse_shm_copy(v, &c.shm_copy))
-        complain("NEXAR_SHM_COPY", v, "auto, slots, mixed or cma", "auto");
+        complain("NEXAR_SHM_COPY", v, "auto, slots, mixed, cma or push", "auto");
     if ((v = lookup("NEXAR_GPU_PROFILE")) && !parse_bool(v, &c.gpu_profile))
         complain("NEXAR_GPU_PROFILE", v, "1 or 0", "0");
     return c;

@@ -35,6 +35,7 @@ enum class ShmCopySetting : int {
     slots = int(ShmCopy::slots),
     mixed = int(ShmCopy::mixed),
     cma = int(ShmCopy::cma),
+    push = int(ShmCopy::push),
 };
 inline const char* shm_copy_setting_name(ShmCopySetting s) {
     return s == ShmCopySetting::automatic ? "auto" : shm_copy_name(ShmCopy(int(s)));

@@ -17,9 +17,11 @@ void count_bytes(const SendChannel& out) {
     Stats& stats = process_stats();
     (out.kind() == ChannelKind::shm ? stats.shm_bytes : stats.ucx_bytes)
         .fetch_add(out.bytes_sent(), std::memory_order_relaxed);
-    if (out.kind() == ChannelKind::shm)
-        stats.cma_bytes.fetch_add(static_cast<const ShmSendChannel&>(out).bytes_by_address(),
-                                  std::memory_order_relaxed);
+    if (out.kind() == ChannelKind::shm) {
+        const auto& shm = static_cast<const ShmSendChannel&>(out);
+        stats.cma_bytes.fetch_add(shm.bytes_by_address() + shm.bytes_pushed(), std::memory_order_relaxed);
+        stats.push_bytes.fetch_add(shm.bytes_pushed(), std::memory_order_relaxed);
+    }
 }
 
 RingPeers local_peers(const CommContext& ctx) {

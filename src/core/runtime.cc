@@ -323,18 +323,40 @@ RingTopology learn_topology(MPI_Comm comm, int rank, int size) {
 }  // namespace
 
 // Whether this rank may read its inbox's writer with CMA (transport/cma.h),
-// unless NEXAR_SHM_COPY=slots.  The answer is the inbox's to tell the
-// writer.  A refusal is a property of the kernel or container, so it is
+// and write its successor's memory (ShmCopy::push; proven by reading it:
+// the kernel makes the same check for both), unless
+// NEXAR_SHM_COPY=slots.  The first answer is the inbox's to tell the
+// writer; the second stays with this rank's mapping of its successor's
+// inbox.  A refusal is a property of the kernel or container, so it is
 // reported once per process.
-void Runtime::probe_writer_memory(CommContext& ctx, const ShmInboxName& writer) {
+void Runtime::probe_neighbour_memory(CommContext& ctx, const ShmInboxName& writer, const ShmInboxName& owner) {
+    if (config_.shm_copy == ShmCopySetting::slots) {
+        if (ctx.inbox()) ctx.inbox()->set_writer_readable(false);
+        return;
+    }
     std::string why;
-    bool readable = config_.shm_copy != ShmCopySetting::slots &&
-                    cma_probe(watchable_pid(writer), CmaProbeWord{writer.probe_address, writer.probe_value}, &why);
-    ctx.inbox()->set_writer_readable(readable);
-    if (config_.shm_copy != ShmCopySetting::slots && !readable && !cma_refusal_reported_.exchange(true)) {
-        NEXAR_INFO("same-node hops copy through shared-memory slots only: cannot read a neighbour's memory with "
-                   "CMA: %s",
-                   why.c_str());
+    bool unreadable = false, unwritable = false;
+    if (ctx.inbox()) {
+        bool readable = cma_probe(watchable_pid(writer), CmaProbeWord{writer.probe_address, writer.probe_value}, &why);
+        ctx.inbox()->set_writer_readable(readable);
+        unreadable = !readable;
+    }
+    if (ctx.next_inbox()) {
+        std::string why_not;
+        bool writable = cma_probe(watchable_pid(owner), CmaProbeWord{owner.probe_address, owner.probe_value}, &why_not);
+        ctx.next_inbox()->set_owner_writable(writable);
+        unwritable = !writable;
+        if (!unreadable) why = why_not;
+    }
+    if ((unreadable || unwritable) && !cma_refusal_reported_.exchange(true)) {
+        if (unreadable)
+            NEXAR_INFO("same-node hops copy through shared-memory slots only: cannot read a neighbour's memory "
+                       "with CMA: %s",
+                       why.c_str());
+        else
+            NEXAR_INFO("same-node hops push nothing (NEXAR_SHM_COPY=push): cannot write a neighbour's memory with "
+                       "CMA: %s",
+                       why.c_str());
     }
 }
 
@@ -380,7 +402,7 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
         opened = ok(o) ? 1 : 0;
         if (!ok(o)) s = o;
     }
-    if (ctx.inbox()) probe_writer_memory(ctx, all[size_t(topo.local_prev(me))]);
+    probe_neighbour_memory(ctx, all[size_t(topo.local_prev(me))], all[size_t(local_next)]);
     std::vector<int> opened_by_rank(size_t(ctx.size()));  // also: every probe is done
     PMPI_Allgather(&opened, 1, MPI_INT, opened_by_rank.data(), 1, MPI_INT, ctx.comm());
     std::vector<int> hop_shm(size_t(ctx.size()));  // by the sender's ring position

@@ -74,7 +74,7 @@ private:
     void init(int thread_level);
     void start_device();
     bool connect_shm(CommContext& ctx, bool for_hier);
-    void probe_writer_memory(CommContext& ctx, const ShmInboxName& writer);
+    void probe_neighbour_memory(CommContext& ctx, const ShmInboxName& writer, const ShmInboxName& owner);
     void setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
                             const std::vector<int>& displs);
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);

@@ -15,18 +15,22 @@ struct Stats {
     // Payload bytes this rank sent, per channel kind (algo/channel.h).
     std::atomic<uint64_t> shm_bytes{0};
     std::atomic<uint64_t> ucx_bytes{0};
-    // Of shm_bytes, those the successor read from this rank's buffers with
-    // CMA (NEXAR_SHM_COPY, transport/shm_channel.h) instead of a slot.
+    // Of shm_bytes, those that went with CMA (NEXAR_SHM_COPY,
+    // transport/shm_channel.h) instead of a slot: read by the successor from
+    // this rank's buffers, or written by this rank into the successor's.
     std::atomic<uint64_t> cma_bytes{0};
     // Allreduces done by the hierarchical variant (algo/hierarchical.h).
     std::atomic<uint64_t> hier_calls{0};
+    // Of cma_bytes, those this rank wrote into the successor's buffer
+    // (NEXAR_SHM_COPY=push).
+    std::atomic<uint64_t> push_bytes{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
 // after MPI_Finalize).
 Stats& process_stats();
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C push_bytes=W"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

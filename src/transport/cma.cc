@@ -11,14 +11,15 @@ namespace nexar {
 
 namespace {
 
-std::string refusal(int err) {
+std::string refusal(bool write, int err) {
+    const std::string call = write ? "process_vm_writev" : "process_vm_readv";
     switch (err) {
         case EPERM:
-            return "process_vm_readv is not permitted (Yama ptrace_scope, a container's seccomp profile, or "
-                   "a non-dumpable process without CAP_SYS_PTRACE)";
-        case ENOSYS: return "process_vm_readv is not available in this kernel or container";
+            return call + " is not permitted (Yama ptrace_scope, a container's seccomp profile, or a non-dumpable "
+                          "process without CAP_SYS_PTRACE)";
+        case ENOSYS: return call + " is not available in this kernel or container";
         case ESRCH: return "the peer process has exited or is not visible from here";
-        default: return std::string("process_vm_readv failed: ") + strerror(err);
+        default: return call + " failed: " + strerror(err);
     }
 }
 
@@ -57,19 +58,33 @@ bool cma_probe(pid_t pid, const CmaProbeWord& word, std::string* why) {
     return true;
 }
 
-Status cma_read(pid_t pid, void* local, uint64_t remote, size_t bytes, std::string* error) {
-    char* dst = static_cast<char*>(local);
+namespace {
+
+// One loop for both directions: copies `bytes` between `local` and `remote`
+// in process `pid`, over partial transfers.
+Status cma_copy(bool write, pid_t pid, char* local, uint64_t remote, size_t bytes, std::string* error) {
     while (bytes > 0) {
-        iovec l{dst, bytes}, r{reinterpret_cast<void*>(uintptr_t(remote)), bytes};
-        ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+        iovec l{local, bytes}, r{reinterpret_cast<void*>(uintptr_t(remote)), bytes};
+        ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            *error = n < 0 ? refusal(errno) : std::string("process_vm_readv read nothing");
+            *error = n < 0 ? refusal(write, errno) : std::string(write ? "process_vm_writev" : "process_vm_readv") + " moved nothing";
             return Status::peer_failure;
         }
-        dst += n, remote += uint64_t(n), bytes -= size_t(n);
+        local += n, remote += uint64_t(n), bytes -= size_t(n);
     }
     return Status::ok;
+}
+
+}  // namespace
+
+Status cma_read(pid_t pid, void* local, uint64_t remote, size_t bytes, std::string* error) {
+    return cma_copy(false, pid, static_cast<char*>(local), remote, bytes, error);
+}
+
+Status cma_write(pid_t pid, uint64_t remote, const void* local, size_t bytes, std::string* error) {
+    // process_vm_writev only reads the local iovec.
+    return cma_copy(true, pid, const_cast<char*>(static_cast<const char*>(local)), remote, bytes, error);
 }
 
 }  // namespace nexar

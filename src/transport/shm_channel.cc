@@ -1,12 +1,15 @@
 #include "transport/shm_channel.h"
 
+#include <sched.h>
 #include <signal.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
+#include "core/log.h"
 #include "reduce/host_reduce.h"
 #include "transport/cma.h"
 #include "transport/tag.h"
@@ -15,7 +18,20 @@ namespace nexar {
 
 namespace {
 
-bool process_gone(pid_t pid) { return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH; }
+// Exited, or exited and not yet reaped (a zombie's memory is gone too).
+bool process_gone(pid_t pid) {
+    if (pid <= 0) return false;
+    if (kill(pid, 0) != 0) return errno == ESRCH;
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+    FILE* f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = 0;
+    const char* state = strrchr(stat, ')');  // "pid (comm) S ...": comm may hold anything
+    return state && (state[2] == 'Z' || state[2] == 'X');
+}
 
 Status peer_exited(int rank, pid_t pid, std::string* error) {
     char buf[96];
@@ -36,22 +52,47 @@ Status peer_gave_up(int rank, std::string* error) {
 
 Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) {
     *started = false;
-    uint64_t m = base_ + sent_;
-    if (box_.consumed().load(std::memory_order_acquire) + box_.depth() <= m) return Status::ok;  // slot in use
     if (bytes > box_.slot_bytes()) {
         *error = "a segment is larger than the shared-memory slots";
         return Status::invalid_argument;
     }
-    const bool by_address = copy_ == ShmCopy::cma || (copy_ == ShmCopy::mixed && unpack_tag(tag).phase == 1);
-    if (by_address) {
-        // The bytes stay at `src` until the successor has read them (drained()).
-        box_.record(m) = ShmSlotRecord{tag, bytes, uint64_t(reinterpret_cast<uintptr_t>(src))};
-        read_by_ = m + 1;
-        bytes_by_address_ += bytes;
-    } else {
-        memcpy(box_.slot(m), src, bytes);
-        box_.record(m) = ShmSlotRecord{tag, bytes, 0};
+    post_queued_records(&posted_since_progress_);
+    // Which way this segment travels: allgather segments may be pushed
+    // into the successor's buffer, or read by it from here; reduce-scatter
+    // segments only read (cma, push).
+    const bool gather = copy_ != ShmCopy::slots && unpack_tag(tag).phase == 1;
+    if (queued_ < ShmInbox::kMaxQueuedRecords) {
+        bool pushed = false;
+        if (gather && pushes_) {
+            std::string why;
+            if (!ok(box_.push(first_message_, size_t(src - own_place_), src, bytes, &pushed, &why))) {
+                // The probe read the successor, but the kernel refuses the
+                // write (a seccomp profile that allows reads only): stop
+                // pushing.  Whatever part landed is overwritten when the
+                // segment goes by address or through a slot below.
+                pushes_ = false;
+                box_.set_owner_writable(false);
+                NEXAR_INFO("allgather segments to rank %d are read by it from now on, not pushed: %s", peer_,
+                           why.c_str());
+            }
+        }
+        const bool by_address = !pushed && readable_ && (gather || copy_ >= ShmCopy::cma);
+        if (pushed || by_address) {
+            // By address, the bytes stay at `src` until the successor has
+            // read them (drained()).
+            queue_record({tag, bytes, pushed ? kPushedToPlace : uint64_t(reinterpret_cast<uintptr_t>(src))},
+                         &posted_since_progress_);
+            (pushed ? bytes_pushed_ : bytes_by_address_) += bytes;
+            bytes_sent_ += bytes;
+            *started = true;
+            return Status::ok;
+        }
     }
+    // A segment through a slot follows every earlier record.
+    uint64_t m = base_ + sent_;
+    if (queued_ > 0 || box_.consumed().load(std::memory_order_acquire) + box_.depth() <= m) return Status::ok;
+    memcpy(box_.slot(m), src, bytes);
+    box_.record(m) = ShmSlotRecord{tag, bytes, 0};
     box_.produced().store(m + 1, std::memory_order_release);
     ++sent_;
     bytes_sent_ += bytes;
@@ -59,8 +100,33 @@ Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* 
     return Status::ok;
 }
 
+void ShmSendChannel::queue_record(const ShmSlotRecord& r, bool* moved) {
+    queue_[(queue_first_ + queued_) % ShmInbox::kMaxQueuedRecords] = r;
+    ++queued_;
+    post_queued_records(moved);
+}
+
+void ShmSendChannel::post_queued_records(bool* moved) {
+    if (queued_ == 0) return;
+    const uint64_t consumed = box_.consumed().load(std::memory_order_acquire);
+    while (queued_ > 0 && consumed + box_.depth() > base_ + sent_) {
+        const uint64_t m = base_ + sent_;
+        const ShmSlotRecord& r = queue_[queue_first_];
+        box_.record(m) = r;
+        if (r.remote != kPushedToPlace) read_by_ = m + 1;
+        box_.produced().store(m + 1, std::memory_order_release);
+        ++sent_;
+        queue_first_ = (queue_first_ + 1) % ShmInbox::kMaxQueuedRecords;
+        --queued_;
+        *moved = true;
+    }
+}
+
 Status ShmSendChannel::progress(bool* moved, std::string*) {
-    // Only segments sent by address wait on the successor.
+    if (posted_since_progress_) *moved = true;
+    posted_since_progress_ = false;
+    post_queued_records(moved);
+    // Segments sent by address wait on the successor.
     if (seen_consumed_ < read_by_) {
         uint64_t c = box_.consumed().load(std::memory_order_acquire);
         if (c != seen_consumed_) *moved = true;
@@ -72,6 +138,25 @@ Status ShmSendChannel::progress(bool* moved, std::string*) {
 Status ShmSendChannel::check_peer(std::string* error) {
     if (box_.broken()) return peer_gave_up(peer_, error);
     return process_gone(box_.owner_pid()) ? peer_exited(peer_, box_.owner_pid(), error) : Status::ok;
+}
+
+void ShmRecvChannel::begin_operation(char* recvbuf, size_t bytes) {
+    close_place();  // an operation that ended without finish() or abort()
+    box_.publish_place(base_ + done_, recvbuf, bytes);
+    place_open_ = true;
+}
+
+void ShmRecvChannel::close_place() {
+    if (!place_open_) return;
+    place_open_ = false;
+    box_.revoke_place();
+    // A push copies one segment: this waits a fraction of a millisecond, or
+    // until the writer is gone.  A writer that cannot be watched gets a
+    // second (it could not have pushed: it could not see this process).
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (box_.pushing() && !process_gone(writer_pid_) &&
+           (writer_pid_ > 0 || std::chrono::steady_clock::now() < give_up))
+        sched_yield();
 }
 
 Status ShmRecvChannel::post(const Arrival& a, bool* posted, std::string*) {
@@ -98,10 +183,19 @@ Status ShmRecvChannel::progress(bool* moved, std::string* error) {
         *error = buf;
         return Status::mismatch;
     }
-    // A segment sent by address is read from the writer's memory: into
-    // place, or into this slot (in this core's cache) to be reduced from.
+    // A pushed segment is in place already; one sent by address is read
+    // from the writer's memory: into place, or into this slot (in this
+    // core's cache) to be reduced from.
     const char* payload = box_.slot(m);
-    if (rec.remote != 0) {
+    if (rec.remote == kPushedToPlace) {
+        if (a.reduce) {
+            char buf[160];
+            snprintf(buf, sizeof buf, "rank %d wrote a segment into this rank's buffer where one to reduce was expected",
+                     peer_);
+            *error = buf;
+            return Status::mismatch;
+        }
+    } else if (rec.remote != 0) {
         std::string why;
         Status s = writer_pid_ > 0 ? cma_read(writer_pid_, a.reduce ? box_.slot(m) : a.place, rec.remote, a.bytes, &why)
                                    : (why = "its process is not visible from here", Status::peer_failure);

@@ -14,6 +14,21 @@
 // (allgather) or into its own slot, in its cache, before reducing
 // (reduce-scatter).  The sender's call ends only once its successor has
 // read every such segment.  Which segments travel so is the call's ShmCopy.
+//
+// With ShmCopy::push, where the sender proved at setup that it may write the
+// receiver's memory, the sender writes each allgather segment straight into
+// the receiver's buffer (process_vm_writev), at the place the receiver
+// published for the operation, and records only that it did.  The segment
+// was just reduced or arrived, so it is read from the sender's cache: the
+// receiver never reads it back from memory.  The receiver's call ends only
+// once no push into its buffer can be under way (ShmInbox::revoke_place).
+//
+// A segment passed by address or pushed needs no slot, only a record.  So
+// start() takes it at once, even while every slot is taken, and queues its
+// record until one frees up.  Otherwise the ring's send stream, which
+// carries all of the reduce-scatter before the allgather, would hold each
+// push back until the reduce-scatter was nearly over and the segment had
+// long left the cache.
 #pragma once
 
 #include <sys/types.h>
@@ -36,16 +51,28 @@ public:
     // `next`: the successor's inbox, mapped here.
     // `copy`: which segments may go by address; only where the successor
     // can read this process (ShmInbox::writer_readable).
+    // Pushing needs only that this process may write the successor's
+    // (ShmInbox::owner_writable).
     ShmSendChannel(ShmInbox& next, int peer_rank, ShmCopy copy = ShmCopy::slots)
         : box_(next), peer_(peer_rank), base_(next.produced().load(std::memory_order_relaxed)),
-          copy_(next.writer_readable() ? copy : ShmCopy::slots) {}
+          copy_(copy), readable_(copy != ShmCopy::slots && next.writer_readable()),
+          pushes_(copy == ShmCopy::push && next.owner_writable()), queue_(next.record_queue()) {}
     ChannelKind kind() const override { return ChannelKind::shm; }
+    void begin_operation(const char* recvbuf, size_t) override {
+        own_place_ = recvbuf;
+        first_message_ = base_ + sent_;
+    }
     Status start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
     // A segment sent by address is complete once the successor has read it.
-    bool drained() const override { return box_.consumed().load(std::memory_order_acquire) >= read_by_; }
+    // Every record is posted and every segment sent by address is read.
+    bool drained() const override {
+        return queued_ == 0 && box_.consumed().load(std::memory_order_acquire) >= read_by_;
+    }
     // Payload bytes the successor read from this process with CMA.
     uint64_t bytes_by_address() const { return bytes_by_address_; }
+    // Payload bytes this process wrote into the successor's buffer.
+    uint64_t bytes_pushed() const { return bytes_pushed_; }
     Status check_peer(std::string* error) override;
     void abort() override { box_.mark_broken(); }
 
@@ -54,10 +81,26 @@ private:
     int peer_;
     uint64_t base_;  // the inbox's counter when the call began (only this rank writes it)
     ShmCopy copy_;
-    uint64_t sent_ = 0;
+    bool readable_;  // the successor may read segments from here by address
+    bool pushes_;    // allgather segments are pushed where the successor published its place
+    const char* own_place_ = nullptr;     // this operation's recvbuf here
+    uint64_t first_message_ = ~uint64_t(0);  // this operation's first message
+    // Queues the record of a segment that needs no slot, and posts what
+    // the successor has room for.
+    void queue_record(const ShmSlotRecord& r, bool* moved);
+    // Posts queued records, in order, while the successor has room.
+    void post_queued_records(bool* moved);
+
+    uint64_t sent_ = 0;          // records posted
     uint64_t read_by_ = 0;       // `consumed` once the last segment sent by address is read
+    // Records of segments taken but not yet posted, oldest first (in the
+    // inbox mapping's ShmInbox::record_queue).
+    ShmSlotRecord* queue_;
+    size_t queue_first_ = 0, queued_ = 0;
+    bool posted_since_progress_ = false;  // start() posted records: progress() reports the move
     uint64_t seen_consumed_ = 0;
     uint64_t bytes_by_address_ = 0;
+    uint64_t bytes_pushed_ = 0;
 };
 
 class ShmRecvChannel : public RecvChannel {
@@ -67,13 +110,23 @@ public:
     ShmRecvChannel(ShmInbox& mine, int peer_rank, pid_t writer_pid, DataType type, ReduceOp op)
         : box_(mine), peer_(peer_rank), writer_pid_(writer_pid), type_(type), op_(op),
           base_(mine.consumed().load(std::memory_order_relaxed)) {}
+    ~ShmRecvChannel() override { close_place(); }
     ChannelKind kind() const override { return ChannelKind::shm; }
+    // Publishes where this operation's segments go, for a writer that pushes.
+    void begin_operation(char* recvbuf, size_t bytes) override;
     Status post(const Arrival& a, bool* posted, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
     size_t done() const override { return size_t(done_); }
     bool drained() const override { return done_ == posted_; }
     Status check_peer(std::string* error) override;
-    void abort() override { box_.mark_broken(); }
+    void abort() override {
+        box_.mark_broken();
+        close_place();
+    }
+    Status finish(std::string*) override {
+        close_place();
+        return Status::ok;
+    }
 
 private:
     ShmInbox& box_;
@@ -81,7 +134,12 @@ private:
     pid_t writer_pid_;
     DataType type_;
     ReduceOp op_;
+    // Revokes the published place and waits until no push into it can be
+    // under way, so that no byte lands after the call returns.
+    void close_place();
+
     uint64_t base_;  // likewise, only this rank writes `consumed`
+    bool place_open_ = false;
     uint64_t posted_ = 0, done_ = 0;
     Arrival expected_[kMaxRingDepth];
 };

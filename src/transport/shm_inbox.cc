@@ -17,7 +17,8 @@ namespace nexar {
 
 namespace {
 
-constexpr uint64_t kInboxMagic = 0x6e65786172696e32ull;  // "nexarin2"
+constexpr uint64_t kInboxMagic = 0x6e65786172696e33ull;  // "nexarin3"
+constexpr uint64_t kNoPlace = ~uint64_t(0);
 constexpr size_t kHeaderBytes = 4096;                     // header, counters, slot records
 
 // The first page of an inbox.  The two counters sit on cache lines of their
@@ -35,10 +36,19 @@ struct InboxHeader {
     std::atomic<uint32_t> writer_readable;
     alignas(64) std::atomic<uint64_t> produced;
     alignas(64) std::atomic<uint64_t> consumed;
+    // Written by the owner (ShmInbox::publish_place): where the operation
+    // whose first message is `place_from` puts its arrivals.
+    alignas(64) std::atomic<uint64_t> place_from;
+    uint64_t place_address;
+    uint64_t place_bytes;
+    // Written by the writer: 1 while it pushes into that place.
+    alignas(64) std::atomic<uint32_t> pushing;
     alignas(64) ShmSlotRecord records[1];  // `depth` of them
 };
 static_assert(offsetof(InboxHeader, records) + sizeof(ShmSlotRecord) * 64 <= kHeaderBytes, "records fit the header");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters are shared between processes");
+
+InboxHeader* header_of(void* base) { return static_cast<InboxHeader*>(base); }
 
 size_t inbox_length(uint32_t depth, size_t slot_bytes) { return kHeaderBytes + size_t(depth) * slot_bytes; }
 
@@ -81,6 +91,36 @@ bool ShmInbox::writer_readable() const {
 void ShmInbox::mark_broken() { static_cast<InboxHeader*>(base_)->broken.store(1, std::memory_order_seq_cst); }
 bool ShmInbox::broken() const {
     return static_cast<const InboxHeader*>(base_)->broken.load(std::memory_order_acquire) != 0;
+}
+
+// The two sides meet as in Dekker's algorithm: the writer raises `pushing`
+// and then reads `place_from`; the owner clears `place_from` and then reads
+// `pushing`, each with sequentially consistent order.  So either the writer
+// sees the place gone and writes nothing, or the owner sees the push and
+// waits for it to end.
+void ShmInbox::publish_place(uint64_t first_message, char* recvbuf, size_t bytes) {
+    InboxHeader* h = header_of(base_);
+    h->place_address = uint64_t(reinterpret_cast<uintptr_t>(recvbuf));
+    h->place_bytes = bytes;
+    h->place_from.store(first_message, std::memory_order_release);
+}
+void ShmInbox::revoke_place() { header_of(base_)->place_from.store(kNoPlace, std::memory_order_seq_cst); }
+bool ShmInbox::pushing() const { return header_of(base_)->pushing.load(std::memory_order_seq_cst) != 0; }
+
+Status ShmInbox::push(uint64_t first_message, size_t offset, const char* src, size_t bytes, bool* pushed,
+                      std::string* error) {
+    InboxHeader* h = header_of(base_);
+    *pushed = false;
+    h->pushing.store(1, std::memory_order_seq_cst);
+    Status s = Status::ok;
+    // While `pushing` is up the owner cannot publish another place.
+    if (h->place_from.load(std::memory_order_seq_cst) == first_message && !broken() && offset <= h->place_bytes &&
+        bytes <= h->place_bytes - offset) {
+        s = cma_write(owner_pid_, h->place_address + offset, src, bytes, error);
+        *pushed = ok(s);
+    }
+    h->pushing.store(0, std::memory_order_release);
+    return s;
 }
 
 std::atomic<uint64_t>& ShmInbox::produced() { return static_cast<InboxHeader*>(base_)->produced; }
@@ -145,6 +185,8 @@ Status ShmInbox::create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmIn
     h->broken.store(0, std::memory_order_relaxed);
     h->writer_readable.store(0, std::memory_order_relaxed);
     h->produced.store(0, std::memory_order_relaxed);
+    h->place_from.store(kNoPlace, std::memory_order_relaxed);
+    h->pushing.store(0, std::memory_order_relaxed);
     h->consumed.store(0, std::memory_order_release);
 
     memset(name, 0, sizeof *name);
@@ -182,6 +224,7 @@ Status ShmInbox::open(const ShmInboxName& name, std::unique_ptr<ShmInbox>* out, 
         *error = errno_text("cannot open the neighbour's shared memory", name.name, errno);
         return Status::unavailable;
     }
+    box->record_queue_.reset(new ShmSlotRecord[kMaxQueuedRecords]);
     Status s = box->map(fd, false, name.name, error);  // name_ stays empty: only the owner unlinks
     close(fd);
     if (!ok(s)) return s;

@@ -36,9 +36,12 @@ namespace nexar {
 struct ShmSlotRecord {
     uint64_t tag;     // the segment's ring tag (transport/tag.h)
     uint64_t bytes;   // its length
-    uint64_t remote;  // 0: the bytes are in the slot; else their address in
-                      // the writer's process, to be read with CMA (transport/cma.h)
+    uint64_t remote;  // 0: the bytes are in the slot; kPushedToPlace: the
+                      // writer wrote them into the owner's buffer; else their
+                      // address in the writer's process, to be read with CMA
+                      // (transport/cma.h)
 };
+constexpr uint64_t kPushedToPlace = ~uint64_t(0);
 
 // What a peer needs to open an inbox; exchanged with an allgather.
 struct ShmInboxName {
@@ -92,6 +95,32 @@ public:
     void mark_broken();
     bool broken() const;
 
+    // Pushing (ShmCopy::push): the writer writes segments straight into the
+    // owner's receive buffer with CMA.
+    // Owner: the ring operation whose first message is `first_message`
+    // places its arrivals in [recvbuf, recvbuf + bytes).
+    void publish_place(uint64_t first_message, char* recvbuf, size_t bytes);
+    // Owner: no push may start from now on; one already under way ends
+    // when pushing() turns false.
+    void revoke_place();
+    bool pushing() const;
+    // Writer, set at setup: it proved it can write the owner's memory (the
+    // owner's CMA probe word read back).  Kept in this process only.
+    void set_owner_writable(bool writable) { owner_writable_ = writable; }
+    bool owner_writable() const { return owner_writable_ && owner_pid_ > 0; }
+    // Writer: room for the records a send channel has taken but not yet
+    // posted (ShmSendChannel), kept with the mapping so that no call
+    // allocates it.
+    static constexpr size_t kMaxQueuedRecords = 1024;
+    ShmSlotRecord* record_queue() { return record_queue_.get(); }
+    // Writer: copies `bytes` at `src` to `offset` in the place the owner
+    // published for the operation starting at `first_message`.  *pushed is
+    // false, and nothing written, when no such place is published (the
+    // owner finished or failed) or it is too short.  The owner never
+    // returns from its call while a push is under way (revoke_place).
+    Status push(uint64_t first_message, size_t offset, const char* src, size_t bytes, bool* pushed,
+                std::string* error);
+
 private:
     ShmInbox() = default;
     Status map(int fd, bool create, const char* label, std::string* error);
@@ -103,6 +132,8 @@ private:
     uint32_t depth_ = 0;
     size_t slot_bytes_ = 0;
     pid_t owner_pid_ = 0;
+    bool owner_writable_ = false;
+    std::unique_ptr<ShmSlotRecord[]> record_queue_;
     std::string name_;  // set while the owner's name is linked
 };
 

@@ -42,19 +42,26 @@ run 3 -- --cases 240 --max-count 5000 --big-every 60 --seed 13
 run 4 -- --cases 200 --max-count 3000 --big-every 100 --seed 14
 path=shm run 5 NEXAR_SEGMENT_BYTES=1K -- --cases 160 --max-count 2000 --big-every 0 --seed 15
 # Same-node hops that pass segments by address, read by the receiver with
-# CMA: both phases, and the allgather alone (NEXAR_SHM_COPY=mixed).
+# CMA: both phases, and the allgather alone (NEXAR_SHM_COPY=mixed); and
+# allgather segments written by the sender into the receiver's buffer
+# (push).
 path=shm run 2 NEXAR_SHM_COPY=cma -- --cases 200 --max-count 20000 --big-every 25 --seed 21
 check_bytes "$log" cma_bytes nonzero
 path=shm run 3 NEXAR_SHM_COPY=mixed NEXAR_SEGMENT_BYTES=4K -- --cases 120 --max-count 5000 --big-every 60 --seed 22
 check_bytes "$log" cma_bytes nonzero
+path=shm run 2 NEXAR_SHM_COPY=push NEXAR_SEGMENT_BYTES=8K -- --cases 200 --max-count 20000 --big-every 25 --seed 24
+check_bytes "$log" push_bytes nonzero
+path=shm run 3 NEXAR_SHM_COPY=push NEXAR_SEGMENT_BYTES=4K -- --cases 120 --max-count 5000 --big-every 60 --seed 25
+check_bytes "$log" push_bytes nonzero
 # A kernel that forbids CMA (ranks nobody may read: non-dumpable, and as
 # root without CAP_SYS_PTRACE, as Yama's ptrace_scope or a container's
 # seccomp profile would refuse): the probe fails, one line says so, and
 # every segment goes through the slots.
 wrap=""
 [ "$(id -u)" = 0 ] && wrap="setpriv --bounding-set=-sys_ptrace --inh-caps=-sys_ptrace"
-wrap=$wrap path=shm run 2 NEXAR_SHM_COPY=cma -- --cases 80 --max-count 20000 --big-every 20 --seed 23 --dumpable 0
+wrap=$wrap path=shm run 2 NEXAR_SHM_COPY=push -- --cases 80 --max-count 20000 --big-every 20 --seed 23 --dumpable 0
 check_bytes "$log" cma_bytes zero
+check_bytes "$log" push_bytes zero
 [ "$(grep -c "same-node hops copy through shared-memory slots only: cannot read a neighbour's memory with CMA: process_vm_readv is not permitted" "$log")" = 2 ] ||
     fail "the CMA refusal was not reported once per rank"
 # The UCX ring on host buffers.

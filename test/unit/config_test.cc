@@ -124,7 +124,7 @@ TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
     ASSERT_EQ(problems.size(), 11u);
     EXPECT_NE(problems[10].find("NEXAR_GPU_PROFILE='2'"), std::string::npos) << problems[10];
     EXPECT_NE(problems[9].find("NEXAR_SHM_COPY='zerocopy'"), std::string::npos) << problems[9];
-    EXPECT_NE(problems[9].find("auto, slots, mixed or cma"), std::string::npos) << problems[9];
+    EXPECT_NE(problems[9].find("auto, slots, mixed, cma or push"), std::string::npos) << problems[9];
     EXPECT_NE(problems[8].find("NEXAR_ALGORITHM='tree'"), std::string::npos) << problems[8];
     EXPECT_NE(problems[8].find("auto, ring or hier"), std::string::npos) << problems[8];
     EXPECT_NE(problems[1].find("NEXAR_THRESHOLD_BYTES='8X'"), std::string::npos) << problems[1];

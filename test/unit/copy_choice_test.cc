@@ -55,7 +55,7 @@ ShmCopy run_calls(ShmCopyChooser& c, size_t bytes, bool in_place, const double (
 
 TEST(ShmCopyChooser, TriesEveryModeThenKeepsTheFastest) {
     ShmCopyChooser c;
-    const double times[kShmCopyModes] = {3.0, 1.0, 2.0};  // mixed fastest
+    const double times[kShmCopyModes] = {3.0, 1.0, 2.0, 1.5};  // mixed fastest
     std::vector<ShmCopy> used;
     run_calls(c, 64 << 20, false, times, 20, &used);
     const uint32_t explore = ShmCopyChooser::kSamplesPerMode * kShmCopyModes;
@@ -65,12 +65,14 @@ TEST(ShmCopyChooser, TriesEveryModeThenKeepsTheFastest) {
 
 TEST(ShmCopyChooser, ShapesAreIndependentAndRoundsStartAfresh) {
     ShmCopyChooser c;
-    const double slots_win[kShmCopyModes] = {1.0, 2.0, 3.0};
-    const double cma_wins[kShmCopyModes] = {3.0, 2.0, 1.0};
+    const double slots_win[kShmCopyModes] = {1.0, 2.0, 3.0, 1.5};
+    const double cma_wins[kShmCopyModes] = {3.0, 2.0, 1.0, 1.5};
+    const double push_wins[kShmCopyModes] = {3.0, 2.0, 1.5, 1.0};
     EXPECT_EQ(run_calls(c, 8 << 20, false, slots_win, 10), ShmCopy::slots);
     EXPECT_EQ(run_calls(c, 8 << 20, true, cma_wins, 10), ShmCopy::cma);     // in place: its own shape
     EXPECT_EQ(run_calls(c, 64 << 20, false, cma_wins, 10), ShmCopy::cma);   // another size class
     EXPECT_EQ(run_calls(c, 12 << 20, false, slots_win, 1), ShmCopy::slots);  // 8-16 MiB: one class
+    EXPECT_EQ(run_calls(c, 256 << 20, true, push_wins, 10), ShmCopy::push);
     // The buffers change (say, onto huge pages): the next round finds it.
     run_calls(c, 8 << 20, false, slots_win, int(ShmCopyChooser::kRoundCalls) - 11);
     EXPECT_EQ(run_calls(c, 8 << 20, false, cma_wins, 10), ShmCopy::cma);

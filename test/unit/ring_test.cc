@@ -10,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <random>
+#include <sys/mman.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -124,9 +125,10 @@ void run_ranks(int n, const std::function<RankResult(int, RingLinks&)>& body, st
 // The same with the shared-memory path: each thread-rank creates its inbox,
 // then maps its successor's by name, as ranks of one node do.
 // With `copy` other than slots, each inbox's owner proves with the real
-// CMA probe that it can read its writer (here: its own process).
+// CMA probe that it can read its writer (here: its own process), unless
+// not `readable`, and each writer that it can write its successor.
 void run_shm_ranks(int n, size_t slot_bytes, uint32_t depth, const std::function<RankResult(int, ShmRingLinks&)>& body,
-                   std::vector<RankResult>* results, ShmCopy copy = ShmCopy::slots) {
+                   std::vector<RankResult>* results, ShmCopy copy = ShmCopy::slots, bool readable = true) {
     std::vector<ShmInboxName> names(n);
     Barrier barrier(n);
     results->assign(n, RankResult());
@@ -139,12 +141,19 @@ void run_shm_ranks(int n, size_t slot_bytes, uint32_t depth, const std::function
             if (!ok(ShmInbox::create(depth, slot_bytes, &mine, &names[r], &err))) ++setup_failures;
             barrier.wait();
             if (setup_failures == 0 && !ok(ShmInbox::open(names[(r + 1) % n], &next, &err))) ++setup_failures;
-            if (mine && copy != ShmCopy::slots) {
+            if (mine && copy != ShmCopy::slots && readable) {
                 const ShmInboxName& writer = names[(r + n - 1) % n];
                 std::string why;
                 bool readable = cma_probe(watchable_pid(writer), {writer.probe_address, writer.probe_value}, &why);
                 EXPECT_TRUE(readable) << why;
                 mine->set_writer_readable(readable);
+            }
+            if (next && copy != ShmCopy::slots) {
+                const ShmInboxName& owner = names[(r + 1) % n];
+                std::string why;
+                bool writable = cma_probe(watchable_pid(owner), {owner.probe_address, owner.probe_value}, &why);
+                EXPECT_TRUE(writable) << why;
+                next->set_owner_writable(writable);
             }
             barrier.wait();
             if (mine) mine->unlink();
@@ -166,8 +175,9 @@ void run_shm_ranks(int n, size_t slot_bytes, uint32_t depth, const std::function
 }
 
 // shm_mixed and shm_cma: shared memory with segments passed by address
-// (ShmCopy::mixed, ShmCopy::cma).
-enum class Path { ucx, shm, shm_mixed, shm_cma };
+// (ShmCopy::mixed, ShmCopy::cma); shm_push: allgather segments written into
+// the receiver's buffer (ShmCopy::push).
+enum class Path { ucx, shm, shm_mixed, shm_cma, shm_push };
 
 template <class T>
 T input_value(int rank, size_t i, ReduceOp op) {
@@ -228,7 +238,10 @@ void run_path(Path path, int n, size_t slot_bytes, uint32_t depth,
                 return body(r, call);
             },
             results,
-            path == Path::shm_cma ? ShmCopy::cma : path == Path::shm_mixed ? ShmCopy::mixed : ShmCopy::slots);
+            path == Path::shm_push  ? ShmCopy::push
+            : path == Path::shm_cma ? ShmCopy::cma
+            : path == Path::shm_mixed ? ShmCopy::mixed
+                                      : ShmCopy::slots);
     }
 }
 
@@ -385,9 +398,10 @@ TEST(RingOverSharedMemory, SeveralMegabytesManySegments) {
 }
 
 // Segments passed by address and read with CMA: in the allgather only
-// (mixed) and in both phases, in place and not, across calls.
+// (mixed) and in both phases, or pushed in the allgather; in place and not,
+// across calls.
 TEST(RingOverSharedMemoryByAddress, CountsAndRankCounts) {
-    for (Path path : {Path::shm_mixed, Path::shm_cma})
+    for (Path path : {Path::shm_mixed, Path::shm_cma, Path::shm_push})
         for (int n : {2, 3, 4})
             for (size_t count : {0, 1, 3, 17, 1009, 40000}) {
                 SCOPED_TRACE("path=" + std::to_string(int(path)) + " n=" + std::to_string(n) +
@@ -397,13 +411,21 @@ TEST(RingOverSharedMemoryByAddress, CountsAndRankCounts) {
 }
 
 TEST(RingOverSharedMemoryByAddress, TypesOpsAndManySegments) {
-    for (Path path : {Path::shm_mixed, Path::shm_cma}) {
+    for (Path path : {Path::shm_mixed, Path::shm_cma, Path::shm_push}) {
         check_allreduce<int8_t>(3, 777, DataType::i8, ReduceOp::sum, false, 256, 2, path);
         check_allreduce<uint16_t>(2, 999, DataType::u16, ReduceOp::max, true, 512, 4, path);
         check_allreduce<double>(3, 10007, DataType::f64, ReduceOp::max, false, 8192, 4, path, 2);
         check_allreduce<float>(2, 3 * 1024 * 1024 + 3, DataType::f32, ReduceOp::sum, false, 256 * 1024, 4, path, 2);
         check_allreduce<float>(3, 1024 * 1024 + 1, DataType::f32, ReduceOp::prod, true, 64 * 1024, 6, path);
     }
+}
+
+// More records than the sender's queue holds (4096 segments a chunk against
+// 1024 queued records), so the queue fills, waits and wraps, across calls.
+TEST(RingOverSharedMemoryByAddress, RecordQueueFillsAndWraps) {
+    for (Path path : {Path::shm_cma, Path::shm_push})
+        check_allreduce<float>(2, 2 * 4096 * 64, DataType::f32, ReduceOp::sum, path == Path::shm_push, 256, 4, path,
+                               2);
 }
 
 // A receive side that dawdles over the last messages of a call, so that
@@ -422,8 +444,11 @@ private:
 };
 
 // Which bytes went by address: the allgather's (n-1)/n of the vector with
-// mixed, all 2(n-1)/n with cma, none where the receiver cannot read the
-// sender (no probe: the inbox says so) whatever the call asks.  Inputs
+// mixed, all 2(n-1)/n with cma, the reduce-scatter's with push, which
+// pushes the allgather's; none where the receiver cannot read the sender
+// (no probe: the inbox says so) whatever the call asks.  Where the sender
+// may write but not be read, push still pushes the allgather's, and the
+// reduce-scatter goes through slots, queued behind the pushes' records.  Inputs
 // differ by element and rank, and every rank scribbles over its buffers as
 // soon as its call returns while rank 1 reads its last segments slowly: a
 // sender whose call ended before its successor had read what it passed by
@@ -432,10 +457,11 @@ TEST(RingOverSharedMemoryByAddress, BytesByAddressPerMode) {
     const int n = 3;
     const size_t count = 3 * 4096;  // chunks of 4096 int32, 16 KiB
     const size_t chunk_bytes = count / n * sizeof(int32_t);
-    for (ShmCopy copy : {ShmCopy::slots, ShmCopy::mixed, ShmCopy::cma})
-        for (bool probed : {true, false}) {
-            SCOPED_TRACE(std::string(shm_copy_name(copy)) + (probed ? " probed" : " not probed"));
-            std::vector<uint64_t> by_address(n), sent(n);
+    enum class Probed { both, write_only, none };
+    for (ShmCopy copy : {ShmCopy::slots, ShmCopy::mixed, ShmCopy::cma, ShmCopy::push})
+        for (Probed probed : {Probed::both, Probed::write_only, Probed::none}) {
+            SCOPED_TRACE(std::string(shm_copy_name(copy)) + " probed " + std::to_string(int(probed)));
+            std::vector<uint64_t> by_address(n), pushed(n), sent(n);
             std::vector<RankResult> results;
             run_shm_ranks(
                 n, 4096, 4,
@@ -460,17 +486,21 @@ TEST(RingOverSharedMemoryByAddress, BytesByAddressPerMode) {
                         if (result[i] != value(i, 0) + value(i, 1) + value(i, 2))
                             res = {Status::mismatch, "wrong sum at " + std::to_string(i)};
                     by_address[size_t(r)] = to_next.bytes_by_address();
+                    pushed[size_t(r)] = to_next.bytes_pushed();
                     sent[size_t(r)] = to_next.bytes_sent();
                     return res;
                 },
-                &results, probed ? ShmCopy::cma : ShmCopy::slots);
+                &results, probed == Probed::none ? ShmCopy::slots : ShmCopy::cma, probed == Probed::both);
             for (int r = 0; r < n; ++r) {
                 ASSERT_EQ(results[size_t(r)].status, Status::ok) << results[size_t(r)].error;
                 EXPECT_EQ(sent[size_t(r)], 2 * (n - 1) * chunk_bytes);
-                uint64_t want = !probed || copy == ShmCopy::slots ? 0
-                                : copy == ShmCopy::mixed         ? (n - 1) * chunk_bytes
-                                                                 : 2 * (n - 1) * chunk_bytes;
+                uint64_t want = probed != Probed::both || copy == ShmCopy::slots    ? 0
+                                : copy == ShmCopy::mixed || copy == ShmCopy::push ? (n - 1) * chunk_bytes
+                                                                                  : 2 * (n - 1) * chunk_bytes;
                 EXPECT_EQ(by_address[size_t(r)], want) << "rank " << r;
+                EXPECT_EQ(pushed[size_t(r)],
+                          probed != Probed::none && copy == ShmCopy::push ? (n - 1) * chunk_bytes : 0)
+                    << "rank " << r;
             }
         }
 }
@@ -494,6 +524,86 @@ TEST(RingOverSharedMemory, SegmentsLargerThanSlotsAreRefused) {
         },
         &results);
     for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].status, Status::invalid_argument);
+}
+
+// One inbox of two 4 KiB slots, seen by its owner and by its writer, both
+// in this process.
+struct InboxPair {
+    std::unique_ptr<ShmInbox> owner, writer;
+    ShmInboxName name;
+};
+void open_inbox_pair(InboxPair* p) {
+    std::string err;
+    ASSERT_EQ(ShmInbox::create(2, 4096, &p->owner, &p->name, &err), Status::ok) << err;
+    ASSERT_EQ(ShmInbox::open(p->name, &p->writer, &err), Status::ok) << err;
+    p->owner->unlink();
+}
+
+// The owner's side of pushing: a writer writes only into the place
+// published for its own operation, within its bounds, and nothing once the
+// owner revoked it or a ring failed.
+TEST(RingOverSharedMemoryByAddress, PushesOnlyIntoThePublishedPlace) {
+    InboxPair pair;
+    ASSERT_NO_FATAL_FAILURE(open_inbox_pair(&pair));
+    ShmInbox *owner = pair.owner.get(), *writer = pair.writer.get();
+    const ShmInboxName& name = pair.name;
+    std::string err;
+    std::string why;
+    writer->set_owner_writable(cma_probe(watchable_pid(name), {name.probe_address, name.probe_value}, &why));
+    ASSERT_TRUE(writer->owner_writable()) << why;
+    std::vector<char> place(64, 'x');
+    const char src[16] = "fifteen bytes!!";
+    auto push = [&](uint64_t first, size_t offset, size_t bytes) {
+        bool pushed = true;
+        std::string error;
+        EXPECT_EQ(writer->push(first, offset, src, bytes, &pushed, &error), Status::ok) << error;
+        return pushed;
+    };
+    EXPECT_FALSE(push(0, 0, 16));  // nothing published yet
+    owner->publish_place(5, place.data(), place.size());
+    EXPECT_FALSE(push(4, 0, 16));   // another operation's
+    EXPECT_FALSE(push(5, 56, 16));  // past the end
+    EXPECT_FALSE(push(5, ~size_t(0) - 4, 16));
+    EXPECT_EQ(std::string(place.data(), place.size()), std::string(64, 'x'));
+    EXPECT_TRUE(push(5, 8, 16));
+    EXPECT_EQ(std::string(place.data() + 8, 16), std::string(src, 16));
+    EXPECT_EQ(place[7], 'x');
+    EXPECT_EQ(place[24], 'x');
+    owner->revoke_place();
+    EXPECT_FALSE(owner->pushing());
+    EXPECT_FALSE(push(5, 32, 16));
+    owner->publish_place(9, place.data(), place.size());
+    owner->mark_broken();
+    EXPECT_FALSE(push(9, 32, 16));
+    EXPECT_EQ(place[32], 'x');
+}
+
+// A write the kernel refuses after the probe passed (here: a place the
+// owner cannot have, unmapped) does not fail the call: the segment goes
+// through a slot instead, and the hop pushes nothing more.
+TEST(RingOverSharedMemoryByAddress, ARefusedPushFallsBackToASlot) {
+    InboxPair pair;
+    ASSERT_NO_FATAL_FAILURE(open_inbox_pair(&pair));
+    ShmInbox *owner = pair.owner.get(), *writer = pair.writer.get();
+    writer->set_owner_writable(true);  // as if the probe had passed
+    std::string err;
+    void* hole = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(hole, MAP_FAILED);
+    ShmSendChannel out(*writer, 1, ShmCopy::push);
+    char mine[64] = "an allgather segment";
+    out.begin_operation(mine, sizeof mine);
+    owner->publish_place(0, static_cast<char*>(hole), sizeof mine);
+    TagFields f;
+    f.phase = 1;  // allgather
+    bool started = false;
+    EXPECT_EQ(out.start(mine, 32, pack_tag(f), &started, &err), Status::ok) << err;
+    EXPECT_TRUE(started);
+    EXPECT_EQ(out.bytes_pushed(), 0u);
+    EXPECT_FALSE(writer->owner_writable());
+    EXPECT_EQ(owner->record(0).remote, 0u);  // in the slot
+    EXPECT_EQ(memcmp(owner->slot(0), mine, 32), 0);
+    owner->revoke_place();
+    munmap(hole, 4096);
 }
 
 // A neighbour whose ring failed marks the inboxes broken: the rank waiting
