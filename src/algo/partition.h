@@ -69,4 +69,66 @@ inline size_t max_segment_elems(size_t count, size_t ranks, size_t seg_elems) {
     return largest;
 }
 
+// How a ring's vector is cut into its chunks, one per ring position.
+//
+// An allreduce cuts `count` elements into equal chunks (chunk_span): any
+// assignment of chunks to ranks gives the same result.  A reduce-scatter or
+// an allgather must leave each rank's result where MPI puts it: chunk c is
+// then the MPI block of the rank at ring position c-1, the position that
+// holds chunk c reduced after the reduce-scatter (or starts with it in an
+// allgather alone; algo/ring_schedule.h).  The caller lays those blocks out
+// in chunk order (ring_block_layout below); blocks may differ in size and be
+// empty.  A layout is a view: the spans are the caller's.
+class ChunkLayout {
+public:
+    ChunkLayout() = default;
+    // `count` elements in `ranks` equal chunks.
+    static ChunkLayout equal(size_t count, size_t ranks) {
+        ChunkLayout l;
+        l.count_ = count;
+        l.ranks_ = ranks;
+        return l;
+    }
+    // `ranks` chunks at the given spans, indexed by chunk.
+    static ChunkLayout blocks(const Span* spans, size_t ranks) {
+        ChunkLayout l;
+        l.spans_ = spans;
+        l.ranks_ = ranks;
+        for (size_t c = 0; c < ranks; ++c) l.count_ = std::max(l.count_, spans[c].offset + spans[c].count);
+        return l;
+    }
+    size_t ranks() const { return ranks_; }
+    // Elements from the start of the vector to the end of its last chunk.
+    size_t extent() const { return count_; }
+    Span chunk(size_t c) const { return spans_ ? spans_[c] : chunk_span(count_, ranks_, c); }
+    // The largest segment (elements) of any chunk: sizes slots and scratch.
+    size_t max_segment_elems(size_t seg_elems) const {
+        if (!spans_) return nexar::max_segment_elems(count_, ranks_, seg_elems);
+        size_t largest = 0;
+        for (size_t c = 0; c < ranks_; ++c) {
+            size_t nseg = segment_count(spans_[c].count, seg_elems);
+            if (nseg) largest = std::max(largest, (spans_[c].count + nseg - 1) / nseg);
+        }
+        return largest;
+    }
+
+private:
+    const Span* spans_ = nullptr;
+    size_t count_ = 0;
+    size_t ranks_ = 0;
+};
+
+// The spans of a reduce-scatter's or allgather's blocks in chunk order:
+// chunk c is the block of the rank at ring position c-1.  `rank_at` maps a
+// position to a rank; `counts` and `displs` are per rank, in elements.
+template <class RankAt>
+void ring_block_layout(size_t ranks, const RankAt& rank_at, const size_t* counts, const size_t* displs,
+                       Span* spans) {
+    for (size_t c = 0; c < ranks; ++c) {
+        size_t r = size_t(rank_at((c + ranks - 1) % ranks));
+        spans[c].offset = displs[r];
+        spans[c].count = counts[r];
+    }
+}
+
 }  // namespace nexar

@@ -16,19 +16,17 @@ size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment
 }
 
 RingOperation::RingOperation(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf,
-                             size_t count, DataType type, const RingOptions& opt, SendChannel& to_next,
+                             const ChunkLayout& layout, DataType type, const RingOptions& opt, SendChannel& to_next,
                              RecvChannel& from_prev, RingPhases phases)
     : p_(peers), seq_(sequence), send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)),
       esz_(datatype_size(type)), opt_(opt), out_(to_next), in_(from_prev),
-      send_cursor_(RingStream::send, peers.position, peers.size, count, segment_elems(opt.segment_bytes, esz_),
-                   phases),
-      recv_cursor_(RingStream::receive, peers.position, peers.size, count, segment_elems(opt.segment_bytes, esz_),
-                   phases) {
-    Span first = chunk_span(count, size_t(peers.size), first_send_chunk(phases, peers.position, peers.size));
+      send_cursor_(RingStream::send, peers.position, layout, segment_elems(opt.segment_bytes, esz_), phases),
+      recv_cursor_(RingStream::receive, peers.position, layout, segment_elems(opt.segment_bytes, esz_), phases) {
+    Span first = layout.chunk(first_send_chunk(phases, peers.position, peers.size));
     own_segments_ = segment_count(first.count, segment_elems(opt.segment_bytes, esz_));
     // Channels may be reused from ring to ring: count this ring's receives only.
     recv_base_ = from_prev.done();
-    const size_t bytes = count * esz_;
+    const size_t bytes = layout.extent() * esz_;
     to_next.begin_operation(recv_, bytes);
     from_prev.begin_operation(recv_, bytes);
 }
@@ -138,10 +136,17 @@ bool ring_arguments_valid(const RingPeers& peers, const RingOptions& options) {
 Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, const RingOptions& options, SendChannel& to_next, RecvChannel& from_prev,
                       std::string* error, RingPhases phases) {
-    if (!ring_arguments_valid(peers, options)) return Status::invalid_argument;
+    return ring_run(peers, sequence, sendbuf, recvbuf, ChunkLayout::equal(count, size_t(peers.size)), type, options,
+                    to_next, from_prev, phases, error);
+}
+
+Status ring_run(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf,
+                const ChunkLayout& layout, DataType type, const RingOptions& options, SendChannel& to_next,
+                RecvChannel& from_prev, RingPhases phases, std::string* error) {
+    if (!ring_arguments_valid(peers, options) || layout.ranks() != size_t(peers.size)) return Status::invalid_argument;
     std::string ignored;
     if (!error) error = &ignored;
-    RingOperation ring(peers, sequence, sendbuf, recvbuf, count, type, options, to_next, from_prev, phases);
+    RingOperation ring(peers, sequence, sendbuf, recvbuf, layout, type, options, to_next, from_prev, phases);
     IdleBackoff idle;
     Status s;
     while (!ring.finished()) {

@@ -76,7 +76,14 @@ class RingOperation {
 public:
     RingOperation(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                   DataType type, const RingOptions& options, SendChannel& to_next, RecvChannel& from_prev,
-                  RingPhases phases = RingPhases::allreduce);
+                  RingPhases phases = RingPhases::allreduce)
+        : RingOperation(peers, sequence, sendbuf, recvbuf, ChunkLayout::equal(count, size_t(peers.size)), type,
+                        options, to_next, from_prev, phases) {}
+    // The same over any layout of the chunks (algo/partition.h); its spans
+    // must outlive the operation.
+    RingOperation(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf,
+                  const ChunkLayout& layout, DataType type, const RingOptions& options, SendChannel& to_next,
+                  RecvChannel& from_prev, RingPhases phases = RingPhases::allreduce);
     // Moves along whatever can move; sets *moved when something did.  On
     // failure *error explains it and both channels have been aborted.
     Status poll(bool* moved, std::string* error);
@@ -138,5 +145,12 @@ bool ring_arguments_valid(const RingPeers& peers, const RingOptions& options);
 Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, const RingOptions& options, SendChannel& to_next, RecvChannel& from_prev,
                       std::string* error, RingPhases phases = RingPhases::allreduce);
+// Either half or both over any layout of the chunks: with
+// ring_block_layout's, a reduce-scatter leaves each rank's MPI block reduced
+// in its place in recvbuf, and an allgather that starts from each rank's
+// block in place fills every block.
+Status ring_run(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf,
+                const ChunkLayout& layout, DataType type, const RingOptions& options, SendChannel& to_next,
+                RecvChannel& from_prev, RingPhases phases, std::string* error);
 
 }  // namespace nexar

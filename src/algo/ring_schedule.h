@@ -5,7 +5,7 @@
 // place).  Its send stream leads by one chunk: chunk r-s, then r+1-s.  Each
 // chunk contributes its segments in order; empty chunks contribute none.
 // Position r's send stream is, message for message, position r+1's receive
-// stream, because both are computed from the same (count, n, chunk, segment
+// stream, because both are computed from the same (layout, chunk, segment
 // size).
 //
 // The phases are data: a ring may run both (allreduce), the reduce-scatter
@@ -37,7 +37,11 @@ class RingCursor {
 public:
     RingCursor(RingStream stream, int rank, int size, size_t count, size_t seg_elems,
                RingPhases phases = RingPhases::allreduce)
-        : rank_(rank), size_(size), count_(count), seg_elems_(seg_elems), lead_(int(stream)),
+        : RingCursor(stream, rank, ChunkLayout::equal(count, size_t(size)), seg_elems, phases) {}
+    // The same over any layout of the chunks (algo/partition.h).
+    RingCursor(RingStream stream, int rank, const ChunkLayout& layout, size_t seg_elems,
+               RingPhases phases = RingPhases::allreduce)
+        : rank_(rank), size_(int(layout.ranks())), layout_(layout), seg_elems_(seg_elems), lead_(int(stream)),
           end_phase_(end_phase(phases)), phase_(first_phase(phases)) {
         if (size_ < 2) {  // a single rank exchanges nothing
             phase_ = end_phase_;
@@ -61,7 +65,7 @@ private:
     void load_step() {
         long long c = (long long)rank_ - step_ - (phase_ == 0 ? 1 : 0) + lead_;
         chunk_index_ = size_t(((c % size_) + size_) % size_);
-        chunk_ = chunk_span(count_, size_t(size_), chunk_index_);
+        chunk_ = layout_.chunk(chunk_index_);
         nseg_ = segment_count(chunk_.count, seg_elems_);
         seg_ = 0;
     }
@@ -76,7 +80,8 @@ private:
     }
 
     int rank_, size_;
-    size_t count_, seg_elems_;
+    ChunkLayout layout_;
+    size_t seg_elems_;
     int lead_;
     uint32_t end_phase_;
     uint32_t phase_, step_ = 0;

@@ -161,3 +161,34 @@ TEST(Schedule, RingDeliversEveryContributionOnceAndEndsAgree) {
             }
         }
 }
+
+// A layout by blocks: chunk c is the block of the rank at position c-1, the
+// extent reaches the end of the last block, and the largest segment is the
+// largest of any block's segments.
+TEST(ChunkLayout, BlocksFollowTheRankAtThePreviousPosition) {
+    const size_t n = 4;
+    const size_t counts[n] = {10, 0, 7, 4099};
+    const size_t displs[n] = {0, 10, 12, 19};  // a gap of 2 after rank 1's empty block
+    auto rank_at = [](size_t p) { return (p + 2) % 4; };
+    Span spans[n];
+    ring_block_layout(n, rank_at, counts, displs, spans);
+    const ChunkLayout l = ChunkLayout::blocks(spans, n);
+    for (size_t c = 0; c < n; ++c) {
+        const size_t r = rank_at((c + n - 1) % n);
+        EXPECT_EQ(l.chunk(c).offset, displs[r]) << c;
+        EXPECT_EQ(l.chunk(c).count, counts[r]) << c;
+    }
+    EXPECT_EQ(l.extent(), 19u + 4099u);
+    for (size_t se : {1, 3, 8, 1000}) {
+        size_t largest = 0;
+        for (size_t c = 0; c < n; ++c) {
+            size_t nseg = segment_count(l.chunk(c).count, se);
+            for (size_t g = 0; g < nseg; ++g) largest = std::max(largest, segment_span(l.chunk(c), nseg, g).count);
+        }
+        EXPECT_EQ(l.max_segment_elems(se), largest) << se;
+    }
+    // Equal chunks as before.
+    const ChunkLayout e = ChunkLayout::equal(10, 3);
+    EXPECT_EQ(e.chunk(1).offset, chunk_span(10, 3, 1).offset);
+    EXPECT_EQ(e.max_segment_elems(2), max_segment_elems(10, 3, 2));
+}

@@ -859,7 +859,7 @@ TEST(RingTopology, EveryPlacementIsAValidRing) {
         for (;;) {
             RingTopology t(node_of);
             SCOPED_TRACE(placement_name(node_of));
-            std::vector<int> seen(size_t(n), 0);
+            std::vector<int> seen(static_cast<size_t>(n), 0);
             for (int p = 0; p < n; ++p) {
                 int r = t.rank_at(p);
                 ASSERT_GE(r, 0);
@@ -1003,6 +1003,100 @@ TEST(RingPhases, HalvesComposeToTheAllreduce) {
                 for (size_t i = own.offset; i < own.offset + own.count; ++i)
                     ASSERT_EQ(mid[size_t(r)][i], want[i]) << "rank " << r << " after the reduce-scatter, element " << i;
                 ASSERT_TRUE(out[size_t(r)] == want) << "rank " << r;
+            }
+        }
+}
+
+// MPI's layout: with ring_block_layout, the reduce-scatter leaves the rank
+// at each position with its own MPI block reduced in place, and an
+// allgather started from each rank's block fills every block, for uneven
+// and empty blocks and a ring order that is not the rank order, through
+// every kind of hop.  A gap between two blocks is never written.
+TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
+    enum class Hop { ucx, slots, cma, push };
+    for (Hop hop : {Hop::ucx, Hop::slots, Hop::cma, Hop::push})
+        for (int n : {2, 3, 5}) {
+            SCOPED_TRACE("hop=" + std::to_string(int(hop)) + " n=" + std::to_string(n));
+            // The MPI rank at ring position p (as a topology would order them).
+            auto rank_at = [n](int p) { return n - 1 - p; };
+            std::vector<int> seen(static_cast<size_t>(n), 0);
+            for (int p = 0; p < n; ++p) seen[size_t(rank_at(p))]++;
+            for (int r = 0; r < n; ++r) ASSERT_EQ(seen[size_t(r)], 1) << "rank_at is not a permutation";
+            std::vector<size_t> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+            size_t extent = 0;
+            for (int r = 0; r < n; ++r) {
+                counts[size_t(r)] = r == 1 ? 0 : size_t(37 * r + 300);  // rank 1's block is empty
+                displs[size_t(r)] = extent;
+                extent += counts[size_t(r)] + (r == 0 ? 5 : 0);  // a gap after rank 0's block
+            }
+            std::vector<Span> spans(static_cast<size_t>(n));
+            ring_block_layout(size_t(n), rank_at, counts.data(), displs.data(), spans.data());
+            const ChunkLayout layout = ChunkLayout::blocks(spans.data(), size_t(n));
+            ASSERT_EQ(layout.extent(), extent);
+            auto value = [](int rank, size_t i) { return int32_t((i * 7 + size_t(rank) * 13) % 1000) - 500; };
+            auto in_block = [&](int r, size_t i) { return i >= displs[size_t(r)] && i < displs[size_t(r)] + counts[size_t(r)]; };
+            std::vector<std::vector<int32_t>> scattered(static_cast<size_t>(n)), gathered(static_cast<size_t>(n));
+            RingOptions opt;
+            opt.segment_bytes = 256;
+            opt.timeout_s = 30;
+            // Position p plays MPI rank rank_at(p).
+            auto body = [&](int p, const RingPeers& peers, SendChannel& to, RecvChannel& from) {
+                const int me = rank_at(p);
+                RankResult res;
+                std::vector<int32_t> in(extent), work(extent, -1);
+                for (size_t i = 0; i < extent; ++i) in[i] = value(me, i);
+                res.status = ring_run(peers, 1, in.data(), work.data(), layout, DataType::i32, opt, to, from,
+                                      RingPhases::reduce_scatter, &res.error);
+                scattered[size_t(me)] = work;
+                std::vector<int32_t> all(extent, -7);
+                for (size_t i = 0; i < extent; ++i)
+                    if (in_block(me, i)) all[i] = value(me, i) * 3;
+                if (ok(res.status))
+                    res.status = ring_run(peers, 2, all.data(), all.data(), layout, DataType::i32, opt, to, from,
+                                          RingPhases::allgather, &res.error);
+                gathered[size_t(me)] = all;
+                return res;
+            };
+            std::vector<RankResult> results;
+            if (hop == Hop::ucx) {
+                run_ranks(
+                    n,
+                    [&](int p, RingLinks& links) {
+                        RingScratch scratch;
+                        if (!ok(scratch.reserve(opt.segment_bytes, opt.depth))) return RankResult{Status::no_memory, ""};
+                        // The reduce-scatter runs out of place; the allgather reduces nothing.
+                        HostEngine engine(DataType::i32, ReduceOp::sum, scratch, false);
+                        UcxSendChannel to(*links.worker, *links.next, links.peers.next_rank, opt.depth, scratch,
+                                          engine, false);
+                        UcxRecvChannel from(*links.worker, links.prev, links.peers.prev_rank, opt.depth, scratch,
+                                            engine, true);
+                        return body(p, links.peers, to, from);
+                    },
+                    &results);
+            } else {
+                const ShmCopy copy = hop == Hop::push ? ShmCopy::push : hop == Hop::cma ? ShmCopy::cma : ShmCopy::slots;
+                run_shm_ranks(
+                    n, 256, 4,
+                    [&](int p, ShmRingLinks& links) {
+                        ShmSendChannel to(*links.next_inbox, links.peers.next_rank, copy);
+                        ShmRecvChannel from(*links.inbox, links.peers.prev_rank, links.prev_pid, DataType::i32,
+                                            ReduceOp::sum);
+                        return body(p, links.peers, to, from);
+                    },
+                    &results, copy);
+            }
+            for (int r = 0; r < n; ++r) {
+                ASSERT_EQ(results[size_t(r)].status, Status::ok) << results[size_t(r)].error;
+                for (size_t i = 0; i < extent; ++i) {
+                    int32_t sum = 0, owner = -1;
+                    for (int q = 0; q < n; ++q) sum += value(q, i);
+                    for (int q = 0; q < n; ++q)
+                        if (in_block(q, i)) owner = q;
+                    if (in_block(r, i))
+                        ASSERT_EQ(scattered[size_t(r)][i], sum) << "rank " << r << "'s block, element " << i;
+                    ASSERT_EQ(gathered[size_t(r)][i], owner < 0 ? -7 : value(owner, i) * 3)
+                        << "rank " << r << " after the allgather, element " << i;
+                }
             }
         }
 }
