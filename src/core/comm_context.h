@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -173,6 +174,24 @@ public:
         return first;
     }
     RingScratch& scratch() { return scratch_; }
+    // Where each rank's block lies in a reduce-scatter or allgather (in ring
+    // elements, by rank) and the chunk spans made of them, sized once.
+    struct BlockLayout {
+        std::vector<size_t> counts, displs;
+        std::vector<Span> spans;
+    };
+    BlockLayout& block_layout() {
+        if (block_layout_.spans.size() != size_t(size_)) {
+            block_layout_.counts.assign(size_t(size_), 0);
+            block_layout_.displs.assign(size_t(size_), 0);
+            block_layout_.spans.assign(size_t(size_), Span());
+        }
+        return block_layout_;
+    }
+    // A host buffer of at least `bytes` for a reduce-scatter's partial sums
+    // out of place (the receive buffer holds only this rank's block); it
+    // grows and is kept.  Null when memory runs out.
+    char* work_buffer(size_t bytes);
     // GPU streams, events and slots, created on the first device-buffer call.
     DeviceBuffers& device_buffers(const nexar_device_api* api) {
         if (!device_buffers_) device_buffers_.reset(new DeviceBuffers(api));
@@ -207,6 +226,12 @@ private:
                            std::memory_order_relaxed);
     }
     std::unique_ptr<DeviceBuffers> device_buffers_;
+    BlockLayout block_layout_;
+    struct FreeDeleter {
+        void operator()(void* p) const { free(p); }
+    };
+    std::unique_ptr<char, FreeDeleter> work_;
+    size_t work_bytes_ = 0;
 };
 
 }  // namespace nexar

@@ -4,13 +4,13 @@
 
 namespace nexar {
 
-ShmCopyChooser::Shape& ShmCopyChooser::shape(size_t bytes, bool in_place) {
+ShmCopyChooser::Shape& ShmCopyChooser::shape(size_t bytes, int variant) {
     unsigned size_class = bytes ? unsigned(63 - __builtin_clzll(uint64_t(bytes))) : 0;
-    return shapes_[2 * size_class + (in_place ? 1 : 0)];
+    return shapes_[kVariants * size_class + unsigned(variant) % kVariants];
 }
 
-ShmCopy ShmCopyChooser::propose(size_t bytes, bool in_place) {
-    Shape& s = shape(bytes, in_place);
+ShmCopy ShmCopyChooser::propose(size_t bytes, int variant) {
+    Shape& s = shape(bytes, variant);
     const uint32_t n = s.calls % kRoundCalls;
     if (n == 0)
         for (double& b : s.best) b = 0;
@@ -21,17 +21,17 @@ ShmCopy ShmCopyChooser::propose(size_t bytes, bool in_place) {
     return ShmCopy(fastest);
 }
 
-bool ShmCopyChooser::record(size_t bytes, bool in_place, ShmCopy used, double seconds) {
-    Shape& s = shape(bytes, in_place);
+bool ShmCopyChooser::record(size_t bytes, int variant, ShmCopy used, double seconds) {
+    Shape& s = shape(bytes, variant);
     ++s.calls;
     double& b = s.best[int(used)];
     if (seconds > 0 && (b <= 0 || seconds < b)) b = seconds;
     return s.calls % kRoundCalls == kSamplesPerMode * kShmCopyModes;
 }
 
-std::string ShmCopyChooser::describe(size_t bytes, bool in_place) {
-    const Shape& s = shape(bytes, in_place);
-    std::string out = shm_copy_name(propose(bytes, in_place));
+std::string ShmCopyChooser::describe(size_t bytes, int variant) {
+    const Shape& s = shape(bytes, variant);
+    std::string out = shm_copy_name(propose(bytes, variant));
     char buf[64];
     for (int m = 0; m < kShmCopyModes; ++m) {
         snprintf(buf, sizeof buf, "%s%s %.2f ms", m ? ", " : " (", shm_copy_name(ShmCopy(m)), s.best[m] * 1e3);

@@ -5,8 +5,8 @@
 // cheap can tell: on 4 KiB pages CMA pins page after page and copies at
 // about 60 % of memcpy, so two copies through cached slots win; on 2 MiB
 // pages it copies at memcpy's speed and one copy beats two (README,
-// "Tuning").  So, per communicator and per shape of call (size class, in
-// place or not), the chooser tries each mode twice, keeps the best time of
+// "Tuning").  So, per communicator and per shape of call (size class, and
+// which collective, in place or not), the chooser tries each mode twice, keeps the best time of
 // each, and proposes the fastest; every kRoundCalls calls it tries them all
 // again, in case the buffers changed.  Ranks propose, and the call takes the
 // least proposal (core/dispatch.cc): while exploring every rank proposes the
@@ -25,23 +25,26 @@ class ShmCopyChooser {
 public:
     static constexpr uint32_t kSamplesPerMode = 2;
     static constexpr uint32_t kRoundCalls = 256;
+    // Kinds of call learnt apart, besides their size class: the caller's
+    // numbering (core/dispatch.cc: each collective, in place or not).
+    static constexpr int kVariants = 8;
 
-    // The mode to propose for a call of `bytes`.
-    ShmCopy propose(size_t bytes, bool in_place);
+    // The mode to propose for a call of `bytes` of kind `variant`.
+    ShmCopy propose(size_t bytes, int variant);
     // How long a call of that shape took with the mode it used.  True when
     // this call ended a round's trials (describe() then tells the outcome).
-    bool record(size_t bytes, bool in_place, ShmCopy used, double seconds);
+    bool record(size_t bytes, int variant, ShmCopy used, double seconds);
     // "push (slots 12.1 ms, mixed 8.0 ms, cma 9.3 ms, push 7.2 ms)": the mode proposed
     // now for that shape and the best times of this round.
-    std::string describe(size_t bytes, bool in_place);
+    std::string describe(size_t bytes, int variant);
 
 private:
     struct Shape {
         uint32_t calls = 0;
         double best[kShmCopyModes] = {};  // seconds; 0: not measured this round
     };
-    Shape& shape(size_t bytes, bool in_place);
-    Shape shapes_[2 * 64];
+    Shape& shape(size_t bytes, int variant);
+    Shape shapes_[kVariants * 64];
 };
 
 }  // namespace nexar

@@ -1,4 +1,6 @@
-// The decision of every intercepted MPI_Allreduce, and the ring call.
+// The decision of every intercepted collective (core/collective.h:
+// MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Reduce_scatter,
+// MPI_Allgather), and the ring call.
 //
 // Rules (DESIGN.md section 3): every rank of the communicator must take the
 // same path.  The first checks use only what MPI guarantees to be the same
@@ -16,6 +18,7 @@
 
 #include "algo/cost_model.h"
 #include "algo/ring.h"
+#include "core/collective.h"
 #include "core/log.h"
 #include "core/ring_calls.h"
 #include "core/runtime.h"
@@ -30,29 +33,73 @@ namespace nexar {
 
 namespace {
 
-int pass_through(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                 std::atomic<uint64_t>& counter) {
-    counter.fetch_add(1, std::memory_order_relaxed);
-    // nexar's own 16-bit float types need nexar's ops inside MPI.
-    MPI_Op use = passthrough_op(dt, op);
-    if (use == MPI_OP_NULL) use = op;  // let MPI report the unsupported pair
-    return PMPI_Allreduce(sendbuf, recvbuf, count, dt, use, comm);
+// The PMPI function the call would have reached, with `op` (MPI_Allgather: none).
+int call_pmpi(const CollectiveCall& c, MPI_Op op) {
+    switch (c.kind) {
+        case Collective::allreduce: return PMPI_Allreduce(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
+        case Collective::reduce_scatter:
+            return c.recvcounts ? PMPI_Reduce_scatter(c.sendbuf, c.recvbuf, c.recvcounts, c.datatype, op, c.comm)
+                                : PMPI_Reduce_scatter_block(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
+        case Collective::allgather:
+            return PMPI_Allgather(c.sendbuf, c.sendcount, c.sendtype, c.recvbuf, c.count, c.datatype, c.comm);
+    }
+    return MPI_ERR_INTERN;
 }
 
-// The checks that are identical on every rank by MPI's rules.
-bool statically_eligible(const Runtime& rt, const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
-                         MPI_Op op, MPI_Comm comm, RingElement* element) {
+int pass_through(const CollectiveCall& c, std::atomic<uint64_t>& counter) {
+    counter.fetch_add(1, std::memory_order_relaxed);
+    if (c.kind == Collective::allgather) return call_pmpi(c, MPI_OP_NULL);
+    // nexar's own 16-bit float types need nexar's ops inside MPI.
+    MPI_Op use = passthrough_op(c.datatype, c.op);
+    if (use == MPI_OP_NULL) use = c.op;  // let MPI report the unsupported pair
+    return call_pmpi(c, use);
+}
+
+// MPI items in the whole vector: the allreduce's count, the reduce-scatter's
+// input, the allgather's output.  False when a count is negative (PMPI
+// reports it).
+bool vector_items(const CollectiveCall& c, int size, uint64_t* items) {
+    if (c.kind == Collective::allreduce) return *items = uint64_t(c.count), c.count >= 0;
+    if (!c.recvcounts) return *items = uint64_t(c.count) * uint64_t(size), c.count >= 0;
+    uint64_t sum = 0;
+    for (int r = 0; r < size; ++r) {
+        if (c.recvcounts[r] < 0) return false;
+        sum += uint64_t(c.recvcounts[r]);
+    }
+    return *items = sum, true;
+}
+
+// The checks that are identical on every rank by MPI's rules.  `size` is
+// the communicator's (0: not asked yet); `items` the vector's MPI items.
+bool statically_eligible(const Runtime& rt, const CollectiveCall& c, int size, uint64_t items, bool recv_written,
+                         RingElement* element) {
     const Config& cfg = rt.config();
-    if (comm == MPI_COMM_NULL || count < 0) return false;  // PMPI reports the error
-    if (sendbuf == recvbuf && count > 0) return false;     // erroneous aliasing: PMPI reports it
-    if (sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM) return false;  // absolute addresses: MPI's business
-    if (!map_mpi_call(dt, op, element)) return false;
-    if (uint64_t(count) * element->per_item * datatype_size(element->type) < cfg.threshold_bytes) return false;
-    int inter = 0, size = 0;
-    PMPI_Comm_test_inter(comm, &inter);
+    if (c.sendbuf == c.recvbuf && items > 0) return false;  // erroneous aliasing: PMPI reports it
+    // Absolute addresses are MPI's business.  (A reduce-scatter's receive
+    // buffer may be NULL, which is MPI_BOTTOM in some MPIs, where this
+    // rank's block is empty: nothing is written there.)
+    if (c.sendbuf == MPI_BOTTOM || (c.recvbuf == MPI_BOTTOM && recv_written)) return false;
+    if (c.kind == Collective::allgather) {
+        // Bytes are bytes: any predefined type, the same on both sides.
+        int type_size = 0;
+        if (!known_mpi_datatype(c.datatype) || PMPI_Type_size(c.datatype, &type_size) != MPI_SUCCESS ||
+            type_size <= 0)
+            return false;
+        if (c.sendbuf != MPI_IN_PLACE && (c.sendcount != c.count || c.sendtype != c.datatype)) return false;
+        element->type = DataType::u8;
+        element->per_item = size_t(type_size);
+    } else if (!map_mpi_call(c.datatype, c.op, element)) {
+        return false;
+    }
+    if (items * element->per_item * datatype_size(element->type) < cfg.threshold_bytes) return false;
+    int inter = 0;
+    PMPI_Comm_test_inter(c.comm, &inter);
     if (inter) return false;
-    PMPI_Comm_size(comm, &size);
+    if (size == 0) PMPI_Comm_size(c.comm, &size);
     if (size < 2 || uint64_t(size) > kMaxRingRanks) return false;
+    // Device buffers take the reduce-scatter and allgather to the ring in a
+    // later version: only host buffers here.
+    if (c.kind != Collective::allreduce && !cfg.host_buffers) return false;
     // Memory kinds are per rank: here only whether any kind the ring takes
     // can occur (host buffers asked for, or a GPU somewhere in the job).
     return cfg.host_buffers || rt.device_possible();
@@ -114,9 +161,12 @@ bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes)
 // This rank's proposal for how the call's same-node hops move segments:
 // NEXAR_SHM_COPY, or the chooser's for this shape of call.  Both are the
 // same on every rank (rank 0's settings; the chooser counts the same calls).
-ShmCopy proposed_copy(const Config& cfg, CommContext& ctx, size_t bytes, bool in_place) {
+// The chooser learns each collective, in place or not, apart.
+int copy_variant(Collective kind, bool in_place) { return 2 * int(kind) + (in_place ? 1 : 0); }
+
+ShmCopy proposed_copy(const Config& cfg, CommContext& ctx, Collective kind, size_t bytes, bool in_place) {
     if (cfg.shm_copy != ShmCopySetting::automatic) return ShmCopy(int(cfg.shm_copy));
-    return ctx.any_hop_shm() ? ctx.copy_chooser().propose(bytes, in_place) : ShmCopy::slots;
+    return ctx.any_hop_shm() ? ctx.copy_chooser().propose(bytes, copy_variant(kind, in_place)) : ShmCopy::slots;
 }
 
 // Segment size of a host call whose same-node hops go through shared
@@ -126,7 +176,12 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx) {
     return ctx.all_hops_shm() ? cfg.shm_segment_bytes() : cfg.ucx_segment_bytes();
 }
 
-LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* recvbuf, size_t count, size_t esz,
+// What this rank can do with the call.  `src` and `recvbuf` are the user's
+// buffers (classified), `ring_src` and `ring_recv` what the ring reads and
+// writes (a reduce-scatter's partial sums may go to a work buffer: null
+// when there was no memory for it).
+LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const void* src, void* recvbuf,
+                       const void* ring_src, void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz,
                        const RingOptions& opt) {
     LocalPlan p = classify_buffers(rt, src, recvbuf);
     p.segment = p.device() ? rt.config().device_segment_bytes() : opt.segment_bytes;
@@ -138,17 +193,20 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
         NEXAR_WARN("cannot reconnect to a ring neighbour: %s", ep_error.c_str());
         return p.why = "no endpoint to a ring neighbour", p;
     }
-    size_t slot = ring_slot_bytes(count, ctx.size(), esz, p.segment);
+    // The largest segment of this call at a given segment size.
+    auto slot_bytes = [&](size_t segment) { return layout.max_segment_elems(segment_elems(segment, esz)) * esz; };
+    size_t slot = slot_bytes(p.segment);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
-        size_t seg = shm_call_segment(rt.config(), ctx);
+        if (!ring_recv) return p.why = "no memory for the reduce-scatter's partial sums", p;
+        const size_t seg_slot = slot_bytes(shm_call_segment(rt.config(), ctx));
         p.shm = ctx.inboxes_held() && ctx.any_hop_shm() &&
-                (!ctx.send_shm() || shm_slots_fit(*ctx.next_inbox(), count, ctx.size(), esz, seg)) &&
-                (!ctx.recv_shm() || shm_slots_fit(*ctx.inbox(), count, ctx.size(), esz, seg));
+                (!ctx.send_shm() || seg_slot <= ctx.next_inbox()->slot_bytes()) &&
+                (!ctx.recv_shm() || seg_slot <= ctx.inbox()->slot_bytes());
         // The node's ring of the hierarchical allreduce runs at shared
         // memory's segment size over L ranks.
         const size_t local_ranks = size_t(ctx.topology().local_size(ctx.rank()));
-        p.hier = ctx.hier_ready() && ctx.inboxes_held() &&
+        p.hier = kind == Collective::allreduce && ctx.hier_ready() && ctx.inboxes_held() &&
                  shm_slots_fit(*ctx.next_inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes()) &&
                  shm_slots_fit(*ctx.inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes());
         // Both hops in shared memory need nothing more.  But where device
@@ -159,7 +217,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
         // Out of place, every segment lands in recvbuf: only request
         // records are needed.  The hierarchical allreduce's rings across
         // nodes run in place.
-        if (src != recvbuf) slot = 0;
+        if (ring_src != ring_recv) slot = 0;
         if (ctx.hier_ready()) slot = std::max(slot, hierarchical_slot_bytes(ctx, count, esz, opt.segment_bytes));
         if (!ok(ctx.scratch().reserve(slot, opt.depth))) {
             NEXAR_WARN("no memory for %s of ring scratch (NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH); "
@@ -170,6 +228,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
         p.ready = true;
         return p;
     }
+    if (kind != Collective::allreduce) return p.why = "device buffers of this collective pass through", p;
     if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
     std::string error;
     // Request records only: device paths keep their slots in DeviceBuffers.
@@ -187,43 +246,55 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, const void* src, void* rec
 // An eligible call the ring cannot take.  Device buffers cannot be handed to
 // an MPI that does not know CUDA: such ranks copy to host, reduce with
 // PMPI_Allreduce there and copy back (what users of such MPIs do by hand).
-int fall_back(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const void* sendbuf, void* recvbuf, int count,
-              MPI_Datatype dt, MPI_Op op, MPI_Comm comm, size_t bytes) {
+int fall_back(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const CollectiveCall& call, size_t bytes) {
     Stats& stats = process_stats();
-    if (plan.memory != MemoryType::device || rt.mpi_cuda_aware() || !rt.device_api())
-        return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.fallback_calls);
+    if (call.kind != Collective::allreduce || plan.memory != MemoryType::device || rt.mpi_cuda_aware() ||
+        !rt.device_api())
+        return pass_through(call, stats.fallback_calls);
     stats.fallback_calls.fetch_add(1, std::memory_order_relaxed);
     DeviceBuffers& dev = ctx.device_buffers(rt.device_api());
     std::string error;
     char* host = dev.host_stage(bytes);
-    const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    const void* src = call.sendbuf == MPI_IN_PLACE ? call.recvbuf : call.sendbuf;
     if (!ok(dev.copy(plan.device_id, host, src, bytes, &error))) {
         NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
-        return raise_mpi_error(comm, MPI_ERR_OTHER);
+        return raise_mpi_error(call.comm, MPI_ERR_OTHER);
     }
-    MPI_Op use = passthrough_op(dt, op);
-    int rc = PMPI_Allreduce(MPI_IN_PLACE, host, count, dt, use == MPI_OP_NULL ? op : use, comm);
+    MPI_Op use = passthrough_op(call.datatype, call.op);
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, host, call.count, call.datatype, use == MPI_OP_NULL ? call.op : use,
+                            call.comm);
     if (rc != MPI_SUCCESS) return rc;
-    if (!ok(dev.copy(plan.device_id, recvbuf, host, bytes, &error))) {
+    if (!ok(dev.copy(plan.device_id, call.recvbuf, host, bytes, &error))) {
         NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
-        return raise_mpi_error(comm, MPI_ERR_OTHER);
+        return raise_mpi_error(call.comm, MPI_ERR_OTHER);
     }
     return MPI_SUCCESS;
 }
 
 // Accounts for a finished ring, or reports its failure and retires the
 // communicator's rings (their endpoints or inboxes are out of step).
-int finish_ring(CommContext& ctx, MPI_Comm comm, Status s, const std::string& error, size_t bytes) {
+int finish_ring(CommContext& ctx, const CollectiveCall& call, Status s, const std::string& error, size_t bytes) {
     if (!ok(s)) {
         ctx.mark_failed();
-        NEXAR_ERROR("MPI_Allreduce of %zu bytes on communicator context %u failed: %s: %s", bytes, ctx.id(),
+        NEXAR_ERROR("%s of %zu bytes on communicator context %u failed: %s: %s", call.name, bytes, ctx.id(),
                     status_string(s), error.c_str());
-        return raise_mpi_error(comm, s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
+        return raise_mpi_error(call.comm, s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
     }
     Stats& stats = process_stats();
     stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
     stats.ring_bytes.fetch_add(uint64_t(bytes), std::memory_order_relaxed);
+    if (call.kind == Collective::reduce_scatter) stats.reduce_scatter_calls.fetch_add(1, std::memory_order_relaxed);
+    if (call.kind == Collective::allgather) stats.allgather_calls.fetch_add(1, std::memory_order_relaxed);
     return MPI_SUCCESS;
+}
+
+// What every rank must pass alike, as one number: the count, or for
+// MPI_Reduce_scatter a digest of every rank's count.
+int64_t call_shape(const CollectiveCall& c, int size) {
+    if (!c.recvcounts) return c.count;
+    uint64_t h = 1469598103934665603ull;
+    for (int r = 0; r < size; ++r) h = (h ^ uint64_t(uint32_t(c.recvcounts[r]))) * 1099511628211ull;
+    return int64_t(h >> 1);
 }
 
 }  // namespace
@@ -235,37 +306,62 @@ int raise_mpi_error(MPI_Comm comm, int error_class) {
     return error_class;
 }
 
-int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+int intercept_collective(const CollectiveCall& call) {
     Stats& stats = process_stats();
     Runtime* rt = Runtime::get();
-    if (!rt || !rt->config().enable) return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
+    if (!rt || !rt->config().enable) return pass_through(call, stats.passthrough_calls);
     const Config& cfg = rt->config();
+    const bool allreduce = call.kind == Collective::allreduce;
     // Most calls are small: decide those before any table lookup (the cost
     // every pass-through pays).  Null buffers take the checks below.
-    if (count >= 0 && sendbuf && recvbuf && uint64_t(count) * max_ring_item_bytes() < cfg.threshold_bytes)
-        return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
+    if (allreduce && call.count >= 0 && call.sendbuf && call.recvbuf &&
+        uint64_t(call.count) * max_ring_item_bytes() < cfg.threshold_bytes)
+        return pass_through(call, stats.passthrough_calls);
+    if (call.comm == MPI_COMM_NULL) return pass_through(call, stats.passthrough_calls);  // PMPI reports it
 
     // A null buffer with a predefined type cannot be MPI_BOTTOM plus absolute
     // addresses; Open MPI does not check it and crashes, so report it here.
-    if (count > 0 && (!recvbuf || !sendbuf) && known_mpi_datatype(dt)) {
-        NEXAR_ERROR("MPI_Allreduce: %s buffer is NULL with a count of %d", !recvbuf ? "the receive" : "the send", count);
-        return raise_mpi_error(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, MPI_ERR_BUFFER);
+    if (allreduce && call.count > 0 && (!call.recvbuf || !call.sendbuf) && known_mpi_datatype(call.datatype)) {
+        NEXAR_ERROR("MPI_Allreduce: %s buffer is NULL with a count of %d", !call.recvbuf ? "the receive" : "the send",
+                    call.count);
+        return raise_mpi_error(call.comm, MPI_ERR_BUFFER);
+    }
+    int size = 0;
+    if (!allreduce) PMPI_Comm_size(call.comm, &size);
+    uint64_t items = 0;
+    if (!vector_items(call, size, &items) ||
+        (!allreduce && items * max_ring_item_bytes() < cfg.threshold_bytes))
+        return pass_through(call, stats.passthrough_calls);
+    // Whether this rank's receive buffer gets any byte (a reduce-scatter's
+    // receive buffer may be NULL where this rank's block is empty).
+    bool recv_written = allreduce ? call.count > 0 : items > 0;
+    if (!allreduce && known_mpi_datatype(call.datatype)) {
+        int rank = 0;
+        PMPI_Comm_rank(call.comm, &rank);
+        if (call.kind == Collective::reduce_scatter) recv_written = (call.recvcounts ? call.recvcounts[rank] : call.count) > 0;
+        const bool send_missing =
+            !call.sendbuf && (call.kind == Collective::reduce_scatter ? items > 0 : call.count > 0);
+        const bool recv_missing = !call.recvbuf && recv_written;
+        if (send_missing || recv_missing) {
+            NEXAR_ERROR("%s: the %s buffer is NULL", call.name, send_missing ? "send" : "receive");
+            return raise_mpi_error(call.comm, MPI_ERR_BUFFER);
+        }
     }
     RingElement element;
-    if (!statically_eligible(*rt, sendbuf, recvbuf, count, dt, op, comm, &element))
-        return pass_through(sendbuf, recvbuf, count, dt, op, comm, stats.passthrough_calls);
+    if (!statically_eligible(*rt, call, size, items, recv_written, &element))
+        return pass_through(call, stats.passthrough_calls);
     const DataType type = element.type;
     const ReduceOp rop = element.op;
-    const size_t ring_count = size_t(count) * element.per_item;  // elements the ring reduces
+    const size_t esz = datatype_size(type);
+    const size_t ring_count = size_t(items) * element.per_item;  // elements of the whole vector
+    const size_t bytes = ring_count * esz;
 
     std::string error;
-    CommContext* ctx = rt->context_for(comm, &error);
-    const void* src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    const size_t esz = datatype_size(type);
+    CommContext* ctx = rt->context_for(call.comm, &error);
+    const void* src = call.sendbuf == MPI_IN_PLACE ? call.recvbuf : call.sendbuf;
     if (ctx->disabled()) {
         CurrentDeviceGuard device_guard(rt->device_api());
-        return fall_back(*rt, *ctx, classify_buffers(*rt, src, recvbuf), sendbuf, recvbuf, count, dt, op, comm,
-                         ring_count * esz);
+        return fall_back(*rt, *ctx, classify_buffers(*rt, src, call.recvbuf), call, bytes);
     }
     RingOptions opt;
     opt.segment_bytes = cfg.ucx_segment_bytes();
@@ -276,32 +372,63 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
     std::lock_guard<std::mutex> in_call(ctx->call_mutex());
     rt->touch(*ctx);
 
+    // Where each part of the vector lies: equal chunks for the allreduce,
+    // each rank's MPI block for the others (ring elements, chunk order).
+    const int n = ctx->size(), me = ctx->rank();
+    ChunkLayout layout = ChunkLayout::equal(ring_count, size_t(n));
+    CommContext::BlockLayout* blocks = nullptr;
+    if (!allreduce) {
+        blocks = &ctx->block_layout();
+        size_t at = 0;
+        for (int r = 0; r < n; ++r) {
+            blocks->counts[size_t(r)] = size_t(call.recvcounts ? call.recvcounts[r] : call.count) * element.per_item;
+            blocks->displs[size_t(r)] = at;
+            at += blocks->counts[size_t(r)];
+        }
+        const RingTopology& topo = ctx->topology();
+        ring_block_layout(size_t(n), [&](size_t p) { return topo.rank_at(int(p)); }, blocks->counts.data(),
+                          blocks->displs.data(), blocks->spans.data());
+        layout = ChunkLayout::blocks(blocks->spans.data(), size_t(n));
+    }
+    // What the ring reads and writes.  The allgather runs in place in
+    // recvbuf; a reduce-scatter out of place leaves its partial sums in a
+    // work buffer, since recvbuf holds only this rank's block.
+    const void* ring_src = src;
+    char* ring_recv = static_cast<char*>(call.recvbuf);
+    if (call.kind == Collective::allgather) ring_src = call.recvbuf;
+    if (call.kind == Collective::reduce_scatter && call.sendbuf != MPI_IN_PLACE) ring_recv = ctx->work_buffer(bytes);
+
     // Per-rank readiness, agreed together with the count.  Device work
     // selects the buffers' GPU; the application's current GPU comes back.
     CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
     LocalPlan plan;
     CallAgreement agreed;
+    const int64_t shape = call_shape(call, n);
+    const bool ring_in_place = ring_src == ring_recv;
     auto plan_and_agree = [&] {
-        plan = plan_buffers(*rt, *ctx, src, recvbuf, ring_count, esz, opt);
-        if (!plan.ready)
-            NEXAR_DEBUG("allreduce of %zu bytes cannot take the ring here: %s", ring_count * esz, plan.why);
+        plan = plan_buffers(*rt, *ctx, call.kind, src, call.recvbuf, ring_src, ring_recv, ring_count, layout, esz,
+                            opt);
+        if (!plan.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call.name, bytes, plan.why);
         agreed = CallAgreement();
         agreed.ready = plan.ready;
-        agreed.min_count = count;
-        agreed.neg_max_count = -int64_t(count);
+        agreed.min_count = shape;
+        agreed.neg_max_count = -shape;
         agreed.shm = plan.shm;
         agreed.hier = plan.hier;
         agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
-        agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, ring_count * esz, src == recvbuf));
+        agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, call.kind, bytes, ring_in_place));
         agreed.ucx_segment = int64_t(plan.segment);
-        PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, comm);
+        PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, call.comm);
     };
     plan_and_agree();
     if (agreed.min_count != -agreed.neg_max_count) {
-        NEXAR_ERROR("MPI_Allreduce: ranks passed different counts (from %lld to %lld elements of %s); "
-                    "every rank must pass the same count",
-                    (long long)agreed.min_count, (long long)-agreed.neg_max_count, datatype_name(type));
-        return raise_mpi_error(comm, MPI_ERR_COUNT);
+        if (call.recvcounts)
+            NEXAR_ERROR("%s: ranks passed different recvcounts arrays; every rank must pass the same", call.name);
+        else
+            NEXAR_ERROR("%s: ranks passed different counts (from %lld to %lld items); every rank must pass the "
+                        "same count",
+                        call.name, (long long)agreed.min_count, (long long)-agreed.neg_max_count);
+        return raise_mpi_error(call.comm, MPI_ERR_COUNT);
     }
     // Some rank released its inboxes (to stay within the budget): every
     // rank sets them up again, then plans and agrees afresh (ranks that still
@@ -311,25 +438,29 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         rt->reconnect_shm(*ctx);
         plan_and_agree();
     }
-    if (!agreed.ready) return fall_back(*rt, *ctx, plan, sendbuf, recvbuf, count, dt, op, comm, ring_count * esz);
+    if (!agreed.ready) return fall_back(*rt, *ctx, plan, call, bytes);
     // Every rank's slots hold a segment of the size it proposed, so the least.
     opt.segment_bytes = size_t(agreed.ucx_segment);
     if (plan.device() && plan.mode == DeviceEngine::Mode::direct) {
         Status w = ctx->device_buffers(rt->device_api()).wait_for_application(&error);
-        if (!ok(w)) return finish_ring(*ctx, comm, w, error, ring_count * esz);
+        if (!ok(w)) return finish_ring(*ctx, call, w, error, bytes);
     }
+    // The allgather starts from this rank's block in place.
+    if (call.kind == Collective::allgather && call.sendbuf != MPI_IN_PLACE)
+        memcpy(static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz, call.sendbuf,
+               blocks->counts[size_t(me)] * esz);
 
     // Host buffers everywhere (shared memory agreed): the hierarchical
     // allreduce where it is ready and chosen, else the flat ring with its
     // same-node hops in shared memory.  Otherwise the flat ring on UCX only.
     Status s;
-    if (agreed.shm && agreed.hier && wants_hierarchical(cfg, *ctx, ring_count * esz)) {
+    if (allreduce && agreed.shm && agreed.hier && wants_hierarchical(cfg, *ctx, bytes)) {
         RingOptions local_opt = opt;
         local_opt.segment_bytes = cfg.shm_segment_bytes();
-        s = run_hierarchical(*ctx, src, recvbuf, ring_count, type, rop, local_opt, opt, &error);
+        s = run_hierarchical(*ctx, src, call.recvbuf, ring_count, type, rop, local_opt, opt, &error);
     } else {
         if (agreed.shm) opt.segment_bytes = shm_call_segment(cfg, *ctx);
-        HostEngine host_engine(type, rop, ctx->scratch(), src == recvbuf);
+        HostEngine host_engine(type, rop, ctx->scratch(), ring_in_place);
         std::optional<DeviceEngine> device_engine;
         if (plan.device())
             device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()), UCS_MEMORY_TYPE_CUDA,
@@ -338,15 +469,25 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
         const ShmCopy copy = ShmCopy(agreed.shm_copy);
         const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-        s = run_flat_ring(*ctx, agreed.shm != 0, copy, engine, src, recvbuf, ring_count, type, rop, opt, &error);
+        s = run_flat_ring(*ctx, agreed.shm != 0, copy, engine, ring_src, ring_recv, layout,
+                          collective_phases(call.kind), type, rop, opt, &error);
+        ShmCopyChooser& chooser = ctx->copy_chooser();
+        const int variant = copy_variant(call.kind, ring_in_place);
         if (timed && ok(s) &&
-            ctx->copy_chooser().record(ring_count * esz, src == recvbuf, copy,
-                                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))
-            NEXAR_DEBUG("communicator context %u: shared-memory copies for %s calls %s: %s", ctx->id(),
-                        format_bytes(ring_count * esz).c_str(), src == recvbuf ? "in place" : "out of place",
-                        ctx->copy_chooser().describe(ring_count * esz, src == recvbuf).c_str());
+            chooser.record(bytes, variant, copy,
+                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))
+            NEXAR_DEBUG("communicator context %u: shared-memory copies for %s %s calls %s: %s", ctx->id(),
+                        format_bytes(bytes).c_str(), call.name, ring_in_place ? "in place" : "out of place",
+                        chooser.describe(bytes, variant).c_str());
     }
-    return finish_ring(*ctx, comm, s, error, ring_count * esz);
+    // A reduce-scatter leaves this rank's block at its place in the vector;
+    // MPI wants it at the start of recvbuf.
+    if (ok(s) && call.kind == Collective::reduce_scatter) {
+        char* block = ring_recv + blocks->displs[size_t(me)] * esz;
+        const size_t own = blocks->counts[size_t(me)] * esz;
+        if (own > 0 && block != call.recvbuf) memmove(call.recvbuf, block, own);
+    }
+    return finish_ring(*ctx, call, s, error, bytes);
 }
 
 }  // namespace nexar

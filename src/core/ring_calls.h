@@ -17,13 +17,13 @@
 
 namespace nexar {
 
-// The flat ring.  use_shm: the hops that have shared-memory inboxes take
-// them (agreed by every rank), moving segments as `copy` says; otherwise
-// every hop is UCX.  `engine` moves the bytes of UCX hops (host or device
-// buffers).
+// The flat ring, running `phases` over `layout`.  use_shm: the hops that
+// have shared-memory inboxes take them (agreed by every rank), moving
+// segments as `copy` says; otherwise every hop is UCX.  `engine` moves the
+// bytes of UCX hops (host or device buffers).
 Status run_flat_ring(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
-                     void* recvbuf, size_t count, DataType type, ReduceOp op, const RingOptions& opt,
-                     std::string* error);
+                     void* recvbuf, const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op,
+                     const RingOptions& opt, std::string* error);
 
 // This local index's ring across the nodes alone, over UCX, in place on
 // host memory (buf); the context's scratch must hold its slots.

@@ -119,8 +119,6 @@ private:
 // error code is what the call returns.
 int raise_mpi_error(MPI_Comm comm, int error_class);
 
-// The MPI_Allreduce the shim exports: dispatch to the ring or to PMPI.
-int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                        MPI_Comm comm);
+// The collectives the shim exports go to intercept_collective (core/collective.h).
 
 }  // namespace nexar

@@ -21,6 +21,9 @@ struct Stats {
     std::atomic<uint64_t> cma_bytes{0};
     // Allreduces done by the hierarchical variant (algo/hierarchical.h).
     std::atomic<uint64_t> hier_calls{0};
+    // Reduce-scatters and allgathers that took the ring (also in ring_calls).
+    std::atomic<uint64_t> reduce_scatter_calls{0};
+    std::atomic<uint64_t> allgather_calls{0};
     // Of cma_bytes, those this rank wrote into the successor's buffer
     // (NEXAR_SHM_COPY=push).
     std::atomic<uint64_t> push_bytes{0};
@@ -30,7 +33,7 @@ struct Stats {
 // after MPI_Finalize).
 Stats& process_stats();
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C push_bytes=W"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

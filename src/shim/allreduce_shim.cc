@@ -5,6 +5,7 @@
 
 #include <exception>
 
+#include "core/collective.h"
 #include "core/log.h"
 #include "core/runtime.h"
 #include "core/stats.h"
@@ -22,6 +23,17 @@ void shim_start_runtime() {
     } catch (...) {
         NEXAR_WARN("could not start; every MPI_Allreduce passes through to MPI");
     }
+}
+
+int shim_intercept(const CollectiveCall& call) {
+    try {
+        return intercept_collective(call);
+    } catch (const std::exception& e) {
+        NEXAR_ERROR("%s: internal error (%s)", call.name, e.what());
+    } catch (...) {
+        NEXAR_ERROR("%s: internal error", call.name);
+    }
+    return raise_mpi_error(call.comm, MPI_ERR_INTERN);
 }
 
 void shim_stop_runtime() {
@@ -54,17 +66,35 @@ int MPI_Finalize(void) {
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-    try {
-        return nexar::intercept_allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    } catch (const std::exception& e) {
-        // Only allocation failures (std::bad_alloc) can throw; the error
-        // handler decides what happens next, as for any MPI error.
-        NEXAR_ERROR("MPI_Allreduce: internal error (%s)", e.what());
-        return nexar::raise_mpi_error(comm, MPI_ERR_INTERN);
-    } catch (...) {
-        NEXAR_ERROR("MPI_Allreduce: internal error");
-        return nexar::raise_mpi_error(comm, MPI_ERR_INTERN);
-    }
+    nexar::CollectiveCall c;
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = count, c.datatype = datatype, c.op = op, c.comm = comm;
+    return nexar::shim_intercept(c);
+}
+
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                             MPI_Comm comm) {
+    nexar::CollectiveCall c;
+    c.kind = nexar::Collective::reduce_scatter, c.name = "MPI_Reduce_scatter_block";
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = recvcount, c.datatype = datatype, c.op = op, c.comm = comm;
+    return nexar::shim_intercept(c);
+}
+
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                       MPI_Comm comm) {
+    nexar::CollectiveCall c;
+    c.kind = nexar::Collective::reduce_scatter, c.name = "MPI_Reduce_scatter";
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.recvcounts = recvcounts, c.datatype = datatype, c.op = op;
+    c.comm = comm;
+    return nexar::shim_intercept(c);
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+    nexar::CollectiveCall c;
+    c.kind = nexar::Collective::allgather, c.name = "MPI_Allgather";
+    c.sendbuf = sendbuf, c.sendcount = sendcount, c.sendtype = sendtype;
+    c.recvbuf = recvbuf, c.count = recvcount, c.datatype = recvtype, c.comm = comm;
+    return nexar::shim_intercept(c);
 }
 
 }  // extern "C"

@@ -20,6 +20,7 @@
 #include <exception>
 #include <mutex>
 
+#include "core/collective.h"
 #include "core/log.h"
 #include "core/runtime.h"
 #include "shim/shim.h"
@@ -62,16 +63,11 @@ void allreduce_f(void* sendbuf, void* recvbuf, const MPI_Fint* count, const MPI_
                        : is_one_of(sendbuf, s.bottom) ? MPI_BOTTOM
                                                       : sendbuf;
     void* recv = is_one_of(recvbuf, s.bottom) ? MPI_BOTTOM : recvbuf;
-    MPI_Comm c = PMPI_Comm_f2c(*comm);
-    int rc;
-    try {
-        rc = nexar::intercept_allreduce(send, recv, int(*count), PMPI_Type_f2c(*datatype), PMPI_Op_f2c(*op), c);
-    } catch (const std::exception& e) {
-        NEXAR_ERROR("MPI_ALLREDUCE: internal error (%s)", e.what());
-        rc = nexar::raise_mpi_error(c, MPI_ERR_INTERN);
-    } catch (...) {
-        rc = nexar::raise_mpi_error(c, MPI_ERR_INTERN);
-    }
+    nexar::CollectiveCall c;
+    c.name = "MPI_ALLREDUCE";
+    c.sendbuf = send, c.recvbuf = recv, c.count = int(*count);
+    c.datatype = PMPI_Type_f2c(*datatype), c.op = PMPI_Op_f2c(*op), c.comm = PMPI_Comm_f2c(*comm);
+    const int rc = nexar::shim_intercept(c);
     if (ierr) *ierr = MPI_Fint(rc);
 }
 

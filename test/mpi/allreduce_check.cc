@@ -1,12 +1,17 @@
-// MPI test: the intercepted MPI_Allreduce against two references on the same
-// input: PMPI_Allreduce (the real MPI) and a fold computed locally from every
-// rank's input (each rank can regenerate any rank's data).  Cycles through
-// every supported datatype and op, counts from 0 to a few MiB, in place and
-// out of place, on MPI_COMM_WORLD, a dup of it and the parts of a split,
-// used in alternation.  Linked with -lnexar_pmpi.
+// MPI test: an intercepted collective against two references on the same
+// input: the PMPI_* call (the real MPI) and a result computed locally from
+// every rank's input (each rank can regenerate any rank's data).  Cycles
+// through every supported datatype and op, counts from 0 to a few MiB, in
+// place and out of place, on MPI_COMM_WORLD, a dup of it and the parts of a
+// split, used in alternation.  Linked with -lnexar_pmpi.
 //
-//   allreduce_check [--cases N] [--max-count N] [--big-every K] [--seed S] [--expect-ring 0|1]
+//   allreduce_check [--collective allreduce|reduce_scatter_block|reduce_scatter|allgather]
+//                   [--cases N] [--max-count N] [--big-every K] [--seed S] [--expect-ring 0|1]
 //                   [--split halves|parity]
+//
+// --collective (default allreduce): MPI_Reduce_scatter_block and
+// MPI_Allgather take the case's count per rank; MPI_Reduce_scatter gives
+// ranks uneven counts, some of them 0.
 //
 // --split: how MPI_COMM_WORLD is split: halves (the default) gives ranks
 // 0..n/2-1 and n/2..n-1; parity gives the even and the odd ranks, so that
@@ -137,12 +142,88 @@ bool known_mpi_defect(MPI_Datatype dt, int op) {
 #endif
 }
 
-// The MPI_Allreduce under test: in place (out starts as a copy of in) or not.
+enum Kind { ALLREDUCE, REDUCE_SCATTER_BLOCK, REDUCE_SCATTER, ALLGATHER };
+const char* const kKindNames[] = {"allreduce", "reduce_scatter_block", "reduce_scatter", "allgather"};
+Kind g_kind = ALLREDUCE;
+
+// Where each rank's part of the whole vector lies, in items.  The
+// allreduce's vector is one part; the others have a block per rank.
+struct Blocks {
+    std::vector<int> counts, displs;
+    size_t total = 0;
+};
+Blocks blocks_for(size_t count, int size, uint64_t case_seed) {
+    Blocks b;
+    if (g_kind == ALLREDUCE) return b.total = count, b;
+    for (int r = 0; r < size; ++r) {
+        size_t n = count;
+        if (g_kind == REDUCE_SCATTER) n = (r % 3 == 1) ? 0 : count + size_t(mix(case_seed + uint64_t(r)) % 5);
+        b.counts.push_back(int(n));
+        b.displs.push_back(int(b.total));
+        b.total += n;
+    }
+    return b;
+}
+
+// The collective under test, or (pmpi) the real MPI's, on this rank's
+// whole input vector `in`; `out` gets what MPI defines as the result: the
+// whole vector (allreduce, allgather) or this rank's block.  In place, out
+// starts as a copy of the vector (the allgather's: this rank's block only).
 template <class V>
-int call_allreduce(const V& in, V& out, int count, MPI_Datatype dt, int op, MPI_Comm comm, bool in_place) {
-    if (!in_place) return MPI_Allreduce(in.data(), out.data(), count, dt, mpi_op(op), comm);
-    out = in;
-    return MPI_Allreduce(MPI_IN_PLACE, out.data(), count, dt, mpi_op(op), comm);
+int call_collective(bool pmpi, const V& in, V& out, const Blocks& b, size_t per_item, MPI_Datatype dt, int op,
+                    MPI_Comm comm, bool in_place) {
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    const size_t total = b.total * per_item;
+    switch (g_kind) {
+        case ALLREDUCE: {
+            out.assign(total, {});
+            if (in_place) out = in;
+            const void* src = in_place ? MPI_IN_PLACE : in.data();
+            return pmpi ? PMPI_Allreduce(src, out.data(), int(b.total), dt, mpi_op(op), comm)
+                        : MPI_Allreduce(src, out.data(), int(b.total), dt, mpi_op(op), comm);
+        }
+        case REDUCE_SCATTER_BLOCK:
+        case REDUCE_SCATTER: {
+            out.assign(in_place ? total : size_t(b.counts[size_t(rank)]) * per_item, {});
+            if (in_place) out = in;
+            const void* src = in_place ? MPI_IN_PLACE : in.data();
+            int rc;
+            if (g_kind == REDUCE_SCATTER_BLOCK)
+                rc = pmpi ? PMPI_Reduce_scatter_block(src, out.data(), b.counts[0], dt, mpi_op(op), comm)
+                          : MPI_Reduce_scatter_block(src, out.data(), b.counts[0], dt, mpi_op(op), comm);
+            else
+                rc = pmpi ? PMPI_Reduce_scatter(src, out.data(), b.counts.data(), dt, mpi_op(op), comm)
+                          : MPI_Reduce_scatter(src, out.data(), b.counts.data(), dt, mpi_op(op), comm);
+            out.resize(size_t(b.counts[size_t(rank)]) * per_item);  // the result is this rank's block
+            return rc;
+        }
+        default: {
+            const size_t at = size_t(b.displs[size_t(rank)]) * per_item, n = size_t(b.counts[size_t(rank)]);
+            out.assign(total, {});
+            for (size_t i = 0; i < n * per_item; ++i) out[at + i] = in[at + i];
+            const void* src = in_place ? MPI_IN_PLACE : in.data() + at;
+            return pmpi ? PMPI_Allgather(src, int(n), dt, out.data(), int(n), dt, comm)
+                        : MPI_Allgather(src, int(n), dt, out.data(), int(n), dt, comm);
+        }
+    }
+}
+
+// What out must hold: from the fold of every rank's vector (allreduce,
+// reduce-scatter) or from every rank's own block (allgather).
+template <class V, class InputOf>
+V expected_result(const V& fold, const InputOf& input_of, const Blocks& b, size_t per_item, int rank, int size) {
+    if (g_kind == ALLREDUCE) return fold;
+    const size_t at = size_t(b.displs[size_t(rank)]) * per_item;
+    if (g_kind != ALLGATHER)
+        return V(fold.begin() + long(at), fold.begin() + long(at + size_t(b.counts[size_t(rank)]) * per_item));
+    V all(fold.size());
+    for (int q = 0; q < size; ++q) {
+        V theirs = input_of(q);
+        const size_t from = size_t(b.displs[size_t(q)]) * per_item, n = size_t(b.counts[size_t(q)]) * per_item;
+        for (size_t i = 0; i < n; ++i) all[from + i] = theirs[from + i];
+    }
+    return all;
 }
 
 // "MPI_INT SUM count=7 in place on a dup of MPI_COMM_WORLD (rank 1 of 3)"
@@ -151,116 +232,153 @@ std::string describe(const char* type_name, int op, size_t count, bool in_place,
     MPI_Comm_rank(c.comm, &rank);
     MPI_Comm_size(c.comm, &size);
     char buf[256];
-    snprintf(buf, sizeof buf, "%s %s count=%zu %s on %s (rank %d of %d)", type_name, kOpNames[op], count,
-             in_place ? "in place" : "out of place", c.name, rank, size);
+    snprintf(buf, sizeof buf, "%s %s %s count=%zu %s on %s (rank %d of %d)", kKindNames[g_kind], type_name,
+             g_kind == ALLGATHER ? "" : kOpNames[op], count, in_place ? "in place" : "out of place", c.name, rank,
+             size);
     return buf;
 }
 
-template <class T>
-int run_case(const char* type_name, MPI_Datatype dt, int op, size_t count, bool in_place, const Comm& c,
-             uint64_t case_seed) {
+// By value (by_value: complex products may differ in the sign of a zero),
+// else bit for bit.
+template <class V>
+bool same_elements(const V& a, const V& b, bool by_value) {
+    if (a.size() != b.size()) return false;
+    if (by_value) return a == b;
+    return same_bytes(a.data(), b.data(), a.size() * sizeof(a[0]));
+}
+
+// Runs the case's collective and checks it: against the local reference,
+// and PMPI's result against that reference (where MPI is known to be wrong,
+// `mpi_defect`, only the local one counts).  `input_of(r)` is rank r's whole
+// input vector, `fold` every rank's folded element by element.
+template <class V, class InputOf>
+int check_case(const std::string& desc, const InputOf& input_of, const V& fold, const Blocks& b, size_t per_item,
+               MPI_Datatype dt, int op, const Comm& c, bool in_place, bool mpi_defect, bool mpi_knows_type = true,
+               bool by_value = false) {
     int rank, size;
     MPI_Comm_rank(c.comm, &rank);
     MPI_Comm_size(c.comm, &size);
-    std::vector<T> in(count), out(count), ref_mpi(count), ref_local(count);
-    for (size_t i = 0; i < count; ++i) in[i] = input<T>(case_seed, rank, i, op);
-    for (size_t i = 0; i < count; ++i) {
-        T acc = input<T>(case_seed, 0, i, op);
-        for (int r = 1; r < size; ++r) acc = combine(acc, input<T>(case_seed, r, i, op), op);
-        ref_local[i] = acc;
-    }
-    std::vector<T> in_copy = in;
-    int rc = call_allreduce(in, out, int(count), dt, op, c.comm, in_place);
-    PMPI_Allreduce(in.data(), ref_mpi.data(), int(count), dt, mpi_op(op), c.comm);
-    const std::string desc = describe(type_name, op, count, in_place, c);
     const char* where = desc.c_str();
+    const V in = input_of(rank);
+    const V want = expected_result(fold, input_of, b, per_item, rank, size);
+    V out, ref_mpi;
+    int rc = call_collective(false, in, out, b, per_item, dt, op, c.comm, in_place);
+    if (mpi_knows_type)
+        call_collective(true, in, ref_mpi, b, per_item, dt, op, c.comm, false);
+    else
+        ref_mpi = want;
     if (rc != MPI_SUCCESS) {
-        fprintf(stderr, "FAIL [world rank %d]: MPI_Allreduce returned %d: %s\n", g_world_rank, rc, where);
+        fprintf(stderr, "FAIL [world rank %d]: %s returned %d: %s\n", g_world_rank, kKindNames[g_kind], rc, where);
         return 1;
     }
-    if (!same_bytes(ref_mpi.data(), ref_local.data(), count * sizeof(T)) && known_mpi_defect(dt, op)) {
+    const bool mpi_right = same_elements(ref_mpi, want, by_value);
+    if (!mpi_right && mpi_defect) {
         ++g_known_defects;
-    } else if (!same_bytes(ref_mpi.data(), ref_local.data(), count * sizeof(T))) {
+    } else if (!mpi_right) {
+        size_t at = 0;
+        while (at < want.size() && at < ref_mpi.size() && memcmp(&want[at], &ref_mpi[at], sizeof(want[0])) == 0) ++at;
         fprintf(stderr,
-                "FAIL [world rank %d]: PMPI_Allreduce disagrees with the local reference: %s "
-                "(Open MPI's AVX op bug? run with --mca op ^avx)\n",
-                g_world_rank, where);
+                "FAIL [world rank %d]: the PMPI call disagrees with the local reference: %s, from element %zu of "
+                "%zu (%zu from PMPI) (Open MPI's AVX op bug? run with --mca op ^avx)\n",
+                g_world_rank, where, at, want.size(), ref_mpi.size());
         return 1;
     }
     // Where MPI itself is wrong, a call that passed through is MPI's answer.
-    const std::vector<T>& ref = (!g_expect_ring && known_mpi_defect(dt, op)) ? ref_mpi : ref_local;
-    for (size_t i = 0; i < count; ++i)
-        if (memcmp(&out[i], &ref[i], sizeof(T)) != 0) {
+    const V& ref = (!g_expect_ring && !mpi_right) ? ref_mpi : want;
+    if (out.size() != ref.size()) {
+        fprintf(stderr, "FAIL [world rank %d]: %s: %zu result elements where %zu were expected\n", g_world_rank,
+                where, out.size(), ref.size());
+        return 1;
+    }
+    for (size_t i = 0; i < out.size(); ++i)
+        if (by_value ? !(out[i] == ref[i]) : memcmp(&out[i], &ref[i], sizeof(out[i])) != 0) {
             fprintf(stderr, "FAIL [world rank %d]: %s: element %zu differs from the reference\n", g_world_rank,
                     where, i);
             return 1;
         }
-    if (!in_place && !same_bytes(in.data(), in_copy.data(), count * sizeof(T))) {
+    if (!in_place && in != input_of(rank)) {
         fprintf(stderr, "FAIL [world rank %d]: %s: the send buffer was modified\n", g_world_rank, where);
         return 1;
     }
     return 0;
 }
 
+// A case whose element i of rank r is encode(value(r, i)) and whose
+// reference folds the values with combine() before encoding them.
+template <class E, class Raw, class Value, class Encode>
+int run_elementwise_case(const char* type_name, MPI_Datatype dt, int op, size_t count, bool in_place, const Comm& c,
+                         uint64_t case_seed, const Value& value, const Encode& encode, bool mpi_defect,
+                         bool mpi_knows_type) {
+    int size;
+    MPI_Comm_size(c.comm, &size);
+    const Blocks b = blocks_for(count, size, case_seed);
+    auto input_of = [&](int r) {
+        std::vector<E> v(b.total);
+        for (size_t i = 0; i < b.total; ++i) v[i] = encode(value(r, i));
+        return v;
+    };
+    std::vector<E> fold(b.total);
+    for (size_t i = 0; i < b.total; ++i) {
+        Raw acc = value(0, i);
+        for (int r = 1; r < size; ++r) acc = combine<Raw>(acc, value(r, i), op);
+        fold[i] = encode(acc);
+    }
+    return check_case(describe(type_name, op, count, in_place, c), input_of, fold, b, 1, dt, op, c, in_place,
+                      mpi_defect, mpi_knows_type);
+}
+
+template <class T>
+int run_case(const char* type_name, MPI_Datatype dt, int op, size_t count, bool in_place, const Comm& c,
+             uint64_t case_seed) {
+    return run_elementwise_case<T, T>(
+        type_name, dt, op, count, in_place, c, case_seed,
+        [&](int r, size_t i) { return input<T>(case_seed, r, i, op); }, [](T v) { return v; },
+        known_mpi_defect(dt, op), true);
+}
+
 // 16-bit floats (nexar.h's datatypes): inputs are small integers, so every
-// partial result is exact; the test encodes them itself.
+// partial result is exact; the test encodes them itself.  MPI knows no
+// 16-bit floats: only the local reference counts.
 template <bool BF>
 int run_case_half(const char* type_name, MPI_Datatype dt, int op, size_t count, bool in_place, const Comm& c,
                   uint64_t case_seed) {
-    int rank, size;
-    MPI_Comm_rank(c.comm, &rank);
-    MPI_Comm_size(c.comm, &size);
-    auto value = [&](int r, size_t i) -> long {
-        long v = input<int>(case_seed, r, i, SUM) % 9;  // -8 .. 8
-        return op == PROD ? (v % 3 == 0 ? 1 : v % 3 == 1 ? -1 : 2) : v;
-    };
-    std::vector<uint16_t> in(count), out(count), want(count);
-    for (size_t i = 0; i < count; ++i) {
-        in[i] = encode_small_int(value(rank, i), BF);
-        long acc = value(0, i);
-        for (int r = 1; r < size; ++r) acc = combine<long>(acc, value(r, i), op);
-        want[i] = encode_small_int(acc, BF);
-    }
-    int rc = call_allreduce(in, out, int(count), dt, op, c.comm, in_place);
-    if (rc != MPI_SUCCESS || out != want) {
-        fprintf(stderr, "FAIL [world rank %d]: %s: %s\n", g_world_rank,
-                describe(type_name, op, count, in_place, c).c_str(), rc != MPI_SUCCESS ? "error returned" : "wrong result");
-        return 1;
-    }
-    return 0;
+    return run_elementwise_case<uint16_t, long>(
+        type_name, dt, op, count, in_place, c, case_seed,
+        [&](int r, size_t i) -> long {
+            long v = input<int>(case_seed, r, i, SUM) % 9;  // -8 .. 8
+            return op == PROD ? (v % 3 == 0 ? 1 : v % 3 == 1 ? -1 : 2) : v;
+        },
+        [](long v) { return encode_small_int(v, BF); }, false, false);
 }
 
 // Complex numbers as (re, im) pairs of small integers: SUM and PROD exact.
 template <class F>
 int run_case_complex(const char* type_name, MPI_Datatype dt, int op, size_t count, bool in_place, const Comm& c,
                      uint64_t case_seed) {
-    int rank, size;
-    MPI_Comm_rank(c.comm, &rank);
+    int size;
     MPI_Comm_size(c.comm, &size);
+    const Blocks b = blocks_for(count, size, case_seed);
     auto part = [&](int r, size_t i, int k) -> F {
         long v = long(mix(case_seed ^ (uint64_t(r) * 7919 + i * 2 + size_t(k))) % 5) - 2;  // -2 .. 2
         return F(op == PROD && v == 0 ? 1 : v);
     };
-    std::vector<F> in(2 * count), out(2 * count), want(2 * count), ref_mpi(2 * count);
-    for (size_t i = 0; i < count; ++i) {
-        in[2 * i] = part(rank, i, 0), in[2 * i + 1] = part(rank, i, 1);
+    auto input_of = [&](int r) {
+        std::vector<F> v(2 * b.total);
+        for (size_t i = 0; i < b.total; ++i) v[2 * i] = part(r, i, 0), v[2 * i + 1] = part(r, i, 1);
+        return v;
+    };
+    std::vector<F> fold(2 * b.total);
+    for (size_t i = 0; i < b.total; ++i) {
         F re = part(0, i, 0), im = part(0, i, 1);
         for (int r = 1; r < size; ++r) {
             F xr = part(r, i, 0), xi = part(r, i, 1);
             if (op == SUM) re += xr, im += xi;
             else { F t = re * xr - im * xi; im = re * xi + im * xr; re = t; }
         }
-        want[2 * i] = re, want[2 * i + 1] = im;
+        fold[2 * i] = re, fold[2 * i + 1] = im;
     }
-    int rc = call_allreduce(in, out, int(count), dt, op, c.comm, in_place);
-    PMPI_Allreduce(in.data(), ref_mpi.data(), int(count), dt, mpi_op(op), c.comm);
-    if (rc != MPI_SUCCESS || out != want || ref_mpi != want) {
-        fprintf(stderr, "FAIL [world rank %d]: %s: %s\n", g_world_rank,
-                describe(type_name, op, count, in_place, c).c_str(),
-                rc != MPI_SUCCESS ? "error returned" : out != want ? "wrong result" : "PMPI disagrees with the reference");
-        return 1;
-    }
-    return 0;
+    return check_case(describe(type_name, op, count, in_place, c), input_of, fold, b, 2, dt, op, c, in_place, false,
+                      true, true);
 }
 
 struct TypeEntry {
@@ -295,6 +413,15 @@ int main(int argc, char** argv) {
         else if (a == "--seed") o.seed = strtoull(argv[i + 1], nullptr, 10);
         else if (a == "--dumpable") continue;  // handled above
         else if (a == "--expect-ring") o.expect_ring = atoi(argv[i + 1]) != 0;
+        else if (a == "--collective") {
+            bool known = false;
+            for (int k = 0; k <= ALLGATHER; ++k)
+                if (std::string(argv[i + 1]) == kKindNames[k]) g_kind = Kind(k), known = true;
+            if (!known) {
+                fprintf(stderr, "unknown collective %s\n", argv[i + 1]);
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
+        }
         else if (a == "--split" && (std::string(argv[i + 1]) == "halves" || std::string(argv[i + 1]) == "parity"))
             o.split_parity = std::string(argv[i + 1]) == "parity";
         else {
@@ -367,7 +494,7 @@ int main(int argc, char** argv) {
     nexar_stats_t st;
     nexar_get_stats(&st);
     if (o.expect_ring && st.ring_calls == 0) {
-        fprintf(stderr, "FAIL [world rank %d]: no allreduce went to the nexar ring (passthrough=%" PRIu64
+        fprintf(stderr, "FAIL [world rank %d]: no call went to the nexar ring (passthrough=%" PRIu64
                         " fallback=%" PRIu64 ")\n", g_world_rank, st.passthrough_calls, st.fallback_calls);
         ++failures;
     }
@@ -376,8 +503,8 @@ int main(int argc, char** argv) {
     unsigned long long ring = st.ring_calls, ring_total = 0;
     PMPI_Allreduce(&ring, &ring_total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (g_world_rank == 0) {
-        printf("allreduce_check: ranks=%d cases=%d failures=%d ring_calls(all ranks)=%llu\n", size, cases, total,
-               ring_total);
+        printf("allreduce_check: %s: ranks=%d cases=%d failures=%d ring_calls(all ranks)=%llu\n", kKindNames[g_kind],
+               size, cases, total, ring_total);
         if (g_known_defects)
             printf("allreduce_check: note: in %d cases PMPI_Allreduce itself was wrong (Open MPI's MIN/MAX on "
                    "MPI_UNSIGNED_LONG or MPI_OFFSET); there %s\n",

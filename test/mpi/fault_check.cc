@@ -109,21 +109,42 @@ void mode_count_mismatch() {
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     const int base = 1 << 20, count = base + (g_rank == 0 ? 0 : 7), guard = 64;
+    // The `guard` elements after a receive buffer of `n` still hold -7.
+    auto untouched_after = [](const std::vector<int>& v, int n, const char* what) {
+        for (int i = n; i < n + guard; ++i)
+            if (v[size_t(i)] != -7) return expect(false, what);
+    };
     std::vector<int> in(size_t(count) + guard, 1), out(size_t(count) + guard, -7);
     int rc = MPI_Allreduce(in.data(), out.data(), count, MPI_INT, MPI_SUM, comm);
     expect(error_class(rc) == MPI_ERR_COUNT, "mismatched counts must give MPI_ERR_COUNT, got class " +
                                                  std::to_string(error_class(rc)));
-    for (int i = count; i < count + guard; ++i)
-        if (out[size_t(i)] != -7) {
-            expect(false, "written past the receive buffer");
-            break;
-        }
+    untouched_after(out, count, "written past the receive buffer");
     // The communicator is still usable.
     rc = MPI_Allreduce(in.data(), out.data(), base, MPI_INT, MPI_SUM, comm);
     expect(rc == MPI_SUCCESS && out[0] == g_size && out[size_t(base) - 1] == g_size, "an allreduce after the mismatch");
+    // The same for the reduce-scatter and the allgather: a block count that
+    // differs, and (MPI_Reduce_scatter) recvcounts arrays that differ.
+    const int block = base / 4 + (g_rank == 0 ? 0 : 3);
+    std::vector<int> big(size_t(block + 3) * size_t(g_size) + guard, 1), small(size_t(block) + guard, -7);
+    rc = MPI_Reduce_scatter_block(big.data(), small.data(), block, MPI_INT, MPI_SUM, comm);
+    expect(error_class(rc) == MPI_ERR_COUNT, "MPI_Reduce_scatter_block with mismatched counts: class " +
+                                                 std::to_string(error_class(rc)));
+    std::vector<int> counts(size_t(g_size), base / 4);
+    counts[size_t(g_size - 1)] += g_rank == 0 ? 0 : 5;
+    rc = MPI_Reduce_scatter(big.data(), small.data(), counts.data(), MPI_INT, MPI_SUM, comm);
+    expect(error_class(rc) == MPI_ERR_COUNT, "MPI_Reduce_scatter with mismatched recvcounts: class " +
+                                                 std::to_string(error_class(rc)));
+    rc = MPI_Allgather(small.data(), block, MPI_INT, big.data(), block, MPI_INT, comm);
+    expect(error_class(rc) == MPI_ERR_COUNT, "MPI_Allgather with mismatched counts: class " +
+                                                 std::to_string(error_class(rc)));
+    untouched_after(small, block, "the reduce-scatter wrote past the receive buffer");
+    // Still usable: a reduce-scatter with matching counts takes the ring.
+    rc = MPI_Reduce_scatter_block(big.data(), small.data(), base / 4, MPI_INT, MPI_SUM, comm);
+    expect(rc == MPI_SUCCESS && small[0] == g_size && small[size_t(base / 4) - 1] == g_size,
+           "a reduce-scatter after the mismatches");
     nexar_stats_t st;
     nexar_get_stats(&st);
-    expect(st.ring_calls >= 1, "the call after the mismatch must take the ring");
+    expect(st.ring_calls >= 2, "the calls after the mismatches must take the ring");
     MPI_Comm_free(&comm);
 }
 

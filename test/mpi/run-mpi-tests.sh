@@ -67,6 +67,20 @@ check_bytes "$log" push_bytes zero
 # The UCX ring on host buffers.
 path=ucx run 2 NEXAR_SHM=0 -- --cases 300 --max-count 20000 --big-every 25 --seed 17
 path=ucx run 3 NEXAR_SHM=0 NEXAR_SEGMENT_BYTES=4K -- --cases 160 --max-count 5000 --big-every 60 --seed 18
+# The reduce-scatter (blocks, and uneven counts with empty blocks) and the
+# allgather, against PMPI and the local reference, on both kinds of hop.
+rs="--collective reduce_scatter_block" rsv="--collective reduce_scatter" ag="--collective allgather"
+path=shm run 2 -- $rs --cases 160 --max-count 20000 --big-every 20 --seed 31
+check_bytes "$log" reduce_scatter_calls nonzero
+path=shm run 3 NEXAR_SEGMENT_BYTES=4K -- $rsv --cases 120 --max-count 4000 --big-every 40 --seed 32
+check_bytes "$log" reduce_scatter_calls nonzero
+path=ucx run 4 NEXAR_SHM=0 -- $rsv --cases 100 --max-count 2000 --big-every 0 --seed 33
+path=shm run 2 NEXAR_SHM_COPY=push -- $ag --cases 160 --max-count 20000 --big-every 20 --seed 34
+check_bytes "$log" allgather_calls nonzero
+check_bytes "$log" push_bytes nonzero
+path=ucx run 3 NEXAR_SHM=0 -- $ag --cases 120 --max-count 4000 --big-every 40 --seed 35
+path=shm run 5 NEXAR_SEGMENT_BYTES=1K -- $ag --cases 80 --max-count 1000 --big-every 0 --seed 36
+check_bytes "$log" allgather_calls nonzero
 # Everything passes through (threshold above every size): MPI's own results,
 # nexar's 16-bit float ops inside PMPI_Allreduce, against the local reference.
 min_ring=0 run 3 NEXAR_THRESHOLD_BYTES=1G -- --cases 120 --max-count 3000 --big-every 0 --seed 16 --expect-ring 0

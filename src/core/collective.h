@@ -1,0 +1,47 @@
+// One description of an intercepted collective call (DESIGN section 7,
+// "phases as data"): the allreduce, the reduce-scatter (MPI_Reduce_scatter
+// and MPI_Reduce_scatter_block) and the allgather all go through one
+// eligibility -> agreement -> ring or fallback path (core/dispatch.cc).
+// They differ only in which halves of the ring run, and in where each
+// rank's part of the vector lies (algo/partition.h, ChunkLayout).
+#pragma once
+
+#include <mpi.h>
+
+#include "algo/ring_schedule.h"
+
+namespace nexar {
+
+enum class Collective { allreduce = 0, reduce_scatter = 1, allgather = 2 };
+constexpr int kCollectives = 3;
+
+struct CollectiveCall {
+    Collective kind = Collective::allreduce;
+    const char* name = "MPI_Allreduce";  // for messages
+    const void* sendbuf = nullptr;       // may be MPI_IN_PLACE
+    void* recvbuf = nullptr;
+    // MPI_Allreduce: items.  MPI_Reduce_scatter_block, MPI_Allgather: items
+    // per rank (MPI_Allgather: sendcount, equal to recvcount).
+    int count = 0;
+    // MPI_Reduce_scatter: items per rank (count is unused).
+    const int* recvcounts = nullptr;
+    // MPI_Allgather: count and datatype are the receive side's; the send
+    // side's must match unless sendbuf is MPI_IN_PLACE.
+    int sendcount = 0;
+    MPI_Datatype sendtype = MPI_DATATYPE_NULL;
+    MPI_Datatype datatype = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_OP_NULL;  // MPI_Allgather: none
+    MPI_Comm comm = MPI_COMM_NULL;
+};
+
+// Which halves of the ring a collective runs.
+inline RingPhases collective_phases(Collective c) {
+    return c == Collective::allreduce ? RingPhases::allreduce
+           : c == Collective::reduce_scatter ? RingPhases::reduce_scatter
+                                             : RingPhases::allgather;
+}
+
+// The entry point of every intercepted collective: the ring or PMPI.
+int intercept_collective(const CollectiveCall& call);
+
+}  // namespace nexar
