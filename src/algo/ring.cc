@@ -23,6 +23,7 @@ RingOperation::RingOperation(const RingPeers& peers, uint32_t sequence, const vo
       send_cursor_(RingStream::send, peers.position, layout, segment_elems(opt.segment_bytes, esz_), phases),
       recv_cursor_(RingStream::receive, peers.position, layout, segment_elems(opt.segment_bytes, esz_), phases) {
     Span first = layout.chunk(first_send_chunk(phases, peers.position, peers.size));
+    own_chunk_ = layout.chunk(size_t((peers.position + 1) % peers.size));
     own_segments_ = segment_count(first.count, segment_elems(opt.segment_bytes, esz_));
     // Channels may be reused from ring to ring: count this ring's receives only.
     recv_base_ = from_prev.done();
@@ -43,6 +44,9 @@ Status RingOperation::announce_receives(std::string* error) {
         Span span = recv_cursor_.span();
         Arrival a;
         a.place = recv_ + span.offset * esz_;
+        // The last reduce-scatter step finishes this rank's own chunk.
+        if (own_out_ && recv_cursor_.phase() == 0 && recv_cursor_.step() == uint32_t(p_.size - 2))
+            a.place = own_out_ + (span.offset - own_chunk_.offset) * esz_;
         a.input = send_ + span.offset * esz_;
         a.count = span.count;
         a.bytes = span.count * esz_;
@@ -142,11 +146,12 @@ Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sen
 
 Status ring_run(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf,
                 const ChunkLayout& layout, DataType type, const RingOptions& options, SendChannel& to_next,
-                RecvChannel& from_prev, RingPhases phases, std::string* error) {
+                RecvChannel& from_prev, RingPhases phases, std::string* error, char* own_chunk_out) {
     if (!ring_arguments_valid(peers, options) || layout.ranks() != size_t(peers.size)) return Status::invalid_argument;
     std::string ignored;
     if (!error) error = &ignored;
     RingOperation ring(peers, sequence, sendbuf, recvbuf, layout, type, options, to_next, from_prev, phases);
+    if (own_chunk_out) ring.land_own_chunk_in(own_chunk_out);
     IdleBackoff idle;
     Status s;
     while (!ring.finished()) {

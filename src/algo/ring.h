@@ -94,6 +94,12 @@ public:
     Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error);
     // Stops both channels (another operation failed).
     void abort() { fail(Status::ok); }
+    // The reduce-scatter's last step reduces this rank's own chunk into
+    // `out` (the chunk's first element at out[0]) instead of recvbuf: a
+    // reduce-scatter out of place then writes its result straight into the
+    // caller's small receive buffer.  `out` must not overlap recvbuf or
+    // sendbuf.  Call before the first poll().
+    void land_own_chunk_in(char* out) { own_out_ = out; }
 
 private:
     uint64_t send_tag(const RingCursor& c) const { return ring_tag(p_.send_tag_id, seq_, c); }
@@ -113,6 +119,8 @@ private:
     RecvChannel& in_;
     RingCursor send_cursor_, recv_cursor_;
     size_t own_segments_ = 0;
+    char* own_out_ = nullptr;  // land_own_chunk_in
+    Span own_chunk_;           // the chunk the reduce-scatter leaves reduced here
     size_t sent_ = 0;       // messages started
     size_t recv_base_ = 0;  // from_prev.done() when this ring began
     bool finished_ = false;
@@ -149,8 +157,9 @@ Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sen
 // ring_block_layout's, a reduce-scatter leaves each rank's MPI block reduced
 // in its place in recvbuf, and an allgather that starts from each rank's
 // block in place fills every block.
+// `own_chunk_out`: see RingOperation::land_own_chunk_in (null: recvbuf).
 Status ring_run(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf,
                 const ChunkLayout& layout, DataType type, const RingOptions& options, SendChannel& to_next,
-                RecvChannel& from_prev, RingPhases phases, std::string* error);
+                RecvChannel& from_prev, RingPhases phases, std::string* error, char* own_chunk_out = nullptr);
 
 }  // namespace nexar

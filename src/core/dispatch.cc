@@ -391,12 +391,17 @@ int intercept_collective(const CollectiveCall& call) {
         layout = ChunkLayout::blocks(blocks->spans.data(), size_t(n));
     }
     // What the ring reads and writes.  The allgather runs in place in
-    // recvbuf; a reduce-scatter out of place leaves its partial sums in a
-    // work buffer, since recvbuf holds only this rank's block.
+    // recvbuf.  A reduce-scatter out of place reduces this rank's block
+    // straight into recvbuf and its partial sums of the others (3 ranks or
+    // more) in a work buffer, since recvbuf holds only this rank's block.
     const void* ring_src = src;
     char* ring_recv = static_cast<char*>(call.recvbuf);
+    char* own_chunk_out = nullptr;
     if (call.kind == Collective::allgather) ring_src = call.recvbuf;
-    if (call.kind == Collective::reduce_scatter && call.sendbuf != MPI_IN_PLACE) ring_recv = ctx->work_buffer(bytes);
+    if (call.kind == Collective::reduce_scatter && call.sendbuf != MPI_IN_PLACE) {
+        own_chunk_out = static_cast<char*>(call.recvbuf);
+        ring_recv = n > 2 ? ctx->work_buffer(bytes) : static_cast<char*>(call.recvbuf);  // 2 ranks: no partials
+    }
 
     // Per-rank readiness, agreed together with the count.  Device work
     // selects the buffers' GPU; the application's current GPU comes back.
@@ -470,7 +475,7 @@ int intercept_collective(const CollectiveCall& call) {
         const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
         const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
         s = run_flat_ring(*ctx, agreed.shm != 0, copy, engine, ring_src, ring_recv, layout,
-                          collective_phases(call.kind), type, rop, opt, &error);
+                          collective_phases(call.kind), type, rop, opt, &error, own_chunk_out);
         ShmCopyChooser& chooser = ctx->copy_chooser();
         const int variant = copy_variant(call.kind, ring_in_place);
         if (timed && ok(s) &&
@@ -480,9 +485,9 @@ int intercept_collective(const CollectiveCall& call) {
                         format_bytes(bytes).c_str(), call.name, ring_in_place ? "in place" : "out of place",
                         chooser.describe(bytes, variant).c_str());
     }
-    // A reduce-scatter leaves this rank's block at its place in the vector;
-    // MPI wants it at the start of recvbuf.
-    if (ok(s) && call.kind == Collective::reduce_scatter) {
+    // In place, a reduce-scatter leaves this rank's block at its place in
+    // the vector; MPI wants it at the start of recvbuf.
+    if (ok(s) && call.kind == Collective::reduce_scatter && !own_chunk_out) {
         char* block = ring_recv + blocks->displs[size_t(me)] * esz;
         const size_t own = blocks->counts[size_t(me)] * esz;
         if (own > 0 && block != call.recvbuf) memmove(call.recvbuf, block, own);

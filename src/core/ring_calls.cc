@@ -52,7 +52,7 @@ RingPeers inter_peers(const CommContext& ctx) {
 
 Status run_flat_ring(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
                      void* recvbuf, const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op,
-                     const RingOptions& opt, std::string* error) {
+                     const RingOptions& opt, std::string* error, char* own_chunk_out) {
     const RingLinks links = ctx.links();
     const RingPeers& peers = links.peers;
     const bool shm_out = use_shm && ctx.send_shm(), shm_in = use_shm && ctx.recv_shm();
@@ -72,7 +72,8 @@ Status run_flat_ring(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine
         ucx_recv.emplace(*links.worker, links.prev, peers.prev_rank, opt.depth, ctx.scratch(), engine, true);
     SendChannel& out = shm_out ? static_cast<SendChannel&>(*shm_send) : *ucx_send;
     RecvChannel& in = shm_in ? static_cast<RecvChannel&>(*shm_recv) : *ucx_recv;
-    Status s = ring_run(peers, ctx.next_sequence(), src, recvbuf, layout, type, opt, out, in, phases, error);
+    Status s =
+        ring_run(peers, ctx.next_sequence(), src, recvbuf, layout, type, opt, out, in, phases, error, own_chunk_out);
     if (ok(s)) count_bytes(out);  // like ring_calls, successful calls only
     return s;
 }

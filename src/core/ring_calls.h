@@ -20,10 +20,11 @@ namespace nexar {
 // The flat ring, running `phases` over `layout`.  use_shm: the hops that
 // have shared-memory inboxes take them (agreed by every rank), moving
 // segments as `copy` says; otherwise every hop is UCX.  `engine` moves the
-// bytes of UCX hops (host or device buffers).
+// bytes of UCX hops (host or device buffers).  `own_chunk_out`: where the
+// reduce-scatter leaves this rank's chunk (RingOperation::land_own_chunk_in).
 Status run_flat_ring(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
                      void* recvbuf, const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op,
-                     const RingOptions& opt, std::string* error);
+                     const RingOptions& opt, std::string* error, char* own_chunk_out = nullptr);
 
 // This local index's ring across the nodes alone, over UCX, in place on
 // host memory (buf); the context's scratch must hold its slots.

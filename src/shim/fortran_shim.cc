@@ -4,9 +4,12 @@
 // Fortran's MPI_IN_PLACE / MPI_BOTTOM into C's, and share the C dispatch.
 //
 //   mpif.h and `use mpi`:  mpi_allreduce_, mpi_allreduce__, mpi_allreduce,
-//                          MPI_ALLREDUCE (the compilers' name manglings)
+//                          MPI_ALLREDUCE (the compilers' name manglings);
+//                          the same for mpi_reduce_scatter_block,
+//                          mpi_reduce_scatter and mpi_allgather
 //   `use mpi_f08` (Open MPI): its module procedure calls ompi_allreduce_f
-//                          in libmpi_mpifh with exactly these arguments
+//                          (ompi_reduce_scatter_block_f, ...) in
+//                          libmpi_mpifh with exactly these arguments
 //                          (handles are the MPI_VAL integers), so that C
 //                          function is interposed too.
 //
@@ -56,19 +59,59 @@ bool is_one_of(const void* p, const void* const (&list)[4]) {
     return false;
 }
 
-void allreduce_f(void* sendbuf, void* recvbuf, const MPI_Fint* count, const MPI_Fint* datatype, const MPI_Fint* op,
-                 const MPI_Fint* comm, MPI_Fint* ierr) {
+// Fills in the buffers (Fortran's sentinels made C's) and the handles the
+// Fortran calls share, dispatches, and sets ierr.
+void collective_f(nexar::CollectiveCall c, void* sendbuf, void* recvbuf, const MPI_Fint* datatype,
+                  const MPI_Fint* comm, MPI_Fint* ierr) {
     const Sentinels& s = sentinels();
-    const void* send = is_one_of(sendbuf, s.in_place) ? MPI_IN_PLACE
-                       : is_one_of(sendbuf, s.bottom) ? MPI_BOTTOM
-                                                      : sendbuf;
-    void* recv = is_one_of(recvbuf, s.bottom) ? MPI_BOTTOM : recvbuf;
-    nexar::CollectiveCall c;
-    c.name = "MPI_ALLREDUCE";
-    c.sendbuf = send, c.recvbuf = recv, c.count = int(*count);
-    c.datatype = PMPI_Type_f2c(*datatype), c.op = PMPI_Op_f2c(*op), c.comm = PMPI_Comm_f2c(*comm);
+    c.sendbuf = is_one_of(sendbuf, s.in_place) ? MPI_IN_PLACE
+                : is_one_of(sendbuf, s.bottom) ? MPI_BOTTOM
+                                               : sendbuf;
+    c.recvbuf = is_one_of(recvbuf, s.bottom) ? MPI_BOTTOM : recvbuf;
+    c.datatype = PMPI_Type_f2c(*datatype);
+    c.comm = PMPI_Comm_f2c(*comm);
     const int rc = nexar::shim_intercept(c);
     if (ierr) *ierr = MPI_Fint(rc);
+}
+
+void allreduce_f(void* sendbuf, void* recvbuf, const MPI_Fint* count, const MPI_Fint* datatype, const MPI_Fint* op,
+                 const MPI_Fint* comm, MPI_Fint* ierr) {
+    nexar::CollectiveCall c;
+    c.name = "MPI_ALLREDUCE";
+    c.count = int(*count);
+    c.op = PMPI_Op_f2c(*op);
+    collective_f(c, sendbuf, recvbuf, datatype, comm, ierr);
+}
+
+void reduce_scatter_block_f(void* sendbuf, void* recvbuf, const MPI_Fint* recvcount, const MPI_Fint* datatype,
+                            const MPI_Fint* op, const MPI_Fint* comm, MPI_Fint* ierr) {
+    nexar::CollectiveCall c;
+    c.kind = nexar::Collective::reduce_scatter, c.name = "MPI_REDUCE_SCATTER_BLOCK";
+    c.count = int(*recvcount);
+    c.op = PMPI_Op_f2c(*op);
+    collective_f(c, sendbuf, recvbuf, datatype, comm, ierr);
+}
+
+// A Fortran INTEGER array is a C int array where the two have one size
+// (every MPI we build against); the call passes through otherwise.
+static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is int");
+void reduce_scatter_f(void* sendbuf, void* recvbuf, const MPI_Fint* recvcounts, const MPI_Fint* datatype,
+                      const MPI_Fint* op, const MPI_Fint* comm, MPI_Fint* ierr) {
+    nexar::CollectiveCall c;
+    c.kind = nexar::Collective::reduce_scatter, c.name = "MPI_REDUCE_SCATTER";
+    c.recvcounts = reinterpret_cast<const int*>(recvcounts);
+    c.op = PMPI_Op_f2c(*op);
+    collective_f(c, sendbuf, recvbuf, datatype, comm, ierr);
+}
+
+void allgather_f(void* sendbuf, const MPI_Fint* sendcount, const MPI_Fint* sendtype, void* recvbuf,
+                 const MPI_Fint* recvcount, const MPI_Fint* recvtype, const MPI_Fint* comm, MPI_Fint* ierr) {
+    nexar::CollectiveCall c;
+    c.kind = nexar::Collective::allgather, c.name = "MPI_ALLGATHER";
+    c.sendcount = int(*sendcount);
+    c.sendtype = PMPI_Type_f2c(*sendtype);
+    c.count = int(*recvcount);
+    collective_f(c, sendbuf, recvbuf, recvtype, comm, ierr);
 }
 
 using InitF = void (*)(MPI_Fint*);
@@ -135,6 +178,27 @@ void finalize_f(const char* name, MPI_Fint* ierr) {
               MPI_Fint* ierr) {                                                                              \
         allreduce_f(sendbuf, recvbuf, count, datatype, op, comm, ierr);                                      \
     }
+#define NEXAR_FORTRAN_REDUCE_SCATTER_BLOCK(name)                                                             \
+    void name(void* sendbuf, void* recvbuf, MPI_Fint* recvcount, MPI_Fint* datatype, MPI_Fint* op,           \
+              MPI_Fint* comm, MPI_Fint* ierr) {                                                              \
+        reduce_scatter_block_f(sendbuf, recvbuf, recvcount, datatype, op, comm, ierr);                       \
+    }
+#define NEXAR_FORTRAN_REDUCE_SCATTER(name)                                                                   \
+    void name(void* sendbuf, void* recvbuf, MPI_Fint* recvcounts, MPI_Fint* datatype, MPI_Fint* op,          \
+              MPI_Fint* comm, MPI_Fint* ierr) {                                                              \
+        reduce_scatter_f(sendbuf, recvbuf, recvcounts, datatype, op, comm, ierr);                            \
+    }
+#define NEXAR_FORTRAN_ALLGATHER(name)                                                                        \
+    void name(void* sendbuf, MPI_Fint* sendcount, MPI_Fint* sendtype, void* recvbuf, MPI_Fint* recvcount,    \
+              MPI_Fint* recvtype, MPI_Fint* comm, MPI_Fint* ierr) {                                          \
+        allgather_f(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, ierr);                 \
+    }
+// Every name mangling of one routine.
+#define NEXAR_FORTRAN_NAMES(MACRO, lower, upper) \
+    MACRO(lower##_)                              \
+    MACRO(lower##__)                             \
+    MACRO(lower)                                 \
+    MACRO(upper)
 
 extern "C" {
 NEXAR_FORTRAN_INIT(mpi_init_)
@@ -149,14 +213,17 @@ NEXAR_FORTRAN_FINALIZE(mpi_finalize_)
 NEXAR_FORTRAN_FINALIZE(mpi_finalize__)
 NEXAR_FORTRAN_FINALIZE(mpi_finalize)
 NEXAR_FORTRAN_FINALIZE(MPI_FINALIZE)
-NEXAR_FORTRAN_ALLREDUCE(mpi_allreduce_)
-NEXAR_FORTRAN_ALLREDUCE(mpi_allreduce__)
-NEXAR_FORTRAN_ALLREDUCE(mpi_allreduce)
-NEXAR_FORTRAN_ALLREDUCE(MPI_ALLREDUCE)
+NEXAR_FORTRAN_NAMES(NEXAR_FORTRAN_ALLREDUCE, mpi_allreduce, MPI_ALLREDUCE)
+NEXAR_FORTRAN_NAMES(NEXAR_FORTRAN_REDUCE_SCATTER_BLOCK, mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK)
+NEXAR_FORTRAN_NAMES(NEXAR_FORTRAN_REDUCE_SCATTER, mpi_reduce_scatter, MPI_REDUCE_SCATTER)
+NEXAR_FORTRAN_NAMES(NEXAR_FORTRAN_ALLGATHER, mpi_allgather, MPI_ALLGATHER)
 #if defined(OPEN_MPI) && OPEN_MPI
 NEXAR_FORTRAN_INIT(ompi_init_f)
 NEXAR_FORTRAN_INIT_THREAD(ompi_init_thread_f)
 NEXAR_FORTRAN_FINALIZE(ompi_finalize_f)
 NEXAR_FORTRAN_ALLREDUCE(ompi_allreduce_f)
+NEXAR_FORTRAN_REDUCE_SCATTER_BLOCK(ompi_reduce_scatter_block_f)
+NEXAR_FORTRAN_REDUCE_SCATTER(ompi_reduce_scatter_f)
+NEXAR_FORTRAN_ALLGATHER(ompi_allgather_f)
 #endif
 }

@@ -1035,7 +1035,8 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
             ASSERT_EQ(layout.extent(), extent);
             auto value = [](int rank, size_t i) { return int32_t((i * 7 + size_t(rank) * 13) % 1000) - 500; };
             auto in_block = [&](int r, size_t i) { return i >= displs[size_t(r)] && i < displs[size_t(r)] + counts[size_t(r)]; };
-            std::vector<std::vector<int32_t>> scattered(static_cast<size_t>(n)), gathered(static_cast<size_t>(n));
+            std::vector<std::vector<int32_t>> scattered(static_cast<size_t>(n)), gathered(static_cast<size_t>(n)),
+                landed(static_cast<size_t>(n));
             RingOptions opt;
             opt.segment_bytes = 256;
             opt.timeout_s = 30;
@@ -1048,12 +1049,22 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
                 res.status = ring_run(peers, 1, in.data(), work.data(), layout, DataType::i32, opt, to, from,
                                       RingPhases::reduce_scatter, &res.error);
                 scattered[size_t(me)] = work;
+                // Again, with this rank's block landing in a buffer of its own.
+                std::vector<int32_t> own(counts[size_t(me)] + 1, -3);
+                std::fill(work.begin(), work.end(), -1);
+                if (ok(res.status))
+                    res.status = ring_run(peers, 3, in.data(), work.data(), layout, DataType::i32, opt, to, from,
+                                          RingPhases::reduce_scatter, &res.error, reinterpret_cast<char*>(own.data()));
+                landed[size_t(me)] = own;
+                if (counts[size_t(me)] > 0 && work[displs[size_t(me)]] != -1)
+                    res = {Status::mismatch, "the own block was also written into the work buffer"};
                 std::vector<int32_t> all(extent, -7);
                 for (size_t i = 0; i < extent; ++i)
                     if (in_block(me, i)) all[i] = value(me, i) * 3;
                 if (ok(res.status))
                     res.status = ring_run(peers, 2, all.data(), all.data(), layout, DataType::i32, opt, to, from,
                                           RingPhases::allgather, &res.error);
+                if (landed[size_t(me)].back() != -3) res = {Status::mismatch, "written past the own block"};
                 gathered[size_t(me)] = all;
                 return res;
             };
@@ -1092,8 +1103,10 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
                     for (int q = 0; q < n; ++q) sum += value(q, i);
                     for (int q = 0; q < n; ++q)
                         if (in_block(q, i)) owner = q;
-                    if (in_block(r, i))
+                    if (in_block(r, i)) {
                         ASSERT_EQ(scattered[size_t(r)][i], sum) << "rank " << r << "'s block, element " << i;
+                        ASSERT_EQ(landed[size_t(r)][i - displs[size_t(r)]], sum) << "rank " << r << ", landed " << i;
+                    }
                     ASSERT_EQ(gathered[size_t(r)][i], owner < 0 ? -7 : value(owner, i) * 3)
                         << "rank " << r << " after the allgather, element " << i;
                 }
