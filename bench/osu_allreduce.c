@@ -17,6 +17,10 @@
  *                PMPI_Allreduce, copy back.  The nexar column passes the
  *                device buffers to MPI_Allreduce.
  *   -r N         interleaved repetitions per size, best kept (default 2)
+ *   --collective allreduce | reduce_scatter | allgather (host buffers)
+ *                which collective (default allreduce): MPI_Reduce_scatter_block
+ *                or MPI_Allgather, the size being the whole vector S (each
+ *                rank's block is S/n)
  *   --overhead   interposition cost instead: for each (small) size, N
  *                repetitions (default 30) of MPI_Allreduce and
  *                PMPI_Allreduce alternating, the best average of each, and
@@ -29,7 +33,7 @@
  *   --plot FILE  draw busbw against size (MPI, nexar, the bound) with gnuplot
  *
  * algbw = size / t; busbw = algbw * 2(n-1)/n, the bytes each rank's links
- * carry in a ring.
+ * carry in a ring (the reduce-scatter and the allgather: algbw * (n-1)/n).
  *
  * The bound (host buffers, one machine): each rank copies its share of the
  * data in twice (reduce-scatter and allgather arrivals) and reduces it once,
@@ -49,6 +53,13 @@
  * allgather writes them from cache into the peer's buffer, each half a
  * copy) can beat it; its own bound, the "one-pass" bound, is
  * 2(n-1) / ((n-1)/Bc + 1/Br3 + (n-2)/Br), printed in the last column.
+ *
+ * The reduce-scatter alone: t >= S(n-1)/n * (1/Bc + 1/Brx), every arrival
+ * copied in and reduced with the rank's own input, Brx = Br3 out of place
+ * (each reduction writes the result beside its two inputs) and Br in place;
+ * busbw bound = 1/(1/Bc + 1/Brx), one-pass 1/(1/(2Bc) + 1/Brx).  The
+ * allgather alone: t >= S(n-1)/n * 2/Bc for a two-copy design, busbw bound
+ * Bc/2, one-pass Bc.
  */
 #include <dlfcn.h>
 #include <mpi.h>
@@ -67,11 +78,22 @@ typedef int (*get_stats_fn)(stats_t *);
 
 static cudart_t cuda;
 static int on_device = 0;
+enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHER };
+static int coll = ALLREDUCE;
+static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather"};
 static char *host_stage = NULL; /* -d cuda: the host copy the MPI column reduces */
 
-/* One allreduce the way the column does it. */
+/* One call the way the column does it; count is the whole vector's. */
 static void one(int use_pmpi, const void *s, void *r, int count, MPI_Datatype dt, size_t bytes) {
-    if (!use_pmpi) {
+    int n = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    if (coll == REDUCE_SCATTER) {
+        if (use_pmpi) PMPI_Reduce_scatter_block(s, r, count / n, dt, MPI_SUM, MPI_COMM_WORLD);
+        else MPI_Reduce_scatter_block(s, r, count / n, dt, MPI_SUM, MPI_COMM_WORLD);
+    } else if (coll == ALLGATHER) {
+        if (use_pmpi) PMPI_Allgather(s, count / n, dt, r, count / n, dt, MPI_COMM_WORLD);
+        else MPI_Allgather(s, count / n, dt, r, count / n, dt, MPI_COMM_WORLD);
+    } else if (!use_pmpi) {
         MPI_Allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
     } else if (!on_device) {
         PMPI_Allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
@@ -280,8 +302,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--plot") && i + 1 < argc) plot_path = argv[++i];
         else if (!strcmp(argv[i], "-d") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) on_device = 1, ++i;
+        else if (!strcmp(argv[i], "--collective") && i + 1 < argc) {
+            ++i;
+            coll = -1;
+            for (int k = 0; k < 3; ++k)
+                if (!strcmp(argv[i], coll_names[k])) coll = k;
+            if (coll < 0) {
+                if (rank == 0) fprintf(stderr, "nexar_osu_allreduce: --collective allreduce|reduce_scatter|allgather\n");
+                MPI_Finalize();
+                return 2;
+            }
+        }
         else {
-            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-r N] [--overhead] [-T int|float|double] [-d cuda] [--thp] [--csv FILE] [--plot FILE.png]\n", argv[0]);
+            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-r N] [--overhead] [-T int|float|double] [-d cuda] [--thp] [--collective allreduce|reduce_scatter|allgather] [--csv FILE] [--plot FILE.png]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -289,6 +322,11 @@ int main(int argc, char **argv) {
     MPI_Datatype dt = !strcmp(type, "int") ? MPI_INT : !strcmp(type, "double") ? MPI_DOUBLE : MPI_FLOAT;
     size_t esz = dt == MPI_DOUBLE ? 8 : 4;
     if (min < esz) min = esz;
+    if (on_device && coll != ALLREDUCE) {
+        if (rank == 0) fprintf(stderr, "nexar_osu_allreduce: -d cuda measures the allreduce only\n");
+        MPI_Finalize();
+        return 2;
+    }
 
     if (on_device) {
         char why[256];
@@ -317,17 +355,26 @@ int main(int argc, char **argv) {
         return rc;
     }
     if (rank == 0) {
-        printf("# nexar osu-style allreduce: %d ranks, %s, %s, %s buffers\n# MPI = %s, nexar = MPI_Allreduce%s\n",
-               size, type, in_place ? "in place" : "out of place", on_device ? "CUDA device" : "host",
-               on_device ? "cudaMemcpy to host + PMPI_Allreduce + cudaMemcpy back" : "PMPI_Allreduce",
-               intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
+        const char *mpi_names[] = {"PMPI_Allreduce", "PMPI_Reduce_scatter_block", "PMPI_Allgather"};
+        printf("# nexar osu-style %s: %d ranks, %s, %s, %s buffers\n# MPI = %s, nexar = MPI_%s%s\n",
+               coll_names[coll], size, type, in_place ? "in place" : "out of place",
+               on_device ? "CUDA device" : "host",
+               on_device ? "cudaMemcpy to host + PMPI_Allreduce + cudaMemcpy back" : mpi_names[coll],
+               mpi_names[coll] + 5, intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
+        if (coll != ALLREDUCE)
+            printf("# size = the whole vector S, S/n per rank; busbw = S/t (n-1)/n\n");
         printf("# MALLOC_MMAP_THRESHOLD_=%s\n", getenv("MALLOC_MMAP_THRESHOLD_") ? getenv("MALLOC_MMAP_THRESHOLD_") : "(glibc default)");
-        if (!on_device && in_place)
+        if (coll == REDUCE_SCATTER)
+            printf("# bound = 1/(1/Bc + 1/Brx), Brx = %s; one-pass bound = 1/(1/(2Bc) + 1/Brx)\n",
+                   in_place ? "Br (dst+=src)" : "Br3 (dst=a+b)");
+        else if (coll == ALLGATHER)
+            printf("# bound = Bc/2 (two copies per arrival), one-pass bound = Bc; Bc = single-core memcpy\n");
+        else if (!on_device && in_place)
             printf("# bound = 2/(2/Bc + 1/Br): Bc, Br = single-core memcpy and dst+=src on rank 0, same size\n");
         else if (!on_device)
             printf("# bound = 2(n-1)/(2(n-1)/Bc + 1/Br3 + (n-2)/Br): Bc, Br, Br3 = single-core memcpy, dst+=src and\n"
                    "#   dst=a+b (out of place, the first reduction of each chunk) on rank 0, same size\n");
-        if (!on_device)
+        if (!on_device && coll == ALLREDUCE)
             printf("# one-pass bound = 2(n-1)/((n-1)/Bc + 1/Br3 + (n-2)/Br): each arriving byte crosses memory once\n");
         printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s\n", "Size", "MPI Avg(us)", "MPI", "MPI",
                "nexar Avg", "nexar", "nexar", "speedup", "ring", "bound", "MPI", "nexar", "nexar");
@@ -365,6 +412,7 @@ int main(int argc, char **argv) {
     int bad = 0;
     for (size_t bytes = min; bytes <= max; bytes *= 2) {
         int count = (int)(bytes / esz);
+        if (coll != ALLREDUCE) count -= count % size;  /* whole blocks */
         int it = iters > 0 ? iters : bytes >= (64u << 20) ? 10 : bytes >= (8u << 20) ? 20 : 100;
         int wu = warmup >= 0 ? warmup : bytes >= (64u << 20) ? 2 : 5;
         fill(host_s, (size_t)count, dt, rank);
@@ -382,7 +430,7 @@ int main(int argc, char **argv) {
             if (get_stats) get_stats(&after);
             if (t < t_nx) t_nx = t;
         }
-        if (validate) {  /* nexar's result against PMPI_Allreduce on a host copy of the input */
+        if (validate && coll == ALLREDUCE) {  /* nexar's result against PMPI_Allreduce on a host copy of the input */
             fill(host_s, (size_t)count, dt, rank);
             memcpy(check, host_s, bytes);
             PMPI_Allreduce(MPI_IN_PLACE, check, count, dt, MPI_SUM, MPI_COMM_WORLD);
@@ -391,6 +439,14 @@ int main(int argc, char **argv) {
             MPI_Allreduce(s, rbuf, count, dt, MPI_SUM, MPI_COMM_WORLD);
             cuda_or_host_copy(host_r, rbuf, bytes);
             if (memcmp(check, host_r, bytes)) bad = 1;
+        } else if (validate) {  /* the same call through PMPI, on the same input */
+            fill(host_s, (size_t)count, dt, rank);
+            memcpy(check, host_s, bytes);
+            memcpy(rbuf, host_s, bytes);
+            one(1, s, check, count, dt, bytes);  /* s: MPI_IN_PLACE or sbuf, which holds host_s */
+            one(0, s, rbuf, count, dt, bytes);
+            size_t result = coll == REDUCE_SCATTER ? (size_t)(count / size) * esz : (size_t)count * esz;
+            if (memcmp(check, rbuf, result)) bad = 1;
         }
         double bc = 0, br = 0, br3 = 0, bound = 0, one_pass = 0;
         if (!on_device) {  /* host bound, measured while the other ranks wait */
@@ -401,8 +457,16 @@ int main(int argc, char **argv) {
             double n = size;
             bound = rank == 0 ? 2 * (n - 1) / (2 * (n - 1) / bc + 1 / br3 + (n - 2) / br) / 1e9 : 0;
             one_pass = rank == 0 ? 2 * (n - 1) / ((n - 1) / bc + 1 / br3 + (n - 2) / br) / 1e9 : 0;
+            if (coll == REDUCE_SCATTER && rank == 0) {
+                double brx = in_place ? br : br3;
+                bound = 1 / (1 / bc + 1 / brx) / 1e9;
+                one_pass = 1 / (1 / (2 * bc) + 1 / brx) / 1e9;
+            } else if (coll == ALLGATHER && rank == 0) {
+                bound = bc / 2 / 1e9;
+                one_pass = bc / 1e9;
+            }
         }
-        double factor = 2.0 * (size - 1) / size;
+        double factor = (coll == ALLREDUCE ? 2.0 : 1.0) * (size - 1) / size;
         double bw_mpi = bytes / t_mpi * factor / 1e9, bw_nx = bytes / t_nx * factor / 1e9;
         unsigned long long ring = after.ring_calls - before.ring_calls;
         if (rank == 0) {
@@ -427,7 +491,10 @@ int main(int argc, char **argv) {
     }
     int any_bad = 0;
     PMPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0 && validate) printf("# validation: %s\n", any_bad ? "FAILED" : "all sizes match PMPI_Allreduce");
+    if (rank == 0 && validate)
+        printf("# validation: %s%s\n", any_bad ? "FAILED" : "all sizes match ",
+               any_bad ? "" : coll == REDUCE_SCATTER ? "PMPI_Reduce_scatter_block" : coll == ALLGATHER ? "PMPI_Allgather"
+                                                                                          : "PMPI_Allreduce");
     if (on_device) { cuda.Free(sbuf); cuda.Free(rbuf); free(host_stage); }
     free(host_s); free(host_r); free(check); free(host_t);
     MPI_Finalize();
