@@ -19,7 +19,7 @@ RingOperation::RingOperation(const RingPeers& peers, uint32_t sequence, const vo
                              const ChunkLayout& layout, DataType type, const RingOptions& opt, SendChannel& to_next,
                              RecvChannel& from_prev, RingPhases phases)
     : p_(peers), seq_(sequence), send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)),
-      esz_(datatype_size(type)), opt_(opt), out_(to_next), in_(from_prev),
+      esz_(datatype_size(type)), opt_(opt), out_(to_next), in_(from_prev), phases_(phases),
       send_cursor_(RingStream::send, peers.position, layout, segment_elems(opt.segment_bytes, esz_), phases),
       recv_cursor_(RingStream::receive, peers.position, layout, segment_elems(opt.segment_bytes, esz_), phases) {
     Span first = layout.chunk(first_send_chunk(phases, peers.position, peers.size));

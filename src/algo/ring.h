@@ -94,12 +94,14 @@ public:
     Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error);
     // Stops both channels (another operation failed).
     void abort() { fail(Status::ok); }
-    // The reduce-scatter's last step reduces this rank's own chunk into
-    // `out` (the chunk's first element at out[0]) instead of recvbuf: a
-    // reduce-scatter out of place then writes its result straight into the
-    // caller's small receive buffer.  `out` must not overlap recvbuf or
-    // sendbuf.  Call before the first poll().
-    void land_own_chunk_in(char* out) { own_out_ = out; }
+    // A reduce-scatter run alone: its last step reduces this rank's own
+    // chunk into `out` (the chunk's first element at out[0]) instead of
+    // recvbuf, so that out of place the result goes straight into the
+    // caller's small receive buffer.  `out` must not overlap sendbuf, nor
+    // the parts of recvbuf the ring writes (at 2 ranks it writes none, and
+    // recvbuf may be `out` itself).  Ignored for other phases.  Call before
+    // the first poll().
+    void land_own_chunk_in(char* out) { own_out_ = phases_ == RingPhases::reduce_scatter ? out : nullptr; }
 
 private:
     uint64_t send_tag(const RingCursor& c) const { return ring_tag(p_.send_tag_id, seq_, c); }
@@ -117,6 +119,7 @@ private:
     RingOptions opt_;
     SendChannel& out_;
     RecvChannel& in_;
+    RingPhases phases_;
     RingCursor send_cursor_, recv_cursor_;
     size_t own_segments_ = 0;
     char* own_out_ = nullptr;  // land_own_chunk_in

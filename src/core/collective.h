@@ -23,7 +23,8 @@ struct CollectiveCall {
     // MPI_Allreduce: items.  MPI_Reduce_scatter_block, MPI_Allgather: items
     // per rank (MPI_Allgather: sendcount, equal to recvcount).
     int count = 0;
-    // MPI_Reduce_scatter: items per rank (count is unused).
+    // MPI_Reduce_scatter (varying): items per rank (count is unused).
+    bool varying = false;
     const int* recvcounts = nullptr;
     // MPI_Allgather: count and datatype are the receive side's; the send
     // side's must match unless sendbuf is MPI_IN_PLACE.

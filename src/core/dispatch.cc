@@ -38,8 +38,8 @@ int call_pmpi(const CollectiveCall& c, MPI_Op op) {
     switch (c.kind) {
         case Collective::allreduce: return PMPI_Allreduce(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
         case Collective::reduce_scatter:
-            return c.recvcounts ? PMPI_Reduce_scatter(c.sendbuf, c.recvbuf, c.recvcounts, c.datatype, op, c.comm)
-                                : PMPI_Reduce_scatter_block(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
+            return c.varying ? PMPI_Reduce_scatter(c.sendbuf, c.recvbuf, c.recvcounts, c.datatype, op, c.comm)
+                             : PMPI_Reduce_scatter_block(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
         case Collective::allgather:
             return PMPI_Allgather(c.sendbuf, c.sendcount, c.sendtype, c.recvbuf, c.count, c.datatype, c.comm);
     }
@@ -55,11 +55,19 @@ int pass_through(const CollectiveCall& c, std::atomic<uint64_t>& counter) {
     return call_pmpi(c, use);
 }
 
-// MPI items in the whole vector: the allreduce's count, the reduce-scatter's
-// input, the allgather's output.  False when a count is negative (PMPI
-// reports it).
+// Items in the whole vector: the allreduce's count, the reduce-scatter's
+// input, the allgather's output in bytes (its ranks may describe one
+// signature with different types).  False when a count is negative or the
+// call is malformed (PMPI reports it).
 bool vector_items(const CollectiveCall& c, int size, uint64_t* items) {
     if (c.kind == Collective::allreduce) return *items = uint64_t(c.count), c.count >= 0;
+    if (c.kind == Collective::allgather) {
+        int type_size = 0;
+        if (c.count < 0 || c.datatype == MPI_DATATYPE_NULL || PMPI_Type_size(c.datatype, &type_size) != MPI_SUCCESS)
+            return false;
+        return *items = uint64_t(c.count) * uint64_t(type_size) * uint64_t(size), true;
+    }
+    if (c.varying && !c.recvcounts) return false;
     if (!c.recvcounts) return *items = uint64_t(c.count) * uint64_t(size), c.count >= 0;
     uint64_t sum = 0;
     for (int r = 0; r < size; ++r) {
@@ -71,23 +79,18 @@ bool vector_items(const CollectiveCall& c, int size, uint64_t* items) {
 
 // The checks that are identical on every rank by MPI's rules.  `size` is
 // the communicator's (0: not asked yet); `items` the vector's MPI items.
-bool statically_eligible(const Runtime& rt, const CollectiveCall& c, int size, uint64_t items, bool recv_written,
-                         RingElement* element) {
+// (The allreduce's buffer checks are its own; a reduce-scatter's or an
+// allgather's buffers are per-rank facts, agreed with the call: local_refusal.)
+bool statically_eligible(const Runtime& rt, const CollectiveCall& c, int size, uint64_t items, RingElement* element) {
     const Config& cfg = rt.config();
-    if (c.sendbuf == c.recvbuf && items > 0) return false;  // erroneous aliasing: PMPI reports it
-    // Absolute addresses are MPI's business.  (A reduce-scatter's receive
-    // buffer may be NULL, which is MPI_BOTTOM in some MPIs, where this
-    // rank's block is empty: nothing is written there.)
-    if (c.sendbuf == MPI_BOTTOM || (c.recvbuf == MPI_BOTTOM && recv_written)) return false;
+    if (c.kind == Collective::allreduce) {
+        if (c.sendbuf == c.recvbuf && items > 0) return false;  // erroneous aliasing: PMPI reports it
+        if (c.sendbuf == MPI_BOTTOM || c.recvbuf == MPI_BOTTOM) return false;  // absolute addresses: MPI's business
+    }
     if (c.kind == Collective::allgather) {
-        // Bytes are bytes: any predefined type, the same on both sides.
-        int type_size = 0;
-        if (!known_mpi_datatype(c.datatype) || PMPI_Type_size(c.datatype, &type_size) != MPI_SUCCESS ||
-            type_size <= 0)
-            return false;
-        if (c.sendbuf != MPI_IN_PLACE && (c.sendcount != c.count || c.sendtype != c.datatype)) return false;
+        // Bytes are bytes; whether this rank's types suit is its own fact.
         element->type = DataType::u8;
-        element->per_item = size_t(type_size);
+        element->per_item = 1;
     } else if (!map_mpi_call(c.datatype, c.op, element)) {
         return false;
     }
@@ -143,6 +146,7 @@ struct CallAgreement {
     int64_t inboxes = 0;        // it still holds the inboxes it set up (the runtime may release them)
     int64_t shm_copy = 0;       // the ShmCopy it proposes for same-node hops (the least is taken)
     int64_t ucx_segment = 0;    // the segment size it proposes for a ring on UCX (the least is taken)
+    int64_t buffers = 0;        // no buffer it needs is NULL (else every rank reports MPI_ERR_BUFFER)
 };
 constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));
 static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
@@ -182,8 +186,9 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx) {
 // when there was no memory for it).
 LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const void* src, void* recvbuf,
                        const void* ring_src, void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz,
-                       const RingOptions& opt) {
+                       const RingOptions& opt, const char* refusal) {
     LocalPlan p = classify_buffers(rt, src, recvbuf);
+    if (refusal) return p.why = refusal, p;
     p.segment = p.device() ? rt.config().device_segment_bytes() : opt.segment_bytes;
     if (*p.why) return p;
     if (!rt.transport_ready()) return p.why = "UCX is not running on this rank", p;
@@ -198,7 +203,6 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const voi
     size_t slot = slot_bytes(p.segment);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
-        if (!ring_recv) return p.why = "no memory for the reduce-scatter's partial sums", p;
         const size_t seg_slot = slot_bytes(shm_call_segment(rt.config(), ctx));
         p.shm = ctx.inboxes_held() && ctx.any_hop_shm() &&
                 (!ctx.send_shm() || seg_slot <= ctx.next_inbox()->slot_bytes()) &&
@@ -218,10 +222,11 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const voi
         // records are needed.  The hierarchical allreduce's rings across
         // nodes run in place.
         if (ring_src != ring_recv) slot = 0;
-        if (ctx.hier_ready()) slot = std::max(slot, hierarchical_slot_bytes(ctx, count, esz, opt.segment_bytes));
+        if (kind == Collective::allreduce && ctx.hier_ready())
+            slot = std::max(slot, hierarchical_slot_bytes(ctx, count, esz, opt.segment_bytes));
         if (!ok(ctx.scratch().reserve(slot, opt.depth))) {
             NEXAR_WARN("no memory for %s of ring scratch (NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH); "
-                       "this allreduce passes through to MPI",
+                       "this call passes through to MPI",
                        format_bytes(uint64_t(slot) * opt.depth).c_str());
             return p.why = "no memory for ring scratch", p;
         }
@@ -236,7 +241,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const voi
     if (!ok(ctx.scratch().reserve(0, opt.depth)) ||
         !ok(dev.reserve(p.device_id, slot, opt.depth, p.mode == DeviceEngine::Mode::staged, &error)) ||
         (rt.config().gpu_profile && !ok(dev.reserve_timers(opt.depth, &error)))) {
-        NEXAR_WARN("%s; this allreduce passes through to MPI", error.c_str());
+        NEXAR_WARN("%s; this call passes through to MPI", error.c_str());
         return p.why = "no memory for GPU scratch", p;
     }
     p.ready = true;
@@ -290,8 +295,9 @@ int finish_ring(CommContext& ctx, const CollectiveCall& call, Status s, const st
 
 // What every rank must pass alike, as one number: the count, or for
 // MPI_Reduce_scatter a digest of every rank's count.
-int64_t call_shape(const CollectiveCall& c, int size) {
-    if (!c.recvcounts) return c.count;
+int64_t call_shape(const CollectiveCall& c, int size, uint64_t items) {
+    if (c.kind == Collective::allgather) return int64_t(items / uint64_t(size));  // bytes per rank
+    if (!c.varying) return c.count;
     uint64_t h = 1469598103934665603ull;
     for (int r = 0; r < size; ++r) h = (h ^ uint64_t(uint32_t(c.recvcounts[r]))) * 1099511628211ull;
     return int64_t(h >> 1);
@@ -329,27 +335,11 @@ int intercept_collective(const CollectiveCall& call) {
     int size = 0;
     if (!allreduce) PMPI_Comm_size(call.comm, &size);
     uint64_t items = 0;
-    if (!vector_items(call, size, &items) ||
-        (!allreduce && items * max_ring_item_bytes() < cfg.threshold_bytes))
+    const uint64_t item_bytes = call.kind == Collective::allgather ? 1 : max_ring_item_bytes();
+    if (!vector_items(call, size, &items) || (!allreduce && items * item_bytes < cfg.threshold_bytes))
         return pass_through(call, stats.passthrough_calls);
-    // Whether this rank's receive buffer gets any byte (a reduce-scatter's
-    // receive buffer may be NULL where this rank's block is empty).
-    bool recv_written = allreduce ? call.count > 0 : items > 0;
-    if (!allreduce && known_mpi_datatype(call.datatype)) {
-        int rank = 0;
-        PMPI_Comm_rank(call.comm, &rank);
-        if (call.kind == Collective::reduce_scatter) recv_written = (call.recvcounts ? call.recvcounts[rank] : call.count) > 0;
-        const bool send_missing =
-            !call.sendbuf && (call.kind == Collective::reduce_scatter ? items > 0 : call.count > 0);
-        const bool recv_missing = !call.recvbuf && recv_written;
-        if (send_missing || recv_missing) {
-            NEXAR_ERROR("%s: the %s buffer is NULL", call.name, send_missing ? "send" : "receive");
-            return raise_mpi_error(call.comm, MPI_ERR_BUFFER);
-        }
-    }
     RingElement element;
-    if (!statically_eligible(*rt, call, size, items, recv_written, &element))
-        return pass_through(call, stats.passthrough_calls);
+    if (!statically_eligible(*rt, call, size, items, &element)) return pass_through(call, stats.passthrough_calls);
     const DataType type = element.type;
     const ReduceOp rop = element.op;
     const size_t esz = datatype_size(type);
@@ -381,7 +371,8 @@ int intercept_collective(const CollectiveCall& call) {
         blocks = &ctx->block_layout();
         size_t at = 0;
         for (int r = 0; r < n; ++r) {
-            blocks->counts[size_t(r)] = size_t(call.recvcounts ? call.recvcounts[r] : call.count) * element.per_item;
+            blocks->counts[size_t(r)] = call.kind == Collective::allgather ? size_t(items) / size_t(n)
+                                        : size_t(call.varying ? call.recvcounts[r] : call.count) * element.per_item;
             blocks->displs[size_t(r)] = at;
             at += blocks->counts[size_t(r)];
         }
@@ -390,6 +381,31 @@ int intercept_collective(const CollectiveCall& call) {
                           blocks->displs.data(), blocks->spans.data());
         layout = ChunkLayout::blocks(blocks->spans.data(), size_t(n));
     }
+    // This rank's own facts about its buffers, agreed with the call below
+    // (the allreduce checked its own above).  A NULL buffer that would be
+    // read or written is an error on every rank together; buffers the ring
+    // cannot take make every rank pass the call through together.
+    bool in_place = call.sendbuf == MPI_IN_PLACE;
+    bool buffers_ok = true;
+    const char* refusal = nullptr;
+    if (!allreduce) {
+        const size_t own_bytes = blocks->counts[size_t(me)] * esz;
+        const bool allgather = call.kind == Collective::allgather;
+        // An allgather whose send buffer is its own block of recvbuf is in place.
+        if (allgather && !in_place && call.recvbuf &&
+            call.sendbuf == static_cast<const char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz)
+            in_place = true;
+        const bool types_ok = !allgather || (known_mpi_datatype(call.datatype) &&
+                                             (in_place || (call.sendtype == call.datatype && call.sendcount == call.count)));
+        const bool recv_used = allgather || in_place ? bytes > 0 : own_bytes > 0;
+        const bool send_used = !in_place && (allgather ? own_bytes > 0 : bytes > 0);
+        if (!types_ok)
+            refusal = "the allgather's two sides are not one predefined type and count";  // MPI_BOTTOM use, too
+        else if ((recv_used && !call.recvbuf) || (send_used && !call.sendbuf))
+            buffers_ok = false;  // (MPI_BOTTOM is NULL in Open MPI and MPICH: absolute addresses need a derived type)
+        else if (!in_place && call.sendbuf == call.recvbuf && bytes > 0)
+            refusal = "the send and receive buffers are the same (not MPI_IN_PLACE)";
+    }
     // What the ring reads and writes.  The allgather runs in place in
     // recvbuf.  A reduce-scatter out of place reduces this rank's block
     // straight into recvbuf and its partial sums of the others (3 ranks or
@@ -397,10 +413,12 @@ int intercept_collective(const CollectiveCall& call) {
     const void* ring_src = src;
     char* ring_recv = static_cast<char*>(call.recvbuf);
     char* own_chunk_out = nullptr;
+    bool work_missing = false;
     if (call.kind == Collective::allgather) ring_src = call.recvbuf;
-    if (call.kind == Collective::reduce_scatter && call.sendbuf != MPI_IN_PLACE) {
+    if (call.kind == Collective::reduce_scatter && !in_place && buffers_ok && !refusal) {
+        // 2 ranks: no partial sums, only the own block, which lands in recvbuf.
         own_chunk_out = static_cast<char*>(call.recvbuf);
-        ring_recv = n > 2 ? ctx->work_buffer(bytes) : static_cast<char*>(call.recvbuf);  // 2 ranks: no partials
+        if (n > 2 && bytes > 0) work_missing = !(ring_recv = ctx->work_buffer(bytes));
     }
 
     // Per-rank readiness, agreed together with the count.  Device work
@@ -408,11 +426,12 @@ int intercept_collective(const CollectiveCall& call) {
     CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
     LocalPlan plan;
     CallAgreement agreed;
-    const int64_t shape = call_shape(call, n);
+    const int64_t shape = call_shape(call, n, items);
     const bool ring_in_place = ring_src == ring_recv;
     auto plan_and_agree = [&] {
         plan = plan_buffers(*rt, *ctx, call.kind, src, call.recvbuf, ring_src, ring_recv, ring_count, layout, esz,
-                            opt);
+                            opt, refusal ? refusal : work_missing ? "no memory for the reduce-scatter's partial sums"
+                                                                  : nullptr);
         if (!plan.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call.name, bytes, plan.why);
         agreed = CallAgreement();
         agreed.ready = plan.ready;
@@ -423,9 +442,15 @@ int intercept_collective(const CollectiveCall& call) {
         agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
         agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, call.kind, bytes, ring_in_place));
         agreed.ucx_segment = int64_t(plan.segment);
+        agreed.buffers = buffers_ok;
         PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, call.comm);
     };
     plan_and_agree();
+    if (!agreed.buffers) {
+        NEXAR_ERROR("%s: a rank's %s buffer is NULL where the call reads or writes it", call.name,
+                    buffers_ok ? "(another rank's)" : "own");
+        return raise_mpi_error(call.comm, MPI_ERR_BUFFER);
+    }
     if (agreed.min_count != -agreed.neg_max_count) {
         if (call.recvcounts)
             NEXAR_ERROR("%s: ranks passed different recvcounts arrays; every rank must pass the same", call.name);
@@ -451,7 +476,7 @@ int intercept_collective(const CollectiveCall& call) {
         if (!ok(w)) return finish_ring(*ctx, call, w, error, bytes);
     }
     // The allgather starts from this rank's block in place.
-    if (call.kind == Collective::allgather && call.sendbuf != MPI_IN_PLACE)
+    if (call.kind == Collective::allgather && !in_place)
         memcpy(static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz, call.sendbuf,
                blocks->counts[size_t(me)] * esz);
 
@@ -487,7 +512,7 @@ int intercept_collective(const CollectiveCall& call) {
     }
     // In place, a reduce-scatter leaves this rank's block at its place in
     // the vector; MPI wants it at the start of recvbuf.
-    if (ok(s) && call.kind == Collective::reduce_scatter && !own_chunk_out) {
+    if (ok(s) && call.kind == Collective::reduce_scatter && in_place) {
         char* block = ring_recv + blocks->displs[size_t(me)] * esz;
         const size_t own = blocks->counts[size_t(me)] * esz;
         if (own > 0 && block != call.recvbuf) memmove(call.recvbuf, block, own);

@@ -83,6 +83,7 @@ int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[
                        MPI_Comm comm) {
     nexar::CollectiveCall c;
     c.kind = nexar::Collective::reduce_scatter, c.name = "MPI_Reduce_scatter";
+    c.varying = true;
     c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.recvcounts = recvcounts, c.datatype = datatype, c.op = op;
     c.comm = comm;
     return nexar::shim_intercept(c);

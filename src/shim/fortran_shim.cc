@@ -93,12 +93,13 @@ void reduce_scatter_block_f(void* sendbuf, void* recvbuf, const MPI_Fint* recvco
 }
 
 // A Fortran INTEGER array is a C int array where the two have one size
-// (every MPI we build against); the call passes through otherwise.
+// (every MPI we build against; the build fails otherwise).
 static_assert(sizeof(MPI_Fint) == sizeof(int), "MPI_Fint is int");
 void reduce_scatter_f(void* sendbuf, void* recvbuf, const MPI_Fint* recvcounts, const MPI_Fint* datatype,
                       const MPI_Fint* op, const MPI_Fint* comm, MPI_Fint* ierr) {
     nexar::CollectiveCall c;
     c.kind = nexar::Collective::reduce_scatter, c.name = "MPI_REDUCE_SCATTER";
+    c.varying = true;
     c.recvcounts = reinterpret_cast<const int*>(recvcounts);
     c.op = PMPI_Op_f2c(*op);
     collective_f(c, sendbuf, recvbuf, datatype, comm, ierr);

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -157,7 +158,9 @@ Blocks blocks_for(size_t count, int size, uint64_t case_seed) {
     if (g_kind == ALLREDUCE) return b.total = count, b;
     for (int r = 0; r < size; ++r) {
         size_t n = count;
-        if (g_kind == REDUCE_SCATTER) n = (r % 3 == 1) ? 0 : count + size_t(mix(case_seed + uint64_t(r)) % 5);
+        // Every third rank's block is empty (at 2 ranks, in half of the cases).
+        const bool empty = r % 3 == 1 && (size > 2 || case_seed % 2 == 0);
+        if (g_kind == REDUCE_SCATTER) n = empty ? 0 : count + size_t(mix(case_seed + uint64_t(r)) % 5);
         b.counts.push_back(int(n));
         b.displs.push_back(int(b.total));
         b.total += n;
@@ -185,7 +188,11 @@ int call_collective(bool pmpi, const V& in, V& out, const Blocks& b, size_t per_
         }
         case REDUCE_SCATTER_BLOCK:
         case REDUCE_SCATTER: {
-            out.assign(in_place ? total : size_t(b.counts[size_t(rank)]) * per_item, {});
+            // Out of place, guard elements after the block must stay untouched.
+            const size_t own = size_t(b.counts[size_t(rank)]) * per_item, guard = 16;
+            out.assign(in_place ? total : own + guard, {});
+            for (size_t i = own; i < out.size() && !in_place; ++i) out[i] = in.empty() ? out[i] : in[i % in.size()];
+            const V guard_copy(out.begin() + long(in_place ? 0 : own), out.end());
             if (in_place) out = in;
             const void* src = in_place ? MPI_IN_PLACE : in.data();
             int rc;
@@ -195,14 +202,21 @@ int call_collective(bool pmpi, const V& in, V& out, const Blocks& b, size_t per_
             else
                 rc = pmpi ? PMPI_Reduce_scatter(src, out.data(), b.counts.data(), dt, mpi_op(op), comm)
                           : MPI_Reduce_scatter(src, out.data(), b.counts.data(), dt, mpi_op(op), comm);
-            out.resize(size_t(b.counts[size_t(rank)]) * per_item);  // the result is this rank's block
+            if (!in_place && !pmpi && !std::equal(guard_copy.begin(), guard_copy.end(), out.begin() + long(own)))
+                rc = -1;  // written past the receive buffer
+            out.resize(own);  // the result is this rank's block
             return rc;
         }
         default: {
             const size_t at = size_t(b.displs[size_t(rank)]) * per_item, n = size_t(b.counts[size_t(rank)]);
             out.assign(total, {});
             for (size_t i = 0; i < n * per_item; ++i) out[at + i] = in[at + i];
-            const void* src = in_place ? MPI_IN_PLACE : in.data() + at;
+            // In place, even ranks pass their own block of recvbuf as sendbuf
+            // (as many programs do; rank 0's is recvbuf itself) instead of
+            // MPI_IN_PLACE.
+            const void* src = !in_place ? static_cast<const void*>(in.data() + at)
+                              : rank % 2 == 0 ? static_cast<const void*>(out.data() + at)
+                                         : MPI_IN_PLACE;
             return pmpi ? PMPI_Allgather(src, int(n), dt, out.data(), int(n), dt, comm)
                         : MPI_Allgather(src, int(n), dt, out.data(), int(n), dt, comm);
         }
@@ -323,8 +337,10 @@ int run_elementwise_case(const char* type_name, MPI_Datatype dt, int op, size_t 
         for (int r = 1; r < size; ++r) acc = combine<Raw>(acc, value(r, i), op);
         fold[i] = encode(acc);
     }
+    // The allgather applies no op: MPI's defects and type knowledge do not matter.
+    const bool gather = g_kind == ALLGATHER;
     return check_case(describe(type_name, op, count, in_place, c), input_of, fold, b, 1, dt, op, c, in_place,
-                      mpi_defect, mpi_knows_type);
+                      mpi_defect && !gather, mpi_knows_type || gather);
 }
 
 template <class T>

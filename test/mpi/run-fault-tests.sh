@@ -30,6 +30,7 @@ must_pass 3 errors
 must_pass 2 count-mismatch
 must_pass 3 count-mismatch
 grep -q "ranks passed different counts" "$log" || fail "no clear message for mismatched counts"
+grep -q "ranks passed different recvcounts arrays" "$log" || fail "no clear message for mismatched recvcounts"
 must_pass 2 threads
 # The same over UCX: the threads' rings share the process's worker (UCX's
 # multi-thread mode) and its endpoints; only tag ids keep them apart.

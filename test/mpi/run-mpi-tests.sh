@@ -72,11 +72,17 @@ path=ucx run 3 NEXAR_SHM=0 NEXAR_SEGMENT_BYTES=4K -- --cases 160 --max-count 500
 rs="--collective reduce_scatter_block" rsv="--collective reduce_scatter" ag="--collective allgather"
 path=shm run 2 -- $rs --cases 160 --max-count 20000 --big-every 20 --seed 31
 check_bytes "$log" reduce_scatter_calls nonzero
+check_bytes "$log" fallback_calls zero
+path=shm run 2 NEXAR_SHM_COPY=cma -- $rsv --cases 120 --max-count 20000 --big-every 20 --seed 37
+check_bytes "$log" fallback_calls zero
+path=shm run 3 NEXAR_SHM_COPY=cma -- $rs --cases 90 --max-count 4000 --big-every 30 --seed 38
+check_bytes "$log" fallback_calls zero
 path=shm run 3 NEXAR_SEGMENT_BYTES=4K -- $rsv --cases 120 --max-count 4000 --big-every 40 --seed 32
 check_bytes "$log" reduce_scatter_calls nonzero
 path=ucx run 4 NEXAR_SHM=0 -- $rsv --cases 100 --max-count 2000 --big-every 0 --seed 33
 path=shm run 2 NEXAR_SHM_COPY=push -- $ag --cases 160 --max-count 20000 --big-every 20 --seed 34
 check_bytes "$log" allgather_calls nonzero
+check_bytes "$log" fallback_calls zero
 check_bytes "$log" push_bytes nonzero
 path=ucx run 3 NEXAR_SHM=0 -- $ag --cases 120 --max-count 4000 --big-every 40 --seed 35
 path=shm run 5 NEXAR_SEGMENT_BYTES=1K -- $ag --cases 80 --max-count 1000 --big-every 0 --seed 36
