@@ -1,8 +1,9 @@
 // More than 2 GiB in one MPI_Allreduce (size_t byte arithmetic end to end):
 // 2^28 + 12345 doubles (about 2.1 GB) in place, with values whose sums are
-// exact, checked element by element.  With small segments the per-chunk
-// segment count exceeds the tag's 4096 and segments must grow instead.
-// Needs about 2.2 GB per rank.  Run by `make check-large`.
+// exact, checked element by element; then a reduce-scatter and an allgather
+// of over 2 GiB on the same buffer, in place.  With small segments the
+// per-chunk segment count exceeds the tag's 4096 and segments must grow
+// instead.  Needs about 2.2 GB per rank.  Run by `make check-large`.
 #include <mpi.h>
 
 #include <cstdio>
@@ -25,9 +26,23 @@ int main(int argc, char** argv) {
     size_t bad = 0;
     for (size_t i = 0; i < n; ++i)
         if (x[i] != double(size) * double(i % 7) + double(size * (size - 1) / 2)) ++bad;
+    // The vector's sums, as the allreduce left them, feed a reduce-scatter
+    // of whole blocks: rank r's block of the sums, times the ranks.
+    auto sum_at = [&](size_t i) { return double(size) * double(i % 7) + double(size * (size - 1) / 2); };
+    const size_t c = n / size_t(size);
+    int rc2 = MPI_Reduce_scatter_block(MPI_IN_PLACE, x.data(), int(c), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (size_t j = 0; j < c; ++j)
+        if (x[j] != double(size) * sum_at(size_t(rank) * c + j)) ++bad;
+    // An allgather of the blocks, in place.
+    for (size_t j = 0; j < c; ++j) x[size_t(rank) * c + j] = double(rank) + double(j % 5);
+    int rc3 = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x.data(), int(c), MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int r = 0; r < size; ++r)
+        for (size_t j = 0; j < c; ++j)
+            if (x[size_t(r) * c + j] != double(r) + double(j % 5)) ++bad;
     nexar_stats_t st;
     nexar_get_stats(&st);
-    unsigned long long errors = bad + (rc != MPI_SUCCESS) + (st.ring_calls != 1), total = 0;
+    unsigned long long errors =
+        bad + (rc != MPI_SUCCESS) + (rc2 != MPI_SUCCESS) + (rc3 != MPI_SUCCESS) + (st.ring_calls != 3), total = 0;
     PMPI_Allreduce(&errors, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
         printf("large_check: %zu bytes, %d ranks, %.2f s, ring_calls=%llu, errors=%llu\n", n * sizeof(double), size,
