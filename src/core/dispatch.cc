@@ -447,12 +447,12 @@ int intercept_collective(const CollectiveCall& call) {
     };
     plan_and_agree();
     if (!agreed.buffers) {
-        NEXAR_ERROR("%s: a rank's %s buffer is NULL where the call reads or writes it", call.name,
-                    buffers_ok ? "(another rank's)" : "own");
+        NEXAR_ERROR("%s: %s buffer is NULL where the call reads or writes it", call.name,
+                    buffers_ok ? "another rank's" : "this rank's");
         return raise_mpi_error(call.comm, MPI_ERR_BUFFER);
     }
     if (agreed.min_count != -agreed.neg_max_count) {
-        if (call.recvcounts)
+        if (call.varying)
             NEXAR_ERROR("%s: ranks passed different recvcounts arrays; every rank must pass the same", call.name);
         else
             NEXAR_ERROR("%s: ranks passed different counts (from %lld to %lld items); every rank must pass the "

@@ -138,6 +138,11 @@ void mode_count_mismatch() {
     expect(error_class(rc) == MPI_ERR_COUNT, "MPI_Allgather with mismatched counts: class " +
                                                  std::to_string(error_class(rc)));
     untouched_after(small, block, "the reduce-scatter wrote past the receive buffer");
+    // A NULL receive buffer on one rank only: MPI_ERR_BUFFER on every rank
+    // (agreed), never one rank in PMPI while the others wait in the ring.
+    rc = MPI_Allgather(small.data(), base / 4, MPI_INT, g_rank == 1 ? nullptr : big.data(), base / 4, MPI_INT, comm);
+    expect(error_class(rc) == MPI_ERR_BUFFER, "MPI_Allgather with a NULL receive buffer on rank 1: class " +
+                                                  std::to_string(error_class(rc)));
     // Still usable: a reduce-scatter with matching counts takes the ring.
     rc = MPI_Reduce_scatter_block(big.data(), small.data(), base / 4, MPI_INT, MPI_SUM, comm);
     expect(rc == MPI_SUCCESS && small[0] == g_size && small[size_t(base / 4) - 1] == g_size,
