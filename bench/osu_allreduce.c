@@ -80,19 +80,19 @@ static cudart_t cuda;
 static int on_device = 0;
 enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHER };
 static int coll = ALLREDUCE;
+static int nranks = 1; /* MPI_COMM_WORLD's size */
 static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather"};
 static char *host_stage = NULL; /* -d cuda: the host copy the MPI column reduces */
 
 /* One call the way the column does it; count is the whole vector's. */
 static void one(int use_pmpi, const void *s, void *r, int count, MPI_Datatype dt, size_t bytes) {
-    int n = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    const int block = count / nranks;
     if (coll == REDUCE_SCATTER) {
-        if (use_pmpi) PMPI_Reduce_scatter_block(s, r, count / n, dt, MPI_SUM, MPI_COMM_WORLD);
-        else MPI_Reduce_scatter_block(s, r, count / n, dt, MPI_SUM, MPI_COMM_WORLD);
+        if (use_pmpi) PMPI_Reduce_scatter_block(s, r, block, dt, MPI_SUM, MPI_COMM_WORLD);
+        else MPI_Reduce_scatter_block(s, r, block, dt, MPI_SUM, MPI_COMM_WORLD);
     } else if (coll == ALLGATHER) {
-        if (use_pmpi) PMPI_Allgather(s, count / n, dt, r, count / n, dt, MPI_COMM_WORLD);
-        else MPI_Allgather(s, count / n, dt, r, count / n, dt, MPI_COMM_WORLD);
+        if (use_pmpi) PMPI_Allgather(s, block, dt, r, block, dt, MPI_COMM_WORLD);
+        else MPI_Allgather(s, block, dt, r, block, dt, MPI_COMM_WORLD);
     } else if (!use_pmpi) {
         MPI_Allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
     } else if (!on_device) {
@@ -281,6 +281,7 @@ int main(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    nranks = size;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) {
             char *colon = strchr(argv[++i], ':');

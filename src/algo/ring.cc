@@ -11,8 +11,12 @@
 
 namespace nexar {
 
+size_t layout_slot_bytes(const ChunkLayout& layout, size_t elem_size, size_t segment_bytes) {
+    return layout.max_segment_elems(segment_elems(segment_bytes, elem_size)) * elem_size;
+}
+
 size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment_bytes) {
-    return max_segment_elems(count, size_t(ranks), segment_elems(segment_bytes, elem_size)) * elem_size;
+    return layout_slot_bytes(ChunkLayout::equal(count, size_t(ranks)), elem_size, segment_bytes);
 }
 
 RingOperation::RingOperation(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf,

@@ -62,7 +62,9 @@ struct RingPeers {
     uint32_t recv_tag_id = 0;
 };
 
-// Bytes of the largest segment of this call (sizes slots and scratch).
+// Bytes of the largest segment of a call over `layout` (sizes slots and
+// scratch); ring_slot_bytes for equal chunks.
+size_t layout_slot_bytes(const ChunkLayout& layout, size_t elem_size, size_t segment_bytes);
 size_t ring_slot_bytes(size_t count, int ranks, size_t elem_size, size_t segment_bytes);
 
 // One ring in flight: set up by its constructor, moved along by poll()

@@ -44,5 +44,8 @@ inline RingPhases collective_phases(Collective c) {
 
 // The entry point of every intercepted collective: the ring or PMPI.
 int intercept_collective(const CollectiveCall& call);
+// MPI_Allreduce's: small calls pass through before a description is built.
+int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                        MPI_Comm comm);
 
 }  // namespace nexar

@@ -46,13 +46,22 @@ int call_pmpi(const CollectiveCall& c, MPI_Op op) {
     return MPI_ERR_INTERN;
 }
 
+// The op to hand MPI: nexar's own 16-bit float types need nexar's ops inside
+// MPI; an unsupported pair goes as it came, for MPI to report.
+MPI_Op pmpi_op(MPI_Datatype dt, MPI_Op op) {
+    MPI_Op use = passthrough_op(dt, op);
+    return use == MPI_OP_NULL ? op : use;
+}
+
 int pass_through(const CollectiveCall& c, std::atomic<uint64_t>& counter) {
     counter.fetch_add(1, std::memory_order_relaxed);
-    if (c.kind == Collective::allgather) return call_pmpi(c, MPI_OP_NULL);
-    // nexar's own 16-bit float types need nexar's ops inside MPI.
-    MPI_Op use = passthrough_op(c.datatype, c.op);
-    if (use == MPI_OP_NULL) use = c.op;  // let MPI report the unsupported pair
-    return call_pmpi(c, use);
+    return call_pmpi(c, c.kind == Collective::allgather ? MPI_OP_NULL : pmpi_op(c.datatype, c.op));
+}
+
+// Most allreduces are small: they pass through before any table lookup
+// (the cost every pass-through pays).  Null buffers take the later checks.
+bool small_allreduce(const Config& cfg, int count, const void* sendbuf, const void* recvbuf) {
+    return count >= 0 && sendbuf && recvbuf && uint64_t(count) * max_ring_item_bytes() < cfg.threshold_bytes;
 }
 
 // Items in the whole vector: the allreduce's count, the reduce-scatter's
@@ -182,8 +191,8 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx) {
 
 // What this rank can do with the call.  `src` and `recvbuf` are the user's
 // buffers (classified), `ring_src` and `ring_recv` what the ring reads and
-// writes (a reduce-scatter's partial sums may go to a work buffer: null
-// when there was no memory for it).
+// writes (a reduce-scatter's partial sums may go to a work buffer).
+// `refusal`: why this rank's buffers cannot take the ring (null: they can).
 LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const void* src, void* recvbuf,
                        const void* ring_src, void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz,
                        const RingOptions& opt, const char* refusal) {
@@ -198,12 +207,10 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const voi
         NEXAR_WARN("cannot reconnect to a ring neighbour: %s", ep_error.c_str());
         return p.why = "no endpoint to a ring neighbour", p;
     }
-    // The largest segment of this call at a given segment size.
-    auto slot_bytes = [&](size_t segment) { return layout.max_segment_elems(segment_elems(segment, esz)) * esz; };
-    size_t slot = slot_bytes(p.segment);
+    size_t slot = layout_slot_bytes(layout, esz, p.segment);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
-        const size_t seg_slot = slot_bytes(shm_call_segment(rt.config(), ctx));
+        const size_t seg_slot = layout_slot_bytes(layout, esz, shm_call_segment(rt.config(), ctx));
         p.shm = ctx.inboxes_held() && ctx.any_hop_shm() &&
                 (!ctx.send_shm() || seg_slot <= ctx.next_inbox()->slot_bytes()) &&
                 (!ctx.recv_shm() || seg_slot <= ctx.inbox()->slot_bytes());
@@ -265,8 +272,7 @@ int fall_back(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const Collec
         NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
         return raise_mpi_error(call.comm, MPI_ERR_OTHER);
     }
-    MPI_Op use = passthrough_op(call.datatype, call.op);
-    int rc = PMPI_Allreduce(MPI_IN_PLACE, host, call.count, call.datatype, use == MPI_OP_NULL ? call.op : use,
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, host, call.count, call.datatype, pmpi_op(call.datatype, call.op),
                             call.comm);
     if (rc != MPI_SUCCESS) return rc;
     if (!ok(dev.copy(plan.device_id, call.recvbuf, host, bytes, &error))) {
@@ -312,16 +318,26 @@ int raise_mpi_error(MPI_Comm comm, int error_class) {
     return error_class;
 }
 
+int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    // The small call's path, without building a description of it.
+    const Runtime* rt = Runtime::get();
+    if (rt && rt->config().enable && small_allreduce(rt->config(), count, sendbuf, recvbuf)) {
+        process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
+        return PMPI_Allreduce(sendbuf, recvbuf, count, dt, pmpi_op(dt, op), comm);
+    }
+    CollectiveCall call;
+    call.sendbuf = sendbuf, call.recvbuf = recvbuf, call.count = count, call.datatype = dt, call.op = op;
+    call.comm = comm;
+    return intercept_collective(call);
+}
+
 int intercept_collective(const CollectiveCall& call) {
     Stats& stats = process_stats();
     Runtime* rt = Runtime::get();
     if (!rt || !rt->config().enable) return pass_through(call, stats.passthrough_calls);
     const Config& cfg = rt->config();
     const bool allreduce = call.kind == Collective::allreduce;
-    // Most calls are small: decide those before any table lookup (the cost
-    // every pass-through pays).  Null buffers take the checks below.
-    if (allreduce && call.count >= 0 && call.sendbuf && call.recvbuf &&
-        uint64_t(call.count) * max_ring_item_bytes() < cfg.threshold_bytes)
+    if (allreduce && small_allreduce(cfg, call.count, call.sendbuf, call.recvbuf))
         return pass_through(call, stats.passthrough_calls);
     if (call.comm == MPI_COMM_NULL) return pass_through(call, stats.passthrough_calls);  // PMPI reports it
 

@@ -25,17 +25,6 @@ void shim_start_runtime() {
     }
 }
 
-int shim_intercept(const CollectiveCall& call) {
-    try {
-        return intercept_collective(call);
-    } catch (const std::exception& e) {
-        NEXAR_ERROR("%s: internal error (%s)", call.name, e.what());
-    } catch (...) {
-        NEXAR_ERROR("%s: internal error", call.name);
-    }
-    return raise_mpi_error(call.comm, MPI_ERR_INTERN);
-}
-
 void shim_stop_runtime() {
     try {
         nexar::Runtime::stop();
@@ -66,9 +55,8 @@ int MPI_Finalize(void) {
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-    nexar::CollectiveCall c;
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = count, c.datatype = datatype, c.op = op, c.comm = comm;
-    return nexar::shim_intercept(c);
+    return nexar::shim_guard("MPI_Allreduce", comm,
+                             [&] { return nexar::intercept_allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,

@@ -79,18 +79,18 @@ pid_t watchable_pid(const ShmInboxName& name) {
 }
 
 void ShmInbox::set_writer_readable(bool readable) {
-    static_cast<InboxHeader*>(base_)->writer_readable.store(readable ? 1 : 0, std::memory_order_release);
+    header_of(base_)->writer_readable.store(readable ? 1 : 0, std::memory_order_release);
 }
 bool ShmInbox::writer_readable() const {
-    return static_cast<const InboxHeader*>(base_)->writer_readable.load(std::memory_order_acquire) != 0;
+    return header_of(base_)->writer_readable.load(std::memory_order_acquire) != 0;
 }
 
 // Sequentially consistent: a reader that copied a segment by address and
 // then finds the flag clear knows the writer had not yet returned from the
 // call that marks it (transport/shm_channel.cc).
-void ShmInbox::mark_broken() { static_cast<InboxHeader*>(base_)->broken.store(1, std::memory_order_seq_cst); }
+void ShmInbox::mark_broken() { header_of(base_)->broken.store(1, std::memory_order_seq_cst); }
 bool ShmInbox::broken() const {
-    return static_cast<const InboxHeader*>(base_)->broken.load(std::memory_order_acquire) != 0;
+    return header_of(base_)->broken.load(std::memory_order_acquire) != 0;
 }
 
 // The two sides meet as in Dekker's algorithm: the writer raises `pushing`
@@ -123,8 +123,8 @@ Status ShmInbox::push(uint64_t first_message, size_t offset, const char* src, si
     return s;
 }
 
-std::atomic<uint64_t>& ShmInbox::produced() { return static_cast<InboxHeader*>(base_)->produced; }
-std::atomic<uint64_t>& ShmInbox::consumed() { return static_cast<InboxHeader*>(base_)->consumed; }
+std::atomic<uint64_t>& ShmInbox::produced() { return header_of(base_)->produced; }
+std::atomic<uint64_t>& ShmInbox::consumed() { return header_of(base_)->consumed; }
 
 Status ShmInbox::map(int fd, bool create, const char* label, std::string* error) {
     if (create) {
@@ -148,7 +148,7 @@ Status ShmInbox::map(int fd, bool create, const char* label, std::string* error)
         return Status::no_memory;
     }
     base_ = p;
-    auto* h = static_cast<InboxHeader*>(base_);
+    auto* h = header_of(base_);
     records_ = h->records;
     data_ = static_cast<char*>(base_) + kHeaderBytes;
     return Status::ok;
@@ -176,7 +176,7 @@ Status ShmInbox::create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmIn
     Status s = box->map(fd, true, nm, error);
     close(fd);
     if (!ok(s)) return s;  // the destructor unlinks the name
-    auto* h = static_cast<InboxHeader*>(box->base_);
+    auto* h = header_of(box->base_);
     h->magic = kInboxMagic;
     h->nonce = nonce;
     h->slot_bytes = slot_bytes;
@@ -228,7 +228,7 @@ Status ShmInbox::open(const ShmInboxName& name, std::unique_ptr<ShmInbox>* out, 
     Status s = box->map(fd, false, name.name, error);  // name_ stays empty: only the owner unlinks
     close(fd);
     if (!ok(s)) return s;
-    auto* h = static_cast<InboxHeader*>(box->base_);
+    auto* h = header_of(box->base_);
     if (h->magic != kInboxMagic || h->nonce != name.nonce || h->depth != name.depth ||
         h->slot_bytes != name.slot_bytes) {
         *error = std::string("shared memory ") + name.name + " is not the neighbour's inbox";
