@@ -31,11 +31,12 @@ class SendChannel {
 public:
     virtual ~SendChannel() = default;
     virtual ChannelKind kind() const = 0;
-    // A ring operation begins whose results land in [recvbuf, recvbuf +
-    // bytes) on every rank, at the same offsets: a channel that writes
-    // straight into its peer's buffer finds the place of a message sent from
-    // there by its offset.  Called before the operation's first start().
-    virtual void begin_operation(const char* /*recvbuf*/, size_t /*bytes*/) {}
+    // Ring operation `sequence` (its tags' call sequence) begins, and its
+    // results land in [recvbuf, recvbuf + bytes) on every rank, at the same
+    // offsets: a channel that writes straight into its peer's buffer finds
+    // the place of a message sent from there by its offset.  Called before
+    // the operation's first start().
+    virtual void begin_operation(uint32_t /*sequence*/, const char* /*recvbuf*/, size_t /*bytes*/) {}
     // Starts sending `bytes` at `src` as the next message, tagged `tag`
     // (transport/tag.h).  *started is false when the channel has no room
     // now; the driver tries again after progress().  The bytes at `src` must
@@ -75,9 +76,9 @@ class RecvChannel {
 public:
     virtual ~RecvChannel() = default;
     virtual ChannelKind kind() const = 0;
-    // A ring operation begins that places its messages in [recvbuf,
+    // Ring operation `sequence` begins and places its messages in [recvbuf,
     // recvbuf + bytes).  Called before the operation's first post().
-    virtual void begin_operation(char* /*recvbuf*/, size_t /*bytes*/) {}
+    virtual void begin_operation(uint32_t /*sequence*/, char* /*recvbuf*/, size_t /*bytes*/) {}
     // Announces the next message; *posted is false when no more may be
     // announced now.
     virtual Status post(const Arrival& a, bool* posted, std::string* error) = 0;

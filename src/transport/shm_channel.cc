@@ -65,7 +65,7 @@ Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* 
         bool pushed = false;
         if (gather && pushes_) {
             std::string why;
-            if (!ok(box_.push(first_message_, size_t(src - own_place_), src, bytes, &pushed, &why))) {
+            if (!ok(box_.push(operation_, size_t(src - own_place_), src, bytes, &pushed, &why))) {
                 // The probe read the successor, but the kernel refuses the
                 // write (a seccomp profile that allows reads only): stop
                 // pushing.  Whatever part landed is overwritten when the
@@ -140,9 +140,9 @@ Status ShmSendChannel::check_peer(std::string* error) {
     return process_gone(box_.owner_pid()) ? peer_exited(peer_, box_.owner_pid(), error) : Status::ok;
 }
 
-void ShmRecvChannel::begin_operation(char* recvbuf, size_t bytes) {
+void ShmRecvChannel::begin_operation(uint32_t sequence, char* recvbuf, size_t bytes) {
     close_place();  // an operation that ended without finish() or abort()
-    box_.publish_place(base_ + done_, recvbuf, bytes);
+    box_.publish_place({base_ + done_, sequence}, recvbuf, bytes);
     place_open_ = true;
 }
 

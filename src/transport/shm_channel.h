@@ -58,9 +58,9 @@ public:
           copy_(copy), readable_(copy != ShmCopy::slots && next.writer_readable()),
           pushes_(copy == ShmCopy::push && next.owner_writable()), queue_(next.record_queue()) {}
     ChannelKind kind() const override { return ChannelKind::shm; }
-    void begin_operation(const char* recvbuf, size_t) override {
+    void begin_operation(uint32_t sequence, const char* recvbuf, size_t) override {
         own_place_ = recvbuf;
-        first_message_ = base_ + sent_;
+        operation_ = {base_ + sent_, sequence};
     }
     Status start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
@@ -83,8 +83,8 @@ private:
     ShmCopy copy_;
     bool readable_;  // the successor may read segments from here by address
     bool pushes_;    // allgather segments are pushed where the successor published its place
-    const char* own_place_ = nullptr;     // this operation's recvbuf here
-    uint64_t first_message_ = ~uint64_t(0);  // this operation's first message
+    const char* own_place_ = nullptr;  // this operation's recvbuf here
+    PlaceKey operation_;               // which place of the successor's is this operation's
     // Queues the record of a segment that needs no slot, and posts what
     // the successor has room for.
     void queue_record(const ShmSlotRecord& r, bool* moved);
@@ -113,7 +113,7 @@ public:
     ~ShmRecvChannel() override { close_place(); }
     ChannelKind kind() const override { return ChannelKind::shm; }
     // Publishes where this operation's segments go, for a writer that pushes.
-    void begin_operation(char* recvbuf, size_t bytes) override;
+    void begin_operation(uint32_t sequence, char* recvbuf, size_t bytes) override;
     Status post(const Arrival& a, bool* posted, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
     size_t done() const override { return size_t(done_); }

@@ -17,7 +17,7 @@ namespace nexar {
 
 namespace {
 
-constexpr uint64_t kInboxMagic = 0x6e65786172696e33ull;  // "nexarin3"
+constexpr uint64_t kInboxMagic = 0x6e65786172696e34ull;  // "nexarin4"
 constexpr uint64_t kNoPlace = ~uint64_t(0);
 constexpr size_t kHeaderBytes = 4096;                     // header, counters, slot records
 
@@ -37,8 +37,11 @@ struct InboxHeader {
     alignas(64) std::atomic<uint64_t> produced;
     alignas(64) std::atomic<uint64_t> consumed;
     // Written by the owner (ShmInbox::publish_place): where the operation
-    // whose first message is `place_from` puts its arrivals.
+    // whose first message is `place_from` and sequence `place_sequence`
+    // puts its arrivals.  The other fields are written before `place_from`
+    // and stay put while a writer pushes.
     alignas(64) std::atomic<uint64_t> place_from;
+    uint64_t place_sequence;
     uint64_t place_address;
     uint64_t place_bytes;
     // Written by the writer: 1 while it pushes into that place.
@@ -98,24 +101,25 @@ bool ShmInbox::broken() const {
 // `pushing`, each with sequentially consistent order.  So either the writer
 // sees the place gone and writes nothing, or the owner sees the push and
 // waits for it to end.
-void ShmInbox::publish_place(uint64_t first_message, char* recvbuf, size_t bytes) {
+void ShmInbox::publish_place(const PlaceKey& op, char* recvbuf, size_t bytes) {
     InboxHeader* h = header_of(base_);
+    h->place_sequence = op.sequence;
     h->place_address = uint64_t(reinterpret_cast<uintptr_t>(recvbuf));
     h->place_bytes = bytes;
-    h->place_from.store(first_message, std::memory_order_release);
+    h->place_from.store(op.first_message, std::memory_order_release);
 }
 void ShmInbox::revoke_place() { header_of(base_)->place_from.store(kNoPlace, std::memory_order_seq_cst); }
 bool ShmInbox::pushing() const { return header_of(base_)->pushing.load(std::memory_order_seq_cst) != 0; }
 
-Status ShmInbox::push(uint64_t first_message, size_t offset, const char* src, size_t bytes, bool* pushed,
+Status ShmInbox::push(const PlaceKey& op, size_t offset, const char* src, size_t bytes, bool* pushed,
                       std::string* error) {
     InboxHeader* h = header_of(base_);
     *pushed = false;
     h->pushing.store(1, std::memory_order_seq_cst);
     Status s = Status::ok;
     // While `pushing` is up the owner cannot publish another place.
-    if (h->place_from.load(std::memory_order_seq_cst) == first_message && !broken() && offset <= h->place_bytes &&
-        bytes <= h->place_bytes - offset) {
+    if (h->place_from.load(std::memory_order_seq_cst) == op.first_message && h->place_sequence == op.sequence &&
+        !broken() && offset <= h->place_bytes && bytes <= h->place_bytes - offset) {
         s = cma_write(owner_pid_, h->place_address + offset, src, bytes, error);
         *pushed = ok(s);
     }
@@ -186,6 +190,7 @@ Status ShmInbox::create(uint32_t depth, size_t slot_bytes, std::unique_ptr<ShmIn
     h->writer_readable.store(0, std::memory_order_relaxed);
     h->produced.store(0, std::memory_order_relaxed);
     h->place_from.store(kNoPlace, std::memory_order_relaxed);
+    h->place_sequence = 0;
     h->pushing.store(0, std::memory_order_relaxed);
     h->consumed.store(0, std::memory_order_release);
 

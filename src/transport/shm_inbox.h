@@ -43,6 +43,15 @@ struct ShmSlotRecord {
 };
 constexpr uint64_t kPushedToPlace = ~uint64_t(0);
 
+// Which ring operation a published place belongs to.  The first message
+// alone does not tell: an operation that sends nothing over a hop (its
+// chunks there are empty) leaves the next one the same first message, and
+// a push meant for the next would land in this one's buffer.
+struct PlaceKey {
+    uint64_t first_message = ~uint64_t(0);
+    uint32_t sequence = 0;  // the operation's call sequence (transport/tag.h)
+};
+
 // What a peer needs to open an inbox; exchanged with an allgather.
 struct ShmInboxName {
     char name[64];   // shm_open name, NUL-terminated; empty: no inbox
@@ -97,9 +106,9 @@ public:
 
     // Pushing (ShmCopy::push): the writer writes segments straight into the
     // owner's receive buffer with CMA.
-    // Owner: the ring operation whose first message is `first_message`
-    // places its arrivals in [recvbuf, recvbuf + bytes).
-    void publish_place(uint64_t first_message, char* recvbuf, size_t bytes);
+    // Owner: the ring operation `op` places its arrivals in [recvbuf,
+    // recvbuf + bytes).
+    void publish_place(const PlaceKey& op, char* recvbuf, size_t bytes);
     // Owner: no push may start from now on; one already under way ends
     // when pushing() turns false.
     void revoke_place();
@@ -114,11 +123,11 @@ public:
     static constexpr size_t kMaxQueuedRecords = 1024;
     ShmSlotRecord* record_queue() { return record_queue_.get(); }
     // Writer: copies `bytes` at `src` to `offset` in the place the owner
-    // published for the operation starting at `first_message`.  *pushed is
+    // published for the operation `op`.  *pushed is
     // false, and nothing written, when no such place is published (the
     // owner finished or failed) or it is too short.  The owner never
     // returns from its call while a push is under way (revoke_place).
-    Status push(uint64_t first_message, size_t offset, const char* src, size_t bytes, bool* pushed,
+    Status push(const PlaceKey& op, size_t offset, const char* src, size_t bytes, bool* pushed,
                 std::string* error);
 
 private:

@@ -541,7 +541,9 @@ void open_inbox_pair(InboxPair* p) {
 
 // The owner's side of pushing: a writer writes only into the place
 // published for its own operation, within its bounds, and nothing once the
-// owner revoked it or a ring failed.
+// owner revoked it or a ring failed.  An operation is its first message
+// and its sequence: one that sent nothing over the hop leaves the next the
+// same first message.
 TEST(RingOverSharedMemoryByAddress, PushesOnlyIntoThePublishedPlace) {
     InboxPair pair;
     ASSERT_NO_FATAL_FAILURE(open_inbox_pair(&pair));
@@ -553,16 +555,17 @@ TEST(RingOverSharedMemoryByAddress, PushesOnlyIntoThePublishedPlace) {
     ASSERT_TRUE(writer->owner_writable()) << why;
     std::vector<char> place(64, 'x');
     const char src[16] = "fifteen bytes!!";
-    auto push = [&](uint64_t first, size_t offset, size_t bytes) {
+    auto push = [&](uint64_t first, size_t offset, size_t bytes, uint32_t sequence = 7) {
         bool pushed = true;
         std::string error;
-        EXPECT_EQ(writer->push(first, offset, src, bytes, &pushed, &error), Status::ok) << error;
+        EXPECT_EQ(writer->push({first, sequence}, offset, src, bytes, &pushed, &error), Status::ok) << error;
         return pushed;
     };
     EXPECT_FALSE(push(0, 0, 16));  // nothing published yet
-    owner->publish_place(5, place.data(), place.size());
-    EXPECT_FALSE(push(4, 0, 16));   // another operation's
-    EXPECT_FALSE(push(5, 56, 16));  // past the end
+    owner->publish_place({5, 7}, place.data(), place.size());
+    EXPECT_FALSE(push(4, 0, 16));     // another operation's
+    EXPECT_FALSE(push(5, 0, 16, 8));  // the next operation's, same first message
+    EXPECT_FALSE(push(5, 56, 16));    // past the end
     EXPECT_FALSE(push(5, ~size_t(0) - 4, 16));
     EXPECT_EQ(std::string(place.data(), place.size()), std::string(64, 'x'));
     EXPECT_TRUE(push(5, 8, 16));
@@ -572,7 +575,7 @@ TEST(RingOverSharedMemoryByAddress, PushesOnlyIntoThePublishedPlace) {
     owner->revoke_place();
     EXPECT_FALSE(owner->pushing());
     EXPECT_FALSE(push(5, 32, 16));
-    owner->publish_place(9, place.data(), place.size());
+    owner->publish_place({9, 7}, place.data(), place.size());
     owner->mark_broken();
     EXPECT_FALSE(push(9, 32, 16));
     EXPECT_EQ(place[32], 'x');
@@ -591,8 +594,8 @@ TEST(RingOverSharedMemoryByAddress, ARefusedPushFallsBackToASlot) {
     ASSERT_NE(hole, MAP_FAILED);
     ShmSendChannel out(*writer, 1, ShmCopy::push);
     char mine[64] = "an allgather segment";
-    out.begin_operation(mine, sizeof mine);
-    owner->publish_place(0, static_cast<char*>(hole), sizeof mine);
+    out.begin_operation(0, mine, sizeof mine);
+    owner->publish_place({0, 0}, static_cast<char*>(hole), sizeof mine);
     TagFields f;
     f.phase = 1;  // allgather
     bool started = false;
