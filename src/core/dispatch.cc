@@ -109,9 +109,6 @@ bool statically_eligible(const Runtime& rt, const CollectiveCall& c, int size, u
     if (inter) return false;
     if (size == 0) PMPI_Comm_size(c.comm, &size);
     if (size < 2 || uint64_t(size) > kMaxRingRanks) return false;
-    // Device buffers take the reduce-scatter and allgather to the ring in a
-    // later version: only host buffers here.
-    if (c.kind != Collective::allreduce && !cfg.host_buffers) return false;
     // Memory kinds are per rank: here only whether any kind the ring takes
     // can occur (host buffers asked for, or a GPU somewhere in the job).
     return cfg.host_buffers || rt.device_possible();
@@ -189,14 +186,14 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx) {
     return ctx.all_hops_shm() ? cfg.shm_segment_bytes() : cfg.ucx_segment_bytes();
 }
 
-// What this rank can do with the call.  `src` and `recvbuf` are the user's
-// buffers (classified), `ring_src` and `ring_recv` what the ring reads and
-// writes (a reduce-scatter's partial sums may go to a work buffer).
-// `refusal`: why this rank's buffers cannot take the ring (null: they can).
-LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const void* src, void* recvbuf,
-                       const void* ring_src, void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz,
-                       const RingOptions& opt, const char* refusal) {
-    LocalPlan p = classify_buffers(rt, src, recvbuf);
+// What this rank can do with the call.  `where`: the user's buffers,
+// classified; `ring_src` and `ring_recv` what the ring reads and writes (a
+// reduce-scatter's partial sums may go to a work buffer).  `refusal`: why
+// this rank's buffers cannot take the ring (null: they can).
+LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const LocalPlan& where, const void* ring_src,
+                       void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz, const RingOptions& opt,
+                       const char* refusal) {
+    LocalPlan p = where;
     if (refusal) return p.why = refusal, p;
     p.segment = p.device() ? rt.config().device_segment_bytes() : opt.segment_bytes;
     if (*p.why) return p;
@@ -240,7 +237,6 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const voi
         p.ready = true;
         return p;
     }
-    if (kind != Collective::allreduce) return p.why = "device buffers of this collective pass through", p;
     if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
     std::string error;
     // Request records only: device paths keep their slots in DeviceBuffers.
@@ -255,31 +251,93 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const voi
     return p;
 }
 
-// An eligible call the ring cannot take.  Device buffers cannot be handed to
-// an MPI that does not know CUDA: such ranks copy to host, reduce with
-// PMPI_Allreduce there and copy back (what users of such MPIs do by hand).
-int fall_back(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const CollectiveCall& call, size_t bytes) {
-    Stats& stats = process_stats();
-    if (call.kind != Collective::allreduce || plan.memory != MemoryType::device || rt.mpi_cuda_aware() ||
-        !rt.device_api())
-        return pass_through(call, stats.fallback_calls);
-    stats.fallback_calls.fetch_add(1, std::memory_order_relaxed);
-    DeviceBuffers& dev = ctx.device_buffers(rt.device_api());
-    std::string error;
-    char* host = dev.host_stage(bytes);
-    const void* src = call.sendbuf == MPI_IN_PLACE ? call.recvbuf : call.sendbuf;
-    if (!ok(dev.copy(plan.device_id, host, src, bytes, &error))) {
-        NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
-        return raise_mpi_error(call.comm, MPI_ERR_OTHER);
+// Copies between any two of the call's memories (host, device, managed):
+// memmove for host buffers, else through the GPU's copy engine.
+Status copy_bytes(Runtime& rt, CommContext& ctx, const LocalPlan& where, void* dst, const void* src, size_t bytes,
+                  std::string* error) {
+    if (bytes == 0 || dst == src) return Status::ok;
+    if (where.memory == MemoryType::host && !*where.why) return memmove(dst, src, bytes), Status::ok;
+    return ctx.device_buffers(rt.device_api()).copy(where.device_id, dst, src, bytes, error);
+}
+
+// The bytes a call reads from or writes to each buffer, in MPI's terms:
+// the whole vector, and this rank's block and where it starts.
+struct CallBytes {
+    size_t whole = 0, own = 0, own_offset = 0;
+};
+CallBytes call_bytes(const CollectiveCall& c) {
+    int size = 0, me = 0, tsize = 0;
+    PMPI_Comm_size(c.comm, &size);
+    PMPI_Comm_rank(c.comm, &me);
+    PMPI_Type_size(c.datatype, &tsize);
+    CallBytes b;
+    if (c.kind == Collective::allreduce) return b.whole = size_t(c.count) * size_t(tsize), b;
+    size_t before = 0, all = 0;
+    for (int r = 0; r < size; ++r) {
+        const size_t items = c.varying ? size_t(c.recvcounts[r]) : size_t(c.count);
+        if (r < me) before += items;
+        all += items;
     }
-    int rc = PMPI_Allreduce(MPI_IN_PLACE, host, call.count, call.datatype, pmpi_op(call.datatype, call.op),
-                            call.comm);
-    if (rc != MPI_SUCCESS) return rc;
-    if (!ok(dev.copy(plan.device_id, call.recvbuf, host, bytes, &error))) {
-        NEXAR_ERROR("MPI_Allreduce on device memory: %s", error.c_str());
+    b.whole = all * size_t(tsize);
+    b.own = (c.varying ? size_t(c.recvcounts[me]) : size_t(c.count)) * size_t(tsize);
+    b.own_offset = before * size_t(tsize);
+    return b;
+}
+
+// Device buffers cannot be handed to an MPI that does not know CUDA: such
+// a rank copies what the call reads to host memory, lets PMPI work there in
+// place, and copies what it writes back (what users of such MPIs do by hand).
+int staged_through_host(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const CollectiveCall& call) {
+    const CallBytes b = call_bytes(call);
+    DeviceBuffers& dev = ctx.device_buffers(rt.device_api());
+    char* host = dev.host_stage(b.whole);
+    const void* src = call.sendbuf == MPI_IN_PLACE ? call.recvbuf : call.sendbuf;
+    std::string error;
+    auto copy = [&](void* dst, const void* from, size_t bytes) {
+        return bytes == 0 || ok(dev.copy(plan.device_id, dst, from, bytes, &error));
+    };
+    // In: the whole input vector, or (allgather) this rank's block at its place.
+    bool copied = call.kind == Collective::allgather
+                      ? copy(host + b.own_offset,
+                             call.sendbuf == MPI_IN_PLACE ? static_cast<const char*>(call.recvbuf) + b.own_offset
+                                                          : call.sendbuf,
+                             b.own)
+                      : copy(host, src, b.whole);
+    int rc = MPI_SUCCESS;
+    if (copied) {
+        const MPI_Op op = call.kind == Collective::allgather ? MPI_OP_NULL : pmpi_op(call.datatype, call.op);
+        switch (call.kind) {
+            case Collective::allreduce:
+                rc = PMPI_Allreduce(MPI_IN_PLACE, host, call.count, call.datatype, op, call.comm);
+                break;
+            case Collective::reduce_scatter:
+                rc = call.varying
+                         ? PMPI_Reduce_scatter(MPI_IN_PLACE, host, call.recvcounts, call.datatype, op, call.comm)
+                         : PMPI_Reduce_scatter_block(MPI_IN_PLACE, host, call.count, call.datatype, op, call.comm);
+                break;
+            case Collective::allgather:
+                rc = PMPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, call.count, call.datatype, call.comm);
+                break;
+        }
+        if (rc != MPI_SUCCESS) return rc;
+        // Out: the reduce-scatter's block, or the whole vector.
+        copied = copy(call.recvbuf, host, call.kind == Collective::reduce_scatter ? b.own : b.whole);
+    }
+    if (!copied) {
+        NEXAR_ERROR("%s on device memory: %s", call.name, error.c_str());
         return raise_mpi_error(call.comm, MPI_ERR_OTHER);
     }
     return MPI_SUCCESS;
+}
+
+// An eligible call the ring cannot take: to PMPI, with device buffers
+// staged through host memory where MPI cannot take them.
+int fall_back(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const CollectiveCall& call) {
+    Stats& stats = process_stats();
+    if (plan.memory != MemoryType::device || rt.mpi_cuda_aware() || !rt.device_api())
+        return pass_through(call, stats.fallback_calls);
+    stats.fallback_calls.fetch_add(1, std::memory_order_relaxed);
+    return staged_through_host(rt, ctx, plan, call);
 }
 
 // Accounts for a finished ring, or reports its failure and retires the
@@ -367,7 +425,7 @@ int intercept_collective(const CollectiveCall& call) {
     const void* src = call.sendbuf == MPI_IN_PLACE ? call.recvbuf : call.sendbuf;
     if (ctx->disabled()) {
         CurrentDeviceGuard device_guard(rt->device_api());
-        return fall_back(*rt, *ctx, classify_buffers(*rt, src, call.recvbuf), call, bytes);
+        return fall_back(*rt, *ctx, classify_buffers(*rt, src, call.recvbuf), call);
     }
     RingOptions opt;
     opt.segment_bytes = cfg.ucx_segment_bytes();
@@ -422,32 +480,40 @@ int intercept_collective(const CollectiveCall& call) {
         else if (!in_place && call.sendbuf == call.recvbuf && bytes > 0)
             refusal = "the send and receive buffers are the same (not MPI_IN_PLACE)";
     }
+    // Device work selects the buffers' GPU; the application's current GPU
+    // comes back.
+    CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
+    const LocalPlan where = classify_buffers(*rt, src, call.recvbuf);
+    const bool usable = buffers_ok && !refusal && !*where.why;
     // What the ring reads and writes.  The allgather runs in place in
     // recvbuf.  A reduce-scatter out of place reduces this rank's block
     // straight into recvbuf and its partial sums of the others (3 ranks or
-    // more) in a work buffer, since recvbuf holds only this rank's block.
+    // more) in a work buffer in the same memory, since recvbuf holds only
+    // this rank's block.
     const void* ring_src = src;
     char* ring_recv = static_cast<char*>(call.recvbuf);
     char* own_chunk_out = nullptr;
-    bool work_missing = false;
     if (call.kind == Collective::allgather) ring_src = call.recvbuf;
-    if (call.kind == Collective::reduce_scatter && !in_place && buffers_ok && !refusal) {
+    if (call.kind == Collective::reduce_scatter && !in_place && usable) {
         // 2 ranks: no partial sums, only the own block, which lands in recvbuf.
         own_chunk_out = static_cast<char*>(call.recvbuf);
-        if (n > 2 && bytes > 0) work_missing = !(ring_recv = ctx->work_buffer(bytes));
+        if (n > 2 && bytes > 0) {
+            ring_recv = where.device() ? ctx->device_buffers(rt->device_api()).device_work(where.device_id, bytes, &error)
+                                       : ctx->work_buffer(bytes);
+            if (!ring_recv) {
+                NEXAR_WARN("%s: no memory for the reduce-scatter's partial sums (%s); this call passes through to MPI",
+                           call.name, error.c_str());
+                refusal = "no memory for the reduce-scatter's partial sums";
+            }
+        }
     }
-
-    // Per-rank readiness, agreed together with the count.  Device work
-    // selects the buffers' GPU; the application's current GPU comes back.
-    CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
+    // Per-rank readiness, agreed together with the count.
     LocalPlan plan;
     CallAgreement agreed;
     const int64_t shape = call_shape(call, n, items);
     const bool ring_in_place = ring_src == ring_recv;
     auto plan_and_agree = [&] {
-        plan = plan_buffers(*rt, *ctx, call.kind, src, call.recvbuf, ring_src, ring_recv, ring_count, layout, esz,
-                            opt, refusal ? refusal : work_missing ? "no memory for the reduce-scatter's partial sums"
-                                                                  : nullptr);
+        plan = plan_buffers(*rt, *ctx, call.kind, where, ring_src, ring_recv, ring_count, layout, esz, opt, refusal);
         if (!plan.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call.name, bytes, plan.why);
         agreed = CallAgreement();
         agreed.ready = plan.ready;
@@ -484,18 +550,21 @@ int intercept_collective(const CollectiveCall& call) {
         rt->reconnect_shm(*ctx);
         plan_and_agree();
     }
-    if (!agreed.ready) return fall_back(*rt, *ctx, plan, call, bytes);
+    if (!agreed.ready) return fall_back(*rt, *ctx, plan, call);
     // Every rank's slots hold a segment of the size it proposed, so the least.
     opt.segment_bytes = size_t(agreed.ucx_segment);
     if (plan.device() && plan.mode == DeviceEngine::Mode::direct) {
         Status w = ctx->device_buffers(rt->device_api()).wait_for_application(&error);
         if (!ok(w)) return finish_ring(*ctx, call, w, error, bytes);
     }
-    // The allgather starts from this rank's block in place.
-    if (call.kind == Collective::allgather && !in_place)
-        memcpy(static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz, call.sendbuf,
-               blocks->counts[size_t(me)] * esz);
-
+    // The allgather starts from this rank's block in place (not before the
+    // agreement: a call that fails there leaves recvbuf alone).  A GPU copy
+    // that fails fails the call; the other ranks' rings then time out.
+    if (call.kind == Collective::allgather && !in_place) {
+        Status c = copy_bytes(*rt, *ctx, where, static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz,
+                              call.sendbuf, blocks->counts[size_t(me)] * esz, &error);
+        if (!ok(c)) return finish_ring(*ctx, call, c, error, bytes);
+    }
     // Host buffers everywhere (shared memory agreed): the hierarchical
     // allreduce where it is ready and chosen, else the flat ring with its
     // same-node hops in shared memory.  Otherwise the flat ring on UCX only.
@@ -527,11 +596,24 @@ int intercept_collective(const CollectiveCall& call) {
                         chooser.describe(bytes, variant).c_str());
     }
     // In place, a reduce-scatter leaves this rank's block at its place in
-    // the vector; MPI wants it at the start of recvbuf.
+    // the vector; MPI wants it at the start of recvbuf.  (Device buffers:
+    // through host memory where the two overlap.)
     if (ok(s) && call.kind == Collective::reduce_scatter && in_place) {
         char* block = ring_recv + blocks->displs[size_t(me)] * esz;
         const size_t own = blocks->counts[size_t(me)] * esz;
-        if (own > 0 && block != call.recvbuf) memmove(call.recvbuf, block, own);
+        const bool overlap = block != call.recvbuf && block < static_cast<char*>(call.recvbuf) + own;
+        if (plan.device() && overlap) {
+            char* host = ctx->device_buffers(rt->device_api()).host_stage(own);
+            s = copy_bytes(*rt, *ctx, where, host, block, own, &error);
+            if (ok(s)) s = copy_bytes(*rt, *ctx, where, call.recvbuf, host, own, &error);
+        } else {
+            s = copy_bytes(*rt, *ctx, where, call.recvbuf, block, own, &error);
+        }
+        if (!ok(s)) {
+            NEXAR_ERROR("%s: moving this rank's block to the start of the receive buffer: %s", call.name,
+                        error.c_str());
+            return raise_mpi_error(call.comm, MPI_ERR_OTHER);
+        }
     }
     return finish_ring(*ctx, call, s, error, bytes);
 }

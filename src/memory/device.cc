@@ -21,21 +21,24 @@ std::string own_directory() {
 }  // namespace
 
 Status load_device_api(const nexar_device_api** out, std::string* why) {
+    // The tests' GPU emulated in host memory (test/gpu/emulated_gpu_plugin.cc)
+    // stands in for the CUDA plugin and needs no driver.
+    const char* emulated = getenv("NEXAR_EMULATED_GPU_PLUGIN");
     // The driver first: without it there is nothing to do, and nothing of
     // CUDA's is loaded into the process.
-    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!driver) {
+    void* driver = emulated && *emulated ? nullptr : dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!driver && !(emulated && *emulated)) {
         *why = "no CUDA driver (libcuda.so.1 not found)";
         return Status::unavailable;
     }
-    const char* env = getenv("NEXAR_CUDA_PLUGIN");
+    const char* env = emulated && *emulated ? emulated : getenv("NEXAR_CUDA_PLUGIN");
     std::string path = env && *env ? env : own_directory() + "/libnexar_pmpi_cuda.so";
     void* plugin = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!plugin) {
         const char* e = dlerror();
         *why = "CUDA driver found but the nexar CUDA plugin did not load (" + std::string(e ? e : path) +
                "); was nexar built with CUDA?";
-        dlclose(driver);
+        if (driver) dlclose(driver);
         return Status::unavailable;
     }
     auto entry = reinterpret_cast<nexar_device_api_entry>(dlsym(plugin, NEXAR_DEVICE_API_ENTRY));
@@ -43,14 +46,14 @@ Status load_device_api(const nexar_device_api** out, std::string* why) {
     if (!api || api->version != NEXAR_DEVICE_API_VERSION) {
         *why = path + " is not a matching nexar CUDA plugin";
         dlclose(plugin);
-        dlclose(driver);
+        if (driver) dlclose(driver);
         return Status::unavailable;
     }
     char error[256] = {0};
     if (api->init(error, sizeof error) != 0) {
         *why = std::string("CUDA did not start: ") + error;
         dlclose(plugin);
-        dlclose(driver);
+        if (driver) dlclose(driver);
         return Status::unavailable;
     }
     // Both stay loaded for the life of the process.

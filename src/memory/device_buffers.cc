@@ -10,6 +10,9 @@ void DeviceBuffers::release() {
     if (pinned_recv_) api_->free_pinned(pinned_recv_);
     if (pinned_send_) api_->free_pinned(pinned_send_);
     if (device_) api_->free_device(device_);
+    if (work_) api_->free_device(work_);
+    work_ = nullptr;
+    work_bytes_ = 0;
     for (void* e : recv_events_) api_->event_destroy(e);
     for (void* e : send_events_) api_->event_destroy(e);
     for (void* e : timers_) api_->event_destroy(e);
@@ -70,6 +73,23 @@ Status DeviceBuffers::wait_for_application(std::string* error) {
 char* DeviceBuffers::host_stage(size_t bytes) {
     if (host_stage_.size() < bytes) host_stage_.resize(bytes);
     return host_stage_.data();
+}
+
+char* DeviceBuffers::device_work(int device, size_t bytes, std::string* error) {
+    if (!ok(select(device, error))) return nullptr;
+    if (bytes > work_bytes_) {
+        if (work_) api_->free_device(work_);
+        work_ = nullptr;
+        work_bytes_ = 0;
+        void* p = nullptr;
+        if (api_->alloc_device(&p, bytes) != 0) {
+            fail("allocating GPU memory for the reduce-scatter's partial sums", error);
+            return nullptr;
+        }
+        work_ = static_cast<char*>(p);
+        work_bytes_ = bytes;
+    }
+    return work_;
 }
 
 Status DeviceBuffers::reserve(int device, size_t slot_bytes, uint32_t depth, bool staged, std::string* error) {

@@ -37,6 +37,10 @@ public:
     Status wait_for_application(std::string* error);
     // A host buffer of at least `bytes`, kept for the next call.
     char* host_stage(size_t bytes);
+    // Device memory of at least `bytes` on `device`, kept for the next call
+    // (a reduce-scatter's partial sums of device buffers); null on failure,
+    // with *error saying why.
+    char* device_work(int device, size_t bytes, std::string* error);
 
     const nexar_device_api* api() const { return api_; }
     char* device_slot(uint32_t i) { return device_ + size_t(i) * slot_bytes_; }
@@ -67,6 +71,8 @@ private:
     size_t slot_bytes_ = 0;
     size_t device_bytes_ = 0, pinned_bytes_ = 0;
     char* device_ = nullptr;
+    char* work_ = nullptr;
+    size_t work_bytes_ = 0;
     char* pinned_send_ = nullptr;
     char* pinned_recv_ = nullptr;
     void* send_stream_ = nullptr;

@@ -1,12 +1,21 @@
 // MPI test with CUDA device buffers (needs a GPU; exits 77 without one):
 // MPI_Allreduce (nexar, linked with -lnexar_pmpi) on cudaMalloc'd buffers,
-// compared with a reference computed on the host from every rank's input.
+// compared with a reference computed on the host from every rank's input;
+// then MPI_Reduce_scatter_block, MPI_Reduce_scatter (uneven, one block
+// empty) and MPI_Allgather the same way.
 // Small-integer inputs make every result exact.  Several types and ops, in
 // place and out of place, odd counts.  With --mixed, odd ranks use host
 // memory: with NEXAR_HOST_BUFFERS=1 the ring takes both kinds; with
 // --no-ring (and NEXAR_HOST_BUFFERS=0) every call falls back, and the device
 // ranks must stage their buffers through host memory for the MPI.
+//
+// With --emulated-gpu, "device" memory comes from the host-emulated GPU
+// plugin that NEXAR_EMULATED_GPU_PLUGIN names (test/gpu/emulated_gpu_plugin.cc),
+// the one nexar then loads too: the dispatcher's device paths run without a
+// GPU (test/gpu/run-emulated-gpu-tests.sh).  --quick: fewer counts.
 #include <mpi.h>
+
+#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -17,12 +26,39 @@
 
 #include "../mpi/small_values.h"
 #include "cudart_loader.h"
+#include "memory/device_api.h"
 #include "nexar/nexar.h"
 
 namespace {
 
 cudart_t rt;
 int g_rank = 0, g_failures = 0;
+
+// The emulated GPU's memory is host memory the plugin remembers: plain
+// copies reach it, and nexar has waited for its own work before returning.
+const nexar_device_api* g_emulated = nullptr;
+int emulated_count(int* n) { return *n = 1, 0; }
+int emulated_set(int) { return 0; }
+int emulated_malloc(void** p, size_t bytes) { return g_emulated->alloc_device(p, bytes); }
+int emulated_free(void* p) { return g_emulated->free_device(p), 0; }
+int emulated_memcpy(void* dst, const void* src, size_t bytes, int) { return memcpy(dst, src, bytes), 0; }
+
+int load_emulated_gpu(char* why, size_t len) {
+    const char* path = getenv("NEXAR_EMULATED_GPU_PLUGIN");
+    void* h = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+    auto entry = h ? reinterpret_cast<nexar_device_api_entry>(dlsym(h, NEXAR_DEVICE_API_ENTRY)) : nullptr;
+    g_emulated = entry ? entry() : nullptr;
+    if (!g_emulated) {
+        snprintf(why, len, "--emulated-gpu: NEXAR_EMULATED_GPU_PLUGIN does not name the emulated GPU plugin");
+        return 1;
+    }
+    rt.GetDeviceCount = emulated_count;
+    rt.SetDevice = emulated_set;
+    rt.Malloc = emulated_malloc;
+    rt.Free = emulated_free;
+    rt.Memcpy = emulated_memcpy;
+    return 0;
+}
 
 long value(int rank, size_t i, int op) {
     long v = long((i * 7 + size_t(rank) * 13) % 9) - 4;
@@ -72,19 +108,101 @@ void run(const char* name, MPI_Datatype dt, int kind, int op, size_t count, bool
     else rt.Free(s), rt.Free(r);
 }
 
+void* alloc(size_t bytes, bool host_memory) {
+    void* p = nullptr;
+    if (host_memory) return malloc(bytes + 1);
+    if (rt.Malloc(&p, bytes + 1) != 0) {
+        fprintf(stderr, "rank %d: cudaMalloc failed\n", g_rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return p;
+}
+void release(void* p, bool host_memory) {
+    if (host_memory) free(p);
+    else rt.Free(p);
+}
+
+template <class T>
+void report(const char* what, const char* name, int op, size_t per_rank, bool in_place, bool host_memory, int rc,
+            const std::vector<T>& got, const std::vector<T>& want) {
+    if (rc == MPI_SUCCESS && got == want) return;
+    size_t i = 0;
+    while (i < got.size() && got[i] == want[i]) ++i;
+    fprintf(stderr, "FAIL rank %d: %s %s op=%d per_rank=%zu %s %s memory: %s at element %zu\n", g_rank, what, name, op,
+            per_rank, in_place ? "in place" : "out of place", host_memory ? "host" : "device",
+            rc != MPI_SUCCESS ? "error" : "wrong result", i);
+    ++g_failures;
+}
+
+// The ring's two halves on their own: each rank's block is MPI's block r.
+template <class T>
+void run_halves(const char* name, MPI_Datatype dt, int op, size_t per_rank, bool in_place, bool host_memory) {
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (bool varying : {false, true}) {
+        std::vector<int> counts(static_cast<size_t>(size), int(per_rank));
+        if (varying)
+            for (int r = 0; r < size; ++r) counts[size_t(r)] = r == 1 ? 0 : int(per_rank) + 37 * r;
+        std::vector<size_t> displs(size_t(size), 0);
+        size_t total = 0;
+        for (int r = 0; r < size; ++r) displs[size_t(r)] = total, total += size_t(counts[size_t(r)]);
+        const size_t mine = size_t(counts[size_t(g_rank)]), at = displs[size_t(g_rank)];
+        std::vector<T> in(total), want(mine), got;
+        for (size_t i = 0; i < total; ++i) in[i] = T(value(g_rank, i, op));
+        for (size_t i = 0; i < mine; ++i) {
+            long acc = value(0, at + i, op);
+            for (int r = 1; r < size; ++r) acc = combine(acc, value(r, at + i, op), op);
+            want[i] = T(acc);
+        }
+        void* s = alloc(total * sizeof(T), host_memory);
+        void* r = alloc(total * sizeof(T), host_memory);
+        rt.Memcpy(in_place ? r : s, in.data(), total * sizeof(T), 4);
+        int rc = varying ? MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : s, r, counts.data(), dt, mpi_op(op),
+                                              MPI_COMM_WORLD)
+                         : MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : s, r, int(per_rank), dt, mpi_op(op),
+                                                    MPI_COMM_WORLD);
+        got.resize(mine);
+        rt.Memcpy(got.data(), r, mine * sizeof(T), 4);
+        report(varying ? "MPI_Reduce_scatter" : "MPI_Reduce_scatter_block", name, op, per_rank, in_place,
+               host_memory, rc, got, want);
+        if (!varying) {
+            // Allgather: rank q's block holds value(q, i) everywhere.
+            std::vector<T> all(total);
+            for (int q = 0; q < size; ++q)
+                for (size_t i = 0; i < per_rank; ++i) all[size_t(q) * per_rank + i] = T(value(q, i, op));
+            const std::vector<T> zeros(total);
+            rt.Memcpy(r, zeros.data(), total * sizeof(T), 4);
+            rt.Memcpy(in_place ? static_cast<char*>(r) + at * sizeof(T) : s, all.data() + at, mine * sizeof(T), 4);
+            rc = MPI_Allgather(in_place ? MPI_IN_PLACE : s, int(per_rank), dt, r, int(per_rank), dt, MPI_COMM_WORLD);
+            got.resize(total);
+            rt.Memcpy(got.data(), r, total * sizeof(T), 4);
+            report("MPI_Allgather", name, op, per_rank, in_place, host_memory, rc, got, all);
+        }
+        release(s, host_memory);
+        release(r, host_memory);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    bool mixed = false, expect_ring = true;
+    bool mixed = false, expect_ring = true, emulated = false, quick = false;
     for (int i = 1; i < argc; ++i) {
         mixed |= std::string(argv[i]) == "--mixed";
         expect_ring &= std::string(argv[i]) != "--no-ring";
+        emulated |= std::string(argv[i]) == "--emulated-gpu";
+        quick |= std::string(argv[i]) == "--quick";
     }
     char why[256];
-    int have = cudart_load(&rt, why, sizeof why) == 0, all = 0;
+    int have = (emulated ? load_emulated_gpu(why, sizeof why) : cudart_load(&rt, why, sizeof why)) == 0, all = 0;
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all && emulated) {
+        if (g_rank == 0) fprintf(stderr, "FAIL: %s\n", why);
+        MPI_Finalize();
+        return 1;
+    }
     if (!all) {
         if (g_rank == 0) printf("SKIP: %s\n", have ? "a rank has no GPU" : why);
         MPI_Finalize();
@@ -94,7 +212,8 @@ int main(int argc, char** argv) {
     rt.GetDeviceCount(&ndev);
     rt.SetDevice(g_rank % ndev);
     bool host_memory = mixed && g_rank % 2 == 1;
-    const size_t counts[] = {1, 3, 1000, 65537, 1 << 20, (3 << 20) + 5};
+    const std::vector<size_t> counts =
+        quick ? std::vector<size_t>{3, 65537, (1 << 20) + 5} : std::vector<size_t>{1, 3, 1000, 65537, 1 << 20, (3 << 20) + 5};
     int k = 0;
     for (size_t c : counts)
         for (int op = 0; op < 4; ++op, ++k) {
@@ -106,6 +225,12 @@ int main(int argc, char** argv) {
             run<int64_t>("int64", MPI_INT64_T, 0, op, c, ip, host_memory);
             run<uint16_t>("float16", nexar_type_float16(), 1, op, c, !ip, host_memory);
             run<uint16_t>("bfloat16", nexar_type_bfloat16(), 2, op, c, ip, host_memory);
+        }
+    const std::vector<size_t> per_rank = quick ? std::vector<size_t>{1000, 300001} : std::vector<size_t>{1, 1000, 300001};
+    for (size_t c : per_rank)
+        for (bool ip : {false, true}) {
+            run_halves<float>("float", MPI_FLOAT, 0, c, ip, host_memory);
+            run_halves<int32_t>("int32", MPI_INT32_T, 3, c, ip, host_memory);
         }
     nexar_stats_t st;
     nexar_get_stats(&st);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sys/mman.h>
 #include <thread>
@@ -1014,12 +1015,32 @@ TEST(RingPhases, HalvesComposeToTheAllreduce) {
 // at each position with its own MPI block reduced in place, and an
 // allgather started from each rank's block fills every block, for uneven
 // and empty blocks and a ring order that is not the rank order, through
-// every kind of hop.  A gap between two blocks is never written.
+// every kind of hop, and on the host-emulated GPU (fake_device.h) through
+// the staged and direct device paths.  A gap between two blocks is never
+// written.
 TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
-    enum class Hop { ucx, slots, cma, push };
-    for (Hop hop : {Hop::ucx, Hop::slots, Hop::cma, Hop::push})
+    enum class Hop { ucx, slots, cma, push, staged, direct };
+    const nexar_device_api* api = fake_device::api();
+    for (Hop hop : {Hop::ucx, Hop::slots, Hop::cma, Hop::push, Hop::staged, Hop::direct})
         for (int n : {2, 3, 5}) {
             SCOPED_TRACE("hop=" + std::to_string(int(hop)) + " n=" + std::to_string(n));
+            const bool on_device = hop == Hop::staged || hop == Hop::direct;
+            // A buffer of `count` items, all `fill`: in host memory, or in the fake GPU's.
+            using Buffer = std::unique_ptr<int32_t, std::function<void(int32_t*)>>;
+            auto buffer = [&](size_t count, int32_t fill) {
+                void* p = nullptr;
+                if (on_device)
+                    EXPECT_EQ(api->alloc_device(&p, (count + 1) * sizeof(int32_t)), 0);
+                else
+                    p = new int32_t[count + 1];
+                std::fill_n(static_cast<int32_t*>(p), count, fill);
+                return Buffer(static_cast<int32_t*>(p), [on_device, api](int32_t* q) {
+                    if (on_device)
+                        api->free_device(q);
+                    else
+                        delete[] q;
+                });
+            };
             // The MPI rank at ring position p (as a topology would order them).
             auto rank_at = [n](int p) { return n - 1 - p; };
             std::vector<int> seen(static_cast<size_t>(n), 0);
@@ -1047,39 +1068,53 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
             auto body = [&](int p, const RingPeers& peers, SendChannel& to, RecvChannel& from) {
                 const int me = rank_at(p);
                 RankResult res;
-                std::vector<int32_t> in(extent), work(extent, -1);
-                for (size_t i = 0; i < extent; ++i) in[i] = value(me, i);
-                res.status = ring_run(peers, 1, in.data(), work.data(), layout, DataType::i32, opt, to, from,
+                Buffer in = buffer(extent, 0), work = buffer(extent, -1);
+                for (size_t i = 0; i < extent; ++i) in.get()[i] = value(me, i);
+                res.status = ring_run(peers, 1, in.get(), work.get(), layout, DataType::i32, opt, to, from,
                                       RingPhases::reduce_scatter, &res.error);
-                scattered[size_t(me)] = work;
+                scattered[size_t(me)].assign(work.get(), work.get() + extent);
                 // Again, with this rank's block landing in a buffer of its own.
-                std::vector<int32_t> own(counts[size_t(me)] + 1, -3);
-                std::fill(work.begin(), work.end(), -1);
+                const size_t own_count = counts[size_t(me)];
+                Buffer own = buffer(own_count + 1, -3);
+                std::fill_n(work.get(), extent, -1);
                 if (ok(res.status))
-                    res.status = ring_run(peers, 3, in.data(), work.data(), layout, DataType::i32, opt, to, from,
-                                          RingPhases::reduce_scatter, &res.error, reinterpret_cast<char*>(own.data()));
-                landed[size_t(me)] = own;
-                if (counts[size_t(me)] > 0 && work[displs[size_t(me)]] != -1)
+                    res.status = ring_run(peers, 3, in.get(), work.get(), layout, DataType::i32, opt, to, from,
+                                          RingPhases::reduce_scatter, &res.error, reinterpret_cast<char*>(own.get()));
+                landed[size_t(me)].assign(own.get(), own.get() + own_count + 1);
+                if (own_count > 0 && work.get()[displs[size_t(me)]] != -1)
                     res = {Status::mismatch, "the own block was also written into the work buffer"};
-                std::vector<int32_t> all(extent, -7);
+                Buffer all = buffer(extent, -7);
                 for (size_t i = 0; i < extent; ++i)
-                    if (in_block(me, i)) all[i] = value(me, i) * 3;
+                    if (in_block(me, i)) all.get()[i] = value(me, i) * 3;
                 if (ok(res.status))
-                    res.status = ring_run(peers, 2, all.data(), all.data(), layout, DataType::i32, opt, to, from,
+                    res.status = ring_run(peers, 2, all.get(), all.get(), layout, DataType::i32, opt, to, from,
                                           RingPhases::allgather, &res.error);
                 if (landed[size_t(me)].back() != -3) res = {Status::mismatch, "written past the own block"};
-                gathered[size_t(me)] = all;
+                gathered[size_t(me)].assign(all.get(), all.get() + extent);
                 return res;
             };
             std::vector<RankResult> results;
-            if (hop == Hop::ucx) {
+            const unsigned long device_ops_before = fake_device::operations();
+            if (hop == Hop::ucx || on_device) {
                 run_ranks(
                     n,
                     [&](int p, RingLinks& links) {
+                        const auto mode = hop == Hop::staged ? DeviceEngine::Mode::staged : DeviceEngine::Mode::direct;
                         RingScratch scratch;
-                        if (!ok(scratch.reserve(opt.segment_bytes, opt.depth))) return RankResult{Status::no_memory, ""};
-                        // The reduce-scatter runs out of place; the allgather reduces nothing.
-                        HostEngine engine(DataType::i32, ReduceOp::sum, scratch, false);
+                        DeviceBuffers buffers(api);
+                        std::string err;
+                        if (!ok(scratch.reserve(on_device ? 0 : opt.segment_bytes, opt.depth)) ||
+                            (on_device &&
+                             !ok(buffers.reserve(0, layout_slot_bytes(layout, sizeof(int32_t), opt.segment_bytes),
+                                                 opt.depth, mode == DeviceEngine::Mode::staged, &err))))
+                            return RankResult{Status::no_memory, err};
+                        // On the host the reduce-scatter runs out of place; the allgather reduces nothing.
+                        std::optional<HostEngine> host;
+                        std::optional<DeviceEngine> device;
+                        SegmentEngine& engine =
+                            on_device ? static_cast<SegmentEngine&>(device.emplace(mode, DataType::i32, ReduceOp::sum,
+                                                                                   buffers, UCS_MEMORY_TYPE_HOST))
+                                      : host.emplace(DataType::i32, ReduceOp::sum, scratch, false);
                         UcxSendChannel to(*links.worker, *links.next, links.peers.next_rank, opt.depth, scratch,
                                           engine, false);
                         UcxRecvChannel from(*links.worker, links.prev, links.peers.prev_rank, opt.depth, scratch,
@@ -1087,6 +1122,7 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
                         return body(p, links.peers, to, from);
                     },
                     &results);
+                if (on_device) EXPECT_GT(fake_device::operations(), device_ops_before) << "the fake GPU was never used";
             } else {
                 const ShmCopy copy = hop == Hop::push ? ShmCopy::push : hop == Hop::cma ? ShmCopy::cma : ShmCopy::slots;
                 run_shm_ranks(
