@@ -61,6 +61,9 @@
  * allgather alone: t >= S(n-1)/n * 2/Bc for a two-copy design, busbw bound
  * Bc/2, one-pass Bc.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr (test/own_mpi.h) */
+#endif
 #include <dlfcn.h>
 #include <mpi.h>
 #include <sys/mman.h>
@@ -70,6 +73,7 @@
 #include <string.h>
 
 #include "../test/gpu/cudart_loader.h"
+#include "../test/own_mpi.h"
 
 typedef struct {
     uint64_t ring_calls, ring_bytes, passthrough_calls, fallback_calls;
@@ -83,23 +87,27 @@ static int coll = ALLREDUCE;
 static int nranks = 1; /* MPI_COMM_WORLD's size */
 static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather"};
 static char *host_stage = NULL; /* -d cuda: the host copy the MPI column reduces */
+/* The MPI's own PMPI_* (test/own_mpi.h): nexar defines PMPI_Allreduce too. */
+static __typeof__(&PMPI_Allreduce) own_allreduce;
+static __typeof__(&PMPI_Reduce_scatter_block) own_reduce_scatter_block;
+static __typeof__(&PMPI_Allgather) own_allgather;
 
 /* One call the way the column does it; count is the whole vector's. */
 static void one(int use_pmpi, const void *s, void *r, int count, MPI_Datatype dt, size_t bytes) {
     const int block = count / nranks;
     if (coll == REDUCE_SCATTER) {
-        if (use_pmpi) PMPI_Reduce_scatter_block(s, r, block, dt, MPI_SUM, MPI_COMM_WORLD);
+        if (use_pmpi) own_reduce_scatter_block(s, r, block, dt, MPI_SUM, MPI_COMM_WORLD);
         else MPI_Reduce_scatter_block(s, r, block, dt, MPI_SUM, MPI_COMM_WORLD);
     } else if (coll == ALLGATHER) {
-        if (use_pmpi) PMPI_Allgather(s, block, dt, r, block, dt, MPI_COMM_WORLD);
+        if (use_pmpi) own_allgather(s, block, dt, r, block, dt, MPI_COMM_WORLD);
         else MPI_Allgather(s, block, dt, r, block, dt, MPI_COMM_WORLD);
     } else if (!use_pmpi) {
         MPI_Allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
     } else if (!on_device) {
-        PMPI_Allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
+        own_allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
     } else {
         cuda.Memcpy(host_stage, s == MPI_IN_PLACE ? r : s, bytes, 4);
-        PMPI_Allreduce(MPI_IN_PLACE, host_stage, count, dt, MPI_SUM, MPI_COMM_WORLD);
+        own_allreduce(MPI_IN_PLACE, host_stage, count, dt, MPI_SUM, MPI_COMM_WORLD);
         cuda.Memcpy(r, host_stage, bytes, 4);
     }
 }
@@ -111,7 +119,7 @@ static double run(int use_pmpi, const void *s, void *r, int count, MPI_Datatype 
     for (int i = 0; i < iters; ++i) one(use_pmpi, s, r, count, dt, bytes);
     double t = (MPI_Wtime() - t0) / iters, tmax = 0;
     /* The slowest rank's average, as the collective finishes with it. */
-    PMPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    own_allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     return tmax;
 }
 
@@ -278,6 +286,9 @@ int main(int argc, char **argv) {
     int iters = -1, warmup = -1, validate = 0, in_place = 0, reps = -1, overhead = 0, thp = 0;
     const char *type = "float", *csv_path = NULL, *plot_path = NULL;
     MPI_Init(&argc, &argv);
+    own_allreduce = own_mpi(PMPI_Allreduce);
+    own_reduce_scatter_block = own_mpi(PMPI_Reduce_scatter_block);
+    own_allgather = own_mpi(PMPI_Allgather);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -348,7 +359,7 @@ int main(int argc, char **argv) {
     FILE *csv = (rank == 0 && csv_path) ? fopen(csv_path, "w") : NULL;
     if (overhead) {
         if (rank == 0)
-            printf("# nexar osu-style allreduce: %d ranks, %s; MPI = PMPI_Allreduce, nexar = MPI_Allreduce%s\n", size,
+            printf("# nexar osu-style allreduce: %d ranks, %s; MPI = the MPI's own PMPI_Allreduce, nexar = MPI_Allreduce%s\n", size,
                    type, intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
         int rc = overhead_table(min, max, dt, esz, iters > 0 ? iters : 2000, reps > 0 ? reps : 30, rank, csv);
         if (csv) fclose(csv);
@@ -401,7 +412,7 @@ int main(int argc, char **argv) {
     if (thp && host_s && host_r) {
         /* How much really is on huge pages: the least over ranks. */
         double share[2] = {huge_page_share(host_s, max), huge_page_share(host_r, max)}, least[2];
-        PMPI_Allreduce(share, least, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+        own_allreduce(share, least, 2, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
         if (rank == 0) {
             printf("# buffers: transparent huge pages (2 MiB-aligned, MADV_HUGEPAGE); on huge pages: send %.0f%%, "
                    "receive %.0f%% (least over ranks)%s\n",
@@ -434,7 +445,7 @@ int main(int argc, char **argv) {
         if (validate && coll == ALLREDUCE) {  /* nexar's result against PMPI_Allreduce on a host copy of the input */
             fill(host_s, (size_t)count, dt, rank);
             memcpy(check, host_s, bytes);
-            PMPI_Allreduce(MPI_IN_PLACE, check, count, dt, MPI_SUM, MPI_COMM_WORLD);
+            own_allreduce(MPI_IN_PLACE, check, count, dt, MPI_SUM, MPI_COMM_WORLD);
             cuda_or_host_copy(sbuf, host_s, bytes);
             cuda_or_host_copy(rbuf, host_s, bytes);
             MPI_Allreduce(s, rbuf, count, dt, MPI_SUM, MPI_COMM_WORLD);
@@ -491,7 +502,7 @@ int main(int argc, char **argv) {
         plot(csv_path, plot_path, size, title);
     }
     int any_bad = 0;
-    PMPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    own_allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (rank == 0 && validate)
         printf("# validation: %s%s\n", any_bad ? "FAILED" : "all sizes match ",
                any_bad ? "" : coll == REDUCE_SCATTER ? "PMPI_Reduce_scatter_block" : coll == ALLGATHER ? "PMPI_Allgather"

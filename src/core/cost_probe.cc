@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/pmpi.h"
 #include "core/ring_calls.h"
 
 namespace nexar {
@@ -80,7 +81,7 @@ Status probe_costs(CommContext& ctx, const Config& cfg, CostModel* out, std::str
         *seconds = 1e30;
         for (int i = 0; i <= kRepeats; ++i) {
             int any = failed;
-            PMPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, ctx.comm());  // also lines the ranks up
+            pmpi::allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, ctx.comm());  // also lines the ranks up
             if (any) {
                 failed = 1;
                 return;
@@ -107,7 +108,7 @@ Status probe_costs(CommContext& ctx, const Config& cfg, CostModel* out, std::str
     t[1] = -t[1];
     t[2] = -t[2];
     t[3] = failed;
-    PMPI_Allreduce(MPI_IN_PLACE, t, 4, MPI_DOUBLE, MPI_MAX, ctx.comm());
+    pmpi::allreduce(MPI_IN_PLACE, t, 4, MPI_DOUBLE, MPI_MAX, ctx.comm());
     t[1] = -t[1];
     t[2] = -t[2];
     if (t[3] != 0) {

@@ -20,6 +20,7 @@
 #include "algo/ring.h"
 #include "core/collective.h"
 #include "core/log.h"
+#include "core/pmpi.h"
 #include "core/ring_calls.h"
 #include "core/runtime.h"
 #include "core/stats.h"
@@ -36,12 +37,12 @@ namespace {
 // The PMPI function the call would have reached, with `op` (MPI_Allgather: none).
 int call_pmpi(const CollectiveCall& c, MPI_Op op) {
     switch (c.kind) {
-        case Collective::allreduce: return PMPI_Allreduce(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
+        case Collective::allreduce: return pmpi::allreduce(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
         case Collective::reduce_scatter:
-            return c.varying ? PMPI_Reduce_scatter(c.sendbuf, c.recvbuf, c.recvcounts, c.datatype, op, c.comm)
-                             : PMPI_Reduce_scatter_block(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
+            return c.varying ? pmpi::reduce_scatter(c.sendbuf, c.recvbuf, c.recvcounts, c.datatype, op, c.comm)
+                             : pmpi::reduce_scatter_block(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
         case Collective::allgather:
-            return PMPI_Allgather(c.sendbuf, c.sendcount, c.sendtype, c.recvbuf, c.count, c.datatype, c.comm);
+            return pmpi::allgather(c.sendbuf, c.sendcount, c.sendtype, c.recvbuf, c.count, c.datatype, c.comm);
     }
     return MPI_ERR_INTERN;
 }
@@ -308,15 +309,15 @@ int staged_through_host(Runtime& rt, CommContext& ctx, const LocalPlan& plan, co
         const MPI_Op op = call.kind == Collective::allgather ? MPI_OP_NULL : pmpi_op(call.datatype, call.op);
         switch (call.kind) {
             case Collective::allreduce:
-                rc = PMPI_Allreduce(MPI_IN_PLACE, host, call.count, call.datatype, op, call.comm);
+                rc = pmpi::allreduce(MPI_IN_PLACE, host, call.count, call.datatype, op, call.comm);
                 break;
             case Collective::reduce_scatter:
                 rc = call.varying
-                         ? PMPI_Reduce_scatter(MPI_IN_PLACE, host, call.recvcounts, call.datatype, op, call.comm)
-                         : PMPI_Reduce_scatter_block(MPI_IN_PLACE, host, call.count, call.datatype, op, call.comm);
+                         ? pmpi::reduce_scatter(MPI_IN_PLACE, host, call.recvcounts, call.datatype, op, call.comm)
+                         : pmpi::reduce_scatter_block(MPI_IN_PLACE, host, call.count, call.datatype, op, call.comm);
                 break;
             case Collective::allgather:
-                rc = PMPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, call.count, call.datatype, call.comm);
+                rc = pmpi::allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, call.count, call.datatype, call.comm);
                 break;
         }
         if (rc != MPI_SUCCESS) return rc;
@@ -379,9 +380,10 @@ int raise_mpi_error(MPI_Comm comm, int error_class) {
 int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
     // The small call's path, without building a description of it.
     const Runtime* rt = Runtime::get();
+    if (!rt) rt = Runtime::start_late(comm);
     if (rt && rt->config().enable && small_allreduce(rt->config(), count, sendbuf, recvbuf)) {
         process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
-        return PMPI_Allreduce(sendbuf, recvbuf, count, dt, pmpi_op(dt, op), comm);
+        return pmpi::allreduce(sendbuf, recvbuf, count, dt, pmpi_op(dt, op), comm);
     }
     CollectiveCall call;
     call.sendbuf = sendbuf, call.recvbuf = recvbuf, call.count = count, call.datatype = dt, call.op = op;
@@ -392,6 +394,7 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datat
 int intercept_collective(const CollectiveCall& call) {
     Stats& stats = process_stats();
     Runtime* rt = Runtime::get();
+    if (!rt) rt = Runtime::start_late(call.comm);
     if (!rt || !rt->config().enable) return pass_through(call, stats.passthrough_calls);
     const Config& cfg = rt->config();
     const bool allreduce = call.kind == Collective::allreduce;
@@ -525,7 +528,7 @@ int intercept_collective(const CollectiveCall& call) {
         agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, call.kind, bytes, ring_in_place));
         agreed.ucx_segment = int64_t(plan.segment);
         agreed.buffers = buffers_ok;
-        PMPI_Allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, call.comm);
+        pmpi::allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, call.comm);
     };
     plan_and_agree();
     if (!agreed.buffers) {

@@ -15,6 +15,7 @@
 #include "core/cost_probe.h"
 #include "core/ring_calls.h"
 #include "core/log.h"
+#include "core/pmpi.h"
 #include "core/stats.h"
 #include "memory/device.h"
 #include "reduce/mpi_types.h"
@@ -25,21 +26,54 @@ namespace nexar {
 
 namespace {
 std::atomic<Runtime*> g_runtime{nullptr};
+std::atomic<bool> g_stopped{false};
 std::mutex g_lifecycle_mutex;
+// Set while this thread starts the runtime: a call that the MPI makes back
+// into nexar meanwhile must not start it again.
+thread_local bool t_starting = false;
 }  // namespace
 
 Runtime* Runtime::get() { return g_runtime.load(std::memory_order_acquire); }
 
 void Runtime::start(int thread_level) {
     std::lock_guard<std::mutex> lock(g_lifecycle_mutex);
-    if (get()) return;
+    if (get() || g_stopped.load()) return;
+    struct Starting {
+        Starting() { t_starting = true; }
+        ~Starting() { t_starting = false; }
+    } starting;
     auto* rt = new Runtime();
     rt->init(thread_level);
     g_runtime.store(rt, std::memory_order_release);
 }
 
+Runtime* Runtime::start_late(MPI_Comm comm) {
+    if (t_starting || g_stopped.load(std::memory_order_relaxed)) return nullptr;
+    int initialized = 0, finalized = 0;
+    PMPI_Initialized(&initialized);
+    PMPI_Finalized(&finalized);
+    if (!initialized || finalized) return nullptr;
+    int order = MPI_UNEQUAL;
+    if (comm == MPI_COMM_NULL || PMPI_Comm_compare(comm, MPI_COMM_WORLD, &order) != MPI_SUCCESS ||
+        (order != MPI_IDENT && order != MPI_CONGRUENT)) {
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true))
+            NEXAR_WARN("MPI was initialized without passing through libnexar_pmpi (loaded after MPI_Init?): "
+                       "nexar starts at the first collective call on MPI_COMM_WORLD, and calls before it pass "
+                       "through to MPI");
+        return nullptr;
+    }
+    int provided = MPI_THREAD_SINGLE;
+    PMPI_Query_thread(&provided);
+    start(provided);
+    Runtime* rt = get();
+    if (rt) NEXAR_INFO("started at the first collective call on MPI_COMM_WORLD (MPI_Init did not pass through nexar)");
+    return rt;
+}
+
 void Runtime::stop() {
     std::lock_guard<std::mutex> lock(g_lifecycle_mutex);
+    g_stopped.store(true);
     Runtime* rt = get();
     if (!rt) return;
     // Contexts first (they hold endpoints and inboxes); the endpoint cache,
@@ -111,7 +145,7 @@ void Runtime::init(int thread_level) {
         PMPI_Comm_free(&local);
     }
     spans = local_size < world_size ? 1 : 0;
-    PMPI_Allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    pmpi::allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     protocol.eager_only = spans && !getenv("UCX_RNDV_THRESH");
     // One worker for the whole process, whatever the number of
     // communicators (their tags tell them apart, core/comm_context.h):
@@ -156,7 +190,7 @@ void Runtime::start_device() {
         NEXAR_INFO("device buffers: %s path", mode == DeviceEngine::Mode::direct ? "direct (CUDA-aware UCX)"
                                                                                  : "staged through pinned host memory");
     int mine = device_api_ ? 1 : 0, any = 0;
-    PMPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    pmpi::allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     device_possible_ = any != 0;
 }
 
@@ -316,7 +350,7 @@ RingTopology learn_topology(MPI_Comm comm, int rank, int size) {
         PMPI_Comm_free(&local);
     }
     std::vector<int> node_of(size_t(size), 0);
-    PMPI_Allgather(&leader, 1, MPI_INT, node_of.data(), 1, MPI_INT, comm);
+    pmpi::allgather(&leader, 1, MPI_INT, node_of.data(), 1, MPI_INT, comm);
     return RingTopology(node_of);
 }
 
@@ -394,7 +428,7 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
         }
     }
     std::vector<ShmInboxName> all(size_t(ctx.size()));
-    PMPI_Allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
+    pmpi::allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
     int opened = 0;
     const int local_next = topo.local_next(me);
     if (company && all[size_t(local_next)].name[0]) {
@@ -404,7 +438,7 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
     }
     probe_neighbour_memory(ctx, all[size_t(topo.local_prev(me))], all[size_t(local_next)]);
     std::vector<int> opened_by_rank(size_t(ctx.size()));  // also: every probe is done
-    PMPI_Allgather(&opened, 1, MPI_INT, opened_by_rank.data(), 1, MPI_INT, ctx.comm());
+    pmpi::allgather(&opened, 1, MPI_INT, opened_by_rank.data(), 1, MPI_INT, ctx.comm());
     std::vector<int> hop_shm(size_t(ctx.size()));  // by the sender's ring position
     bool every_local_hop = true;
     for (int r = 0; r < ctx.size(); ++r) {
@@ -437,7 +471,7 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     if (ok(s)) ctx.connect_inter(std::move(to_next), std::move(to_prev));
     bool local_ring = connect_shm(ctx, true);
     int ready = ok(s) && local_ring ? 1 : 0;
-    PMPI_Allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
+    pmpi::allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
     if (!ok(s)) NEXAR_INFO("communicator context %u: no inter-node endpoints: %s", ctx.id(), error.c_str());
     if (!ready) {
         NEXAR_INFO("communicator context %u: the hierarchical allreduce cannot run (a node ring or endpoint is "
@@ -488,7 +522,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
     //    whether every member has a transport and an id.
     const uint32_t id = transport_ready() ? allocate_tag_id() : 0;
     int missing = id == 0 ? 1 : 0;
-    PMPI_Allreduce(MPI_IN_PLACE, &missing, 1, MPI_INT, MPI_MAX, comm);
+    pmpi::allreduce(MPI_IN_PLACE, &missing, 1, MPI_INT, MPI_MAX, comm);
     auto* ctx = new CommContext(comm, rank, size, id, learn_topology(comm, rank, size));
     touch(*ctx);  // the newest: never the first to give its inboxes up
 
@@ -500,13 +534,13 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         // 2. Every rank's tag id, and the address of every rank's worker.
         std::vector<int> ids(static_cast<size_t>(size));
         int my_id = int(id);
-        PMPI_Allgather(&my_id, 1, MPI_INT, ids.data(), 1, MPI_INT, comm);
+        pmpi::allgather(&my_id, 1, MPI_INT, ids.data(), 1, MPI_INT, comm);
         ctx->set_tag_ids(std::vector<uint32_t>(ids.begin(), ids.end()));
         ctx->use_worker(worker_.get());
         const std::vector<uint8_t>& mine = worker_->address();
         int my_len = int(mine.size());
         std::vector<int> lens(size), displs(size);
-        PMPI_Allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm);
+        pmpi::allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm);
         size_t total = 0;
         for (int i = 0; i < size; ++i) displs[i] = int(total), total += size_t(lens[i]);
         std::vector<uint8_t> all(total);
@@ -516,7 +550,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         if (ok(s)) ctx->connect(std::move(to_next), std::move(to_prev));
         // 3. Everyone connected, or everyone passes through.
         int connected = ok(s) ? 1 : 0;
-        PMPI_Allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, comm);
+        pmpi::allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, comm);
         if (!ok(s)) NEXAR_WARN("could not connect to ring neighbours: %s", error->c_str());
         if (!connected) {
             ctx->disable();

@@ -1,6 +1,8 @@
 // The process-wide nexar runtime: job-wide configuration, the UCX context
-// and worker, the communicator-context cache and the stats.  Started by the
-// MPI_Init* wrappers after PMPI_Init*, torn down before PMPI_Finalize.
+// and worker, the communicator-context cache and the stats.  Started once
+// MPI is initialized (by nexar's MPI_Init* or PMPI_Init*, shim/, or else
+// at the first collective call on MPI_COMM_WORLD: start_late), torn down
+// before PMPI_Finalize or by the MPI_COMM_SELF attribute at finalize.
 #pragma once
 
 #include <mpi.h>
@@ -28,8 +30,16 @@ public:
     // settings).  Never fails the job: if UCX cannot start the runtime stays
     // up in pass-through mode with a one-time warning.
     static void start(int thread_level);
-    // Idempotent; prints the NEXAR_STATS line.
+    // Idempotent; prints the NEXAR_STATS line.  Once stopped, nexar does
+    // not start again in this process.
     static void stop();
+    // For a call on `comm` that finds nexar not started: MPI was initialized
+    // without passing through nexar's MPI_Init* or PMPI_Init* (say, nexar
+    // was loaded after MPI_Init).  Starts it when `comm` is MPI_COMM_WORLD
+    // or congruent to it, since every rank makes that call and so starts
+    // together; otherwise says once that calls pass through until then.
+    // Null when it did not start.
+    static Runtime* start_late(MPI_Comm comm);
     // Null before start() and after stop().
     static Runtime* get();
 

@@ -1,23 +1,56 @@
 // The exported MPI entry points.  Each is a thin extern "C" wrapper: it
-// calls the PMPI_* function or the nexar runtime, and no C++ exception ever
-// crosses back into the caller.
+// calls the nexar runtime or the MPI, and no C++ exception ever crosses back
+// into the caller.
+//
+// Beside other PMPI tools (profilers, tracers), in either load order:
+//   - PMPI_X is defined here too, for every call nexar takes (and for
+//     PMPI_Init*/PMPI_Finalize): a tool loaded before nexar wraps MPI_X and
+//     calls PMPI_X, which lands here, and nexar forwards what it does not
+//     take to the MPI's own PMPI_X (core/pmpi.h).
+//   - MPI_X forwards to the next MPI_X in load order when that is a tool's
+//     (loaded after nexar): the tool sees the call and reaches nexar through
+//     PMPI_X.  When the next MPI_X is the MPI's own, MPI_X is nexar's PMPI_X.
+// So every call is handled once, whatever the order.  A tool after nexar
+// that does not call PMPI_X (it reaches the MPI some other way) hides the
+// call from nexar: said once, with the fix.
+#include <dlfcn.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <exception>
 
 #include "core/collective.h"
 #include "core/log.h"
+#include "core/pmpi.h"
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "shim/shim.h"
 
 namespace nexar {
 
+namespace {
+
+// A library loaded before this one that defines PMPI_Allreduce as well takes
+// the calls tools make through PMPI_Allreduce: nexar cannot see them.
+void check_pmpi_order() {
+    Dl_info first, mine;
+    void* f = dlsym(RTLD_DEFAULT, "PMPI_Allreduce");
+    if (f && dladdr(f, &first) && dladdr(reinterpret_cast<void*>(&check_pmpi_order), &mine) &&
+        first.dli_fbase != mine.dli_fbase)
+        NEXAR_WARN("%s defines PMPI_Allreduce and is loaded before libnexar_pmpi: calls that tools make through "
+                   "PMPI_* reach it, not nexar; load libnexar_pmpi first",
+                   first.dli_fname ? first.dli_fname : "another library");
+}
+
+}  // namespace
+
 void shim_start_runtime() {
     try {
         int provided = MPI_THREAD_SINGLE;
         PMPI_Query_thread(&provided);
+        const bool first = !Runtime::get();
         nexar::Runtime::start(provided);
+        if (first) check_pmpi_order();
     } catch (const std::exception& e) {
         NEXAR_WARN("could not start (%s); every MPI_Allreduce passes through to MPI", e.what());
     } catch (...) {
@@ -33,57 +66,183 @@ void shim_stop_runtime() {
     }
 }
 
+namespace {
+
+// The definition of `name` in a library loaded after this one, when it is
+// not the MPI's own: a tool's.  Null when the next one is the MPI's.
+template <class F>
+F tool_after_us(const char* name) {
+    void* next = dlsym(RTLD_NEXT, name);
+    Dl_info info;
+    if (!next || !dladdr(next, &info) || info.dli_fbase == pmpi::mpi_library_base()) return nullptr;
+    return reinterpret_cast<F>(next);
+}
+
+// Set while a tool's MPI_X runs for nexar's MPI_X; its PMPI_X clears it.
+thread_local bool t_awaiting_pmpi = false;
+
+void reached_pmpi() { t_awaiting_pmpi = false; }
+
+// Calls a tool's MPI_X, and says once if the call never came back through
+// PMPI_X: the tool reaches the MPI some other way, and nexar cannot see it.
+template <class F, class... Args>
+int through_tool(F tool, const char* name, Args... args) {
+    t_awaiting_pmpi = true;
+    const int rc = tool(args...);
+    if (t_awaiting_pmpi) {
+        static std::atomic<bool> said{false};
+        Dl_info info;
+        if (!said.exchange(true))
+            NEXAR_WARN("%s of %s, loaded after libnexar_pmpi, did not call PMPI_%s: nexar cannot take these calls. "
+                       "Preload the tool first (LD_PRELOAD=\"tool.so libnexar_pmpi.so\")",
+                       name, dladdr(reinterpret_cast<void*>(tool), &info) && info.dli_fname ? info.dli_fname : "a tool",
+                       name + 4);
+    }
+    t_awaiting_pmpi = false;
+    return rc;
+}
+
+// The collectives' own handling (PMPI_X's body).
+int allreduce_here(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    return shim_guard("MPI_Allreduce", comm,
+                      [&] { return intercept_allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
+}
+
+int reduce_scatter_block_here(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                              MPI_Comm comm) {
+    CollectiveCall c;
+    c.kind = Collective::reduce_scatter, c.name = "MPI_Reduce_scatter_block";
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = recvcount, c.datatype = datatype, c.op = op, c.comm = comm;
+    return shim_intercept(c);
+}
+
+int reduce_scatter_here(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                        MPI_Comm comm) {
+    CollectiveCall c;
+    c.kind = Collective::reduce_scatter, c.name = "MPI_Reduce_scatter";
+    c.varying = true;
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.recvcounts = recvcounts, c.datatype = datatype, c.op = op;
+    c.comm = comm;
+    return shim_intercept(c);
+}
+
+int allgather_here(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm) {
+    CollectiveCall c;
+    c.kind = Collective::allgather, c.name = "MPI_Allgather";
+    c.sendbuf = sendbuf, c.sendcount = sendcount, c.sendtype = sendtype;
+    c.recvbuf = recvbuf, c.count = recvcount, c.datatype = recvtype, c.comm = comm;
+    return shim_intercept(c);
+}
+
+using InitFn = int (*)(int*, char***);
+using InitThreadFn = int (*)(int*, char***, int, int*);
+using FinalizeFn = int (*)();
+using AllreduceFn = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+using ReduceScatterBlockFn = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+using ReduceScatterFn = int (*)(const void*, void*, const int[], MPI_Datatype, MPI_Op, MPI_Comm);
+using AllgatherFn = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
+
+}  // namespace
 }  // namespace nexar
+
+using namespace nexar;
 
 extern "C" {
 
+// ---------------------------------------------------------------- start, stop
+int PMPI_Init(int* argc, char*** argv) {
+    int rc = pmpi::init(argc, argv);
+    if (rc == MPI_SUCCESS) shim_start_runtime();
+    return rc;
+}
+
+int PMPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+    int rc = pmpi::init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) shim_start_runtime();
+    return rc;
+}
+
+int PMPI_Finalize(void) {
+    shim_stop_runtime();
+    return pmpi::finalize();
+}
+
+// A tool after nexar initializes through PMPI_Init*, which starts nexar.
 int MPI_Init(int* argc, char*** argv) {
-    int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS) nexar::shim_start_runtime();
+    static const auto tool = tool_after_us<InitFn>("MPI_Init");
+    int rc = tool ? tool(argc, argv) : pmpi::init(argc, argv);
+    if (rc == MPI_SUCCESS) shim_start_runtime();
     return rc;
 }
 
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-    int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS) nexar::shim_start_runtime();
+    static const auto tool = tool_after_us<InitThreadFn>("MPI_Init_thread");
+    int rc = tool ? tool(argc, argv, required, provided) : pmpi::init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) shim_start_runtime();
     return rc;
 }
 
+// A tool after nexar finalizes through PMPI_Finalize, which stops nexar
+// (so nexar still takes the calls the tool makes before it); so does the
+// MPI_COMM_SELF attribute (core/runtime.cc) when nothing passes here.
 int MPI_Finalize(void) {
-    nexar::shim_stop_runtime();
-    return PMPI_Finalize();
+    static const auto tool = tool_after_us<FinalizeFn>("MPI_Finalize");
+    if (tool) return tool();
+    shim_stop_runtime();
+    return pmpi::finalize();
+}
+
+// ---------------------------------------------------------------- collectives
+int PMPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    reached_pmpi();
+    return allreduce_here(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-    return nexar::shim_guard("MPI_Allreduce", comm,
-                             [&] { return nexar::intercept_allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
+    static const auto tool = tool_after_us<AllreduceFn>("MPI_Allreduce");
+    if (tool) return through_tool(tool, "MPI_Allreduce", sendbuf, recvbuf, count, datatype, op, comm);
+    return allreduce_here(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int PMPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                              MPI_Comm comm) {
+    reached_pmpi();
+    return reduce_scatter_block_here(sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
 
 int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                              MPI_Comm comm) {
-    nexar::CollectiveCall c;
-    c.kind = nexar::Collective::reduce_scatter, c.name = "MPI_Reduce_scatter_block";
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = recvcount, c.datatype = datatype, c.op = op, c.comm = comm;
-    return nexar::shim_intercept(c);
+    static const auto tool = tool_after_us<ReduceScatterBlockFn>("MPI_Reduce_scatter_block");
+    if (tool) return through_tool(tool, "MPI_Reduce_scatter_block", sendbuf, recvbuf, recvcount, datatype, op, comm);
+    return reduce_scatter_block_here(sendbuf, recvbuf, recvcount, datatype, op, comm);
+}
+
+int PMPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                        MPI_Comm comm) {
+    reached_pmpi();
+    return reduce_scatter_here(sendbuf, recvbuf, recvcounts, datatype, op, comm);
 }
 
 int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
                        MPI_Comm comm) {
-    nexar::CollectiveCall c;
-    c.kind = nexar::Collective::reduce_scatter, c.name = "MPI_Reduce_scatter";
-    c.varying = true;
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.recvcounts = recvcounts, c.datatype = datatype, c.op = op;
-    c.comm = comm;
-    return nexar::shim_intercept(c);
+    static const auto tool = tool_after_us<ReduceScatterFn>("MPI_Reduce_scatter");
+    if (tool) return through_tool(tool, "MPI_Reduce_scatter", sendbuf, recvbuf, recvcounts, datatype, op, comm);
+    return reduce_scatter_here(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+}
+
+int PMPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm) {
+    reached_pmpi();
+    return allgather_here(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
-    nexar::CollectiveCall c;
-    c.kind = nexar::Collective::allgather, c.name = "MPI_Allgather";
-    c.sendbuf = sendbuf, c.sendcount = sendcount, c.sendtype = sendtype;
-    c.recvbuf = recvbuf, c.count = recvcount, c.datatype = recvtype, c.comm = comm;
-    return nexar::shim_intercept(c);
+    static const auto tool = tool_after_us<AllgatherFn>("MPI_Allgather");
+    if (tool)
+        return through_tool(tool, "MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    return allgather_here(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 }  // extern "C"

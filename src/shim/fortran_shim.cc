@@ -25,6 +25,7 @@
 
 #include "core/collective.h"
 #include "core/log.h"
+#include "core/pmpi.h"
 #include "core/runtime.h"
 #include "shim/shim.h"
 
@@ -133,7 +134,7 @@ void init_f(const char* name, MPI_Fint* ierr) {
     } else {
         int argc = 0;
         char** argv = nullptr;
-        rc = PMPI_Init(&argc, &argv);
+        rc = nexar::pmpi::init(&argc, &argv);
     }
     if (rc == MPI_SUCCESS) nexar::shim_start_runtime();
     if (ierr) *ierr = MPI_Fint(rc);
@@ -148,7 +149,7 @@ void init_thread_f(const char* name, MPI_Fint* required, MPI_Fint* provided, MPI
     } else {
         int argc = 0, p = 0;
         char** argv = nullptr;
-        rc = PMPI_Init_thread(&argc, &argv, int(*required), &p);
+        rc = nexar::pmpi::init_thread(&argc, &argv, int(*required), &p);
         *provided = MPI_Fint(p);
     }
     if (rc == MPI_SUCCESS) nexar::shim_start_runtime();
@@ -160,7 +161,7 @@ void finalize_f(const char* name, MPI_Fint* ierr) {
     if (InitF next = next_definition<InitF>(name)) {
         next(ierr);
     } else {
-        int rc = PMPI_Finalize();
+        int rc = nexar::pmpi::finalize();
         if (ierr) *ierr = MPI_Fint(rc);
     }
 }

@@ -17,6 +17,8 @@
 // 0..n/2-1 and n/2..n-1; parity gives the even and the odd ranks, so that
 // with ranks placed by slot on several nodes each part spans the nodes.
 #include <mpi.h>
+
+#include "../own_mpi.h"
 #include <sys/prctl.h>
 
 #include <cinttypes>
@@ -183,7 +185,7 @@ int call_collective(bool pmpi, const V& in, V& out, const Blocks& b, size_t per_
             out.assign(total, {});
             if (in_place) out = in;
             const void* src = in_place ? MPI_IN_PLACE : in.data();
-            return pmpi ? PMPI_Allreduce(src, out.data(), int(b.total), dt, mpi_op(op), comm)
+            return pmpi ? own_mpi(PMPI_Allreduce)(src, out.data(), int(b.total), dt, mpi_op(op), comm)
                         : MPI_Allreduce(src, out.data(), int(b.total), dt, mpi_op(op), comm);
         }
         case REDUCE_SCATTER_BLOCK:
@@ -197,10 +199,10 @@ int call_collective(bool pmpi, const V& in, V& out, const Blocks& b, size_t per_
             const void* src = in_place ? MPI_IN_PLACE : in.data();
             int rc;
             if (g_kind == REDUCE_SCATTER_BLOCK)
-                rc = pmpi ? PMPI_Reduce_scatter_block(src, out.data(), b.counts[0], dt, mpi_op(op), comm)
+                rc = pmpi ? own_mpi(PMPI_Reduce_scatter_block)(src, out.data(), b.counts[0], dt, mpi_op(op), comm)
                           : MPI_Reduce_scatter_block(src, out.data(), b.counts[0], dt, mpi_op(op), comm);
             else
-                rc = pmpi ? PMPI_Reduce_scatter(src, out.data(), b.counts.data(), dt, mpi_op(op), comm)
+                rc = pmpi ? own_mpi(PMPI_Reduce_scatter)(src, out.data(), b.counts.data(), dt, mpi_op(op), comm)
                           : MPI_Reduce_scatter(src, out.data(), b.counts.data(), dt, mpi_op(op), comm);
             if (!in_place && !pmpi && !std::equal(guard_copy.begin(), guard_copy.end(), out.begin() + long(own)))
                 rc = -1;  // written past the receive buffer
@@ -217,7 +219,7 @@ int call_collective(bool pmpi, const V& in, V& out, const Blocks& b, size_t per_
             const void* src = !in_place ? static_cast<const void*>(in.data() + at)
                               : rank % 2 == 0 ? static_cast<const void*>(out.data() + at)
                                          : MPI_IN_PLACE;
-            return pmpi ? PMPI_Allgather(src, int(n), dt, out.data(), int(n), dt, comm)
+            return pmpi ? own_mpi(PMPI_Allgather)(src, int(n), dt, out.data(), int(n), dt, comm)
                         : MPI_Allgather(src, int(n), dt, out.data(), int(n), dt, comm);
         }
     }
@@ -515,9 +517,9 @@ int main(int argc, char** argv) {
         ++failures;
     }
     int total = 0;
-    PMPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    own_mpi(PMPI_Allreduce)(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     unsigned long long ring = st.ring_calls, ring_total = 0;
-    PMPI_Allreduce(&ring, &ring_total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    own_mpi(PMPI_Allreduce)(&ring, &ring_total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (g_world_rank == 0) {
         printf("allreduce_check: %s: ranks=%d cases=%d failures=%d ring_calls(all ranks)=%llu\n", kKindNames[g_kind],
                size, cases, total, ring_total);

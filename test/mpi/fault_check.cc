@@ -27,6 +27,8 @@
 //   threads         MPI_THREAD_MULTIPLE: threads run allreduces on their own
 //                   communicators at the same time, all results exact
 #include <mpi.h>
+
+#include "../own_mpi.h"
 #include <algorithm>
 #include <signal.h>
 #include <sys/time.h>
@@ -92,7 +94,7 @@ void mode_errors() {
                                                             std::to_string(error_class(mine)));
             continue;
         }
-        int theirs = PMPI_Allreduce(c.s, c.r, c.count, c.dt, c.op, c.comm);
+        int theirs = own_mpi(PMPI_Allreduce)(c.s, c.r, c.count, c.dt, c.op, c.comm);
         char buf[200];
         snprintf(buf, sizeof buf, "%s: nexar returned class %d, MPI returned class %d", c.name, error_class(mine),
                  error_class(theirs));
@@ -174,7 +176,7 @@ void mode_shared_endpoint() {
     // The rank with the smaller type may see a complete (wrong) ring; the
     // other one waits for segments that never come and fails.
     int failed = rc != MPI_SUCCESS, any_failed = 0;
-    PMPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    own_mpi(PMPI_Allreduce)(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     expect(any_failed, "types of different sizes on communicator a must fail somewhere");
     nexar_stats_t before;
     nexar_get_stats(&before);
@@ -262,7 +264,7 @@ void mode_kill_node(int sig) {
     }
     // Nothing is killed when the layout is wrong: main() reports the failures.
     int any = 0;
-    PMPI_Allreduce(&g_failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    own_mpi(PMPI_Allreduce)(&g_failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any) return;
     ring_with_victims(leaders[size_t(g_rank)] == victim, sig, name);
 }
@@ -349,7 +351,7 @@ int main(int argc, char** argv) {
         ++g_failures;
     }
     int total = 0;
-    PMPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    own_mpi(PMPI_Allreduce)(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0) printf("fault_check %s: failures=%d\n", mode.c_str(), total);
     MPI_Finalize();
     return total ? 1 : 0;

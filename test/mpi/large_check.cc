@@ -6,6 +6,8 @@
 // instead.  Needs about 2.2 GB per rank.  Run by `make check-large`.
 #include <mpi.h>
 
+#include "../own_mpi.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -43,7 +45,7 @@ int main(int argc, char** argv) {
     nexar_get_stats(&st);
     unsigned long long errors =
         bad + (rc != MPI_SUCCESS) + (rc2 != MPI_SUCCESS) + (rc3 != MPI_SUCCESS) + (st.ring_calls != 3), total = 0;
-    PMPI_Allreduce(&errors, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    own_mpi(PMPI_Allreduce)(&errors, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0)
         printf("large_check: %zu bytes, %d ranks, %.2f s, ring_calls=%llu, errors=%llu\n", n * sizeof(double), size,
                took, (unsigned long long)st.ring_calls, total);

@@ -1,0 +1,76 @@
+#include "core/pmpi.h"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace nexar::pmpi {
+
+namespace {
+
+// Resolved once, on first use: RTLD_NEXT from this library is the MPI's
+// definition (or, linked statically into a test program, the first after
+// the program).  A missing one is a broken installation: say which and stop.
+template <class F>
+F next(const char* name) {
+    void* f = dlsym(RTLD_NEXT, name);
+    if (!f) {
+        fprintf(stderr, "nexar: error: the MPI library defines no %s (is the program linked with MPI?)\n", name);
+        abort();
+    }
+    return reinterpret_cast<F>(f);
+}
+
+#define NEXAR_NEXT(fn, type) static const auto own = next<type>(#fn)
+
+}  // namespace
+
+int init(int* argc, char*** argv) {
+    NEXAR_NEXT(PMPI_Init, int (*)(int*, char***));
+    return own(argc, argv);
+}
+
+int init_thread(int* argc, char*** argv, int required, int* provided) {
+    NEXAR_NEXT(PMPI_Init_thread, int (*)(int*, char***, int, int*));
+    return own(argc, argv, required, provided);
+}
+
+int finalize() {
+    NEXAR_NEXT(PMPI_Finalize, int (*)());
+    return own();
+}
+
+int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    NEXAR_NEXT(PMPI_Allreduce, int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm));
+    return own(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                         MPI_Comm comm) {
+    NEXAR_NEXT(PMPI_Reduce_scatter_block, int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm));
+    return own(sendbuf, recvbuf, recvcount, datatype, op, comm);
+}
+
+int reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm) {
+    NEXAR_NEXT(PMPI_Reduce_scatter, int (*)(const void*, void*, const int[], MPI_Datatype, MPI_Op, MPI_Comm));
+    return own(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+}
+
+int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+              MPI_Datatype recvtype, MPI_Comm comm) {
+    NEXAR_NEXT(PMPI_Allgather, int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm));
+    return own(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+const void* mpi_library_base() {
+    static const void* base = [] {
+        Dl_info info;
+        void* f = dlsym(RTLD_NEXT, "PMPI_Allreduce");
+        return f && dladdr(f, &info) ? static_cast<const void*>(info.dli_fbase) : nullptr;
+    }();
+    return base;
+}
+
+}  // namespace nexar::pmpi

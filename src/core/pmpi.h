@@ -1,0 +1,32 @@
+// The MPI's own entry points for the calls libnexar_pmpi defines itself.
+//
+// libnexar_pmpi defines MPI_X and PMPI_X for the collectives it takes and for
+// MPI_Init*/MPI_Finalize (shim/allreduce_shim.cc), so that a profiler loaded
+// before it, which calls PMPI_X, still reaches the ring.  Inside the library
+// a plain call to PMPI_X would then bind to nexar's own definition and come
+// back in; every call nexar makes to these functions, for its own
+// agreements and set-up and for passing a call through, goes here instead,
+// to the next definition in load order (the MPI's).  Other PMPI_* functions
+// nexar does not define are called by name as usual.
+#pragma once
+
+#include <mpi.h>
+
+namespace nexar::pmpi {
+
+int init(int* argc, char*** argv);
+int init_thread(int* argc, char*** argv, int required, int* provided);
+int finalize();
+int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                         MPI_Comm comm);
+int reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm);
+int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+              MPI_Datatype recvtype, MPI_Comm comm);
+
+// The shared object that defines the MPI's own PMPI_Allreduce (for telling
+// the MPI's MPI_X from a tool's, shim/allreduce_shim.cc); null if unknown.
+const void* mpi_library_base();
+
+}  // namespace nexar::pmpi
