@@ -91,10 +91,13 @@ int main(int argc, char **argv) {
     }
     int total_bad = 0;
     MPI_Allreduce(&bad, &total_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    printf("many_comms: rank %d: comms=%d bytes=%zu extra_fds=%d extra_rss_mib=%.1f dup_and_first_ms=%.2f",
-           rank, ncomms, bytes, fds1 - fds0, (rss1 - rss0) / 1024.0, per * 1e3);
-    if (do_free) printf(" after_free_fds=%d after_free_rss_mib=%.1f", fds2 - fds0, (rss2 - rss0) / 1024.0);
-    printf(" wrong=%d\n", bad);
+    /* One write per line: a launcher that forwards output in pieces (MPICH's
+     * Hydra) would otherwise interleave the ranks' lines. */
+    char after_free[96] = "";
+    if (do_free) snprintf(after_free, sizeof after_free, " after_free_fds=%d after_free_rss_mib=%.1f", fds2 - fds0,
+                          (rss2 - rss0) / 1024.0);
+    printf("many_comms: rank %d: comms=%d bytes=%zu extra_fds=%d extra_rss_mib=%.1f dup_and_first_ms=%.2f%s wrong=%d\n",
+           rank, ncomms, bytes, fds1 - fds0, (rss1 - rss0) / 1024.0, per * 1e3, after_free, bad);
     fflush(stdout);
     MPI_Finalize();
     free(comms);

@@ -5,6 +5,7 @@ set -eu
 packages=(
     g++ make autoconf automake libtool pkg-config   # build
     libopenmpi-dev openmpi-bin                       # MPI (mpicc, mpirun, libmpi)
+    mpich libmpich-dev                               # the MPICH lane of the tests (mpicc.mpich, mpiexec.mpich)
     libucx-dev                                       # UCX (ucp)
     libgtest-dev                                     # unit tests
     libbenchmark-dev                                 # make bench

@@ -7,7 +7,10 @@
 #                                 machine with a GPU also the GPU kernel and
 #                                 device-buffer benchmarks
 #   scripts/quickstart.sh test    install what is missing, build, and run the
-#                                 whole test suite (make check)
+#                                 whole test suite (make check) on Open MPI,
+#                                 then again on MPICH in build/mpich
+#                                 (scripts/mpich-lane.sh; NEXAR_MPICH_LANE=0
+#                                 skips it)
 #
 # Builds in the source tree with ./configure's defaults (MPI, UCX and CUDA
 # found on the system); set CONFIGURE_FLAGS to pass more options.
@@ -49,7 +52,7 @@ make -j"$jobs" check TESTS=  # build the test programs in parallel
 rc=0
 make check || rc=$?
 total=0 pass=0 fail=0 skip=0
-for trs in $(find . -name '*.trs'); do
+for trs in $(find . -path ./build -prune -o -name '*.trs' -print); do
     total=$((total + 1))
     case $(sed -n 's/^:test-result: //p' "$trs") in
         PASS) pass=$((pass + 1)) ;;
@@ -58,9 +61,17 @@ for trs in $(find . -name '*.trs'); do
     esac
 done
 [ "$total" -gt 0 ] || { echo "quickstart: no test ran" >&2; exit 1; }
-if [ "$skip" -gt 0 ]; then
-    echo "tests: $pass passed, $fail failed, $skip skipped"
-else
-    echo "tests: $pass passed, $fail failed"
+summary="tests: $pass passed, $fail failed"
+[ "$skip" -gt 0 ] && summary="$summary, $skip skipped"
+mpich_rc=0 mpich_summary=""
+if [ "${NEXAR_MPICH_LANE:-1}" != 0 ]; then
+    echo
+    echo "## the same suite on MPICH (scripts/mpich-lane.sh)"
+    scripts/mpich-lane.sh > build-mpich.log 2>&1 || mpich_rc=$?
+    grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' build-mpich.log || true
+    [ $mpich_rc = 0 ] || tail -n 40 build-mpich.log
+    mpich_summary=$(grep '^mpich tests:' build-mpich.log || echo "mpich tests: the lane failed before running (see build-mpich.log)")
 fi
-[ $rc = 0 ] && [ $fail = 0 ]
+echo "$summary (Open MPI)"
+[ -n "$mpich_summary" ] && echo "$mpich_summary"
+[ $rc = 0 ] && [ $fail = 0 ] && [ $mpich_rc = 0 ]

@@ -5,17 +5,41 @@
 # Wall-clock limit of one mpirun: a hang fails the test instead of CI.
 : "${NEXAR_TEST_TIMEOUT:=600}"
 
-# nexar_mpirun NP CMD...: Open MPI's mpirun for this machine: root allowed,
-# more ranks than cores allowed, and without the AVX op component whose
-# 8-bit sums are wrong in Open MPI 4.1.4 (it would spoil the reference).
+# Which MPI family the launcher (and so the build, configure checks it)
+# belongs to: openmpi or mpich.
+if [ -z "${NEXAR_MPI_FAMILY:-}" ]; then
+    if "$MPIRUN" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then NEXAR_MPI_FAMILY=openmpi; else NEXAR_MPI_FAMILY=mpich; fi
+fi
+
+# nexar_mpirun NP [ARGS...] CMD...: the MPI's launcher for this machine.
+# Open MPI's mpirun with root allowed, more ranks than cores allowed, and
+# without the AVX op component whose 8-bit sums are wrong in Open MPI 4.1.4
+# (it would spoil the reference); MPICH's mpiexec (Hydra) as it is.  Two
+# pseudo-options, anywhere before each program (MPMD contexts too), are
+# spelled for the family:
+#   --rank-env VAR=VALUE   set VAR in the ranks only, not in the launcher
+#                          (Open MPI: -x VAR=VALUE; MPICH: -env VAR VALUE)
+#   --keep-going           a rank that exits non-zero does not kill the others
 nexar_mpirun() {
     local np=$1; shift
-    local args=(-np "$np")
-    if "$MPIRUN" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
+    local args=(-np "$np") rest=()
+    if [ "$NEXAR_MPI_FAMILY" = openmpi ]; then
         args=(--oversubscribe --mca op ^avx "${args[@]}")
         [ "$(id -u)" = 0 ] && args=(--allow-run-as-root "${args[@]}")
     fi
-    timeout "$NEXAR_TEST_TIMEOUT" "$MPIRUN" "${args[@]}" "$@"
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --rank-env)
+                if [ "$NEXAR_MPI_FAMILY" = openmpi ]; then rest+=(-x "$2"); else rest+=(-env "${2%%=*}" "${2#*=}"); fi
+                shift 2 ;;
+            --keep-going)
+                if [ "$NEXAR_MPI_FAMILY" = openmpi ]; then rest+=(--mca orte_abort_on_non_zero_status 0)
+                else rest+=(-disable-auto-cleanup); fi
+                shift ;;
+            *) rest+=("$1"); shift ;;
+        esac
+    done
+    timeout "$NEXAR_TEST_TIMEOUT" "$MPIRUN" "${args[@]}" "${rest[@]}"
 }
 
 fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -8,6 +8,8 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+
 #include "algo/ring_schedule.h"
 
 namespace nexar {
@@ -22,7 +24,9 @@ struct CollectiveCall {
     void* recvbuf = nullptr;
     // MPI_Allreduce: items.  MPI_Reduce_scatter_block, MPI_Allgather: items
     // per rank (MPI_Allgather: sendcount, equal to recvcount).
-    int count = 0;
+    int64_t count = 0;
+    // MPI_Allreduce_c (MPI-4): passed through with the large-count binding.
+    bool large_count = false;
     // MPI_Reduce_scatter (varying): items per rank (count is unused).
     bool varying = false;
     const int* recvcounts = nullptr;
@@ -44,8 +48,9 @@ inline RingPhases collective_phases(Collective c) {
 
 // The entry point of every intercepted collective: the ring or PMPI.
 int intercept_collective(const CollectiveCall& call);
-// MPI_Allreduce's: small calls pass through before a description is built.
-int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                        MPI_Comm comm);
+// MPI_Allreduce's (and MPI_Allreduce_c's, large_count): small calls pass
+// through before a description is built.
+int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype datatype, MPI_Op op,
+                        MPI_Comm comm, bool large_count = false);
 
 }  // namespace nexar

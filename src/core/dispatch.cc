@@ -37,12 +37,13 @@ namespace {
 // The PMPI function the call would have reached, with `op` (MPI_Allgather: none).
 int call_pmpi(const CollectiveCall& c, MPI_Op op) {
     switch (c.kind) {
-        case Collective::allreduce: return pmpi::allreduce(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
+        case Collective::allreduce:
+            return pmpi::allreduce_count(c.sendbuf, c.recvbuf, c.count, c.large_count, c.datatype, op, c.comm);
         case Collective::reduce_scatter:
             return c.varying ? pmpi::reduce_scatter(c.sendbuf, c.recvbuf, c.recvcounts, c.datatype, op, c.comm)
-                             : pmpi::reduce_scatter_block(c.sendbuf, c.recvbuf, c.count, c.datatype, op, c.comm);
+                             : pmpi::reduce_scatter_block(c.sendbuf, c.recvbuf, int(c.count), c.datatype, op, c.comm);
         case Collective::allgather:
-            return pmpi::allgather(c.sendbuf, c.sendcount, c.sendtype, c.recvbuf, c.count, c.datatype, c.comm);
+            return pmpi::allgather(c.sendbuf, c.sendcount, c.sendtype, c.recvbuf, int(c.count), c.datatype, c.comm);
     }
     return MPI_ERR_INTERN;
 }
@@ -61,8 +62,16 @@ int pass_through(const CollectiveCall& c, std::atomic<uint64_t>& counter) {
 
 // Most allreduces are small: they pass through before any table lookup
 // (the cost every pass-through pays).  Null buffers take the later checks.
-bool small_allreduce(const Config& cfg, int count, const void* sendbuf, const void* recvbuf) {
+bool small_allreduce(const Config& cfg, int64_t count, const void* sendbuf, const void* recvbuf) {
     return count >= 0 && sendbuf && recvbuf && uint64_t(count) * max_ring_item_bytes() < cfg.threshold_bytes;
+}
+
+bool negative_count(const CollectiveCall& c, int size) {
+    if (c.kind == Collective::allgather && c.sendbuf != MPI_IN_PLACE && c.sendcount < 0) return true;
+    if (!c.varying) return c.count < 0;
+    for (int r = 0; c.recvcounts && r < size; ++r)
+        if (c.recvcounts[r] < 0) return true;
+    return false;
 }
 
 // Items in the whole vector: the allreduce's count, the reduce-scatter's
@@ -309,15 +318,18 @@ int staged_through_host(Runtime& rt, CommContext& ctx, const LocalPlan& plan, co
         const MPI_Op op = call.kind == Collective::allgather ? MPI_OP_NULL : pmpi_op(call.datatype, call.op);
         switch (call.kind) {
             case Collective::allreduce:
-                rc = pmpi::allreduce(MPI_IN_PLACE, host, call.count, call.datatype, op, call.comm);
+                rc = pmpi::allreduce_count(MPI_IN_PLACE, host, call.count, call.large_count, call.datatype, op,
+                                           call.comm);
                 break;
             case Collective::reduce_scatter:
                 rc = call.varying
                          ? pmpi::reduce_scatter(MPI_IN_PLACE, host, call.recvcounts, call.datatype, op, call.comm)
-                         : pmpi::reduce_scatter_block(MPI_IN_PLACE, host, call.count, call.datatype, op, call.comm);
+                         : pmpi::reduce_scatter_block(MPI_IN_PLACE, host, int(call.count), call.datatype, op,
+                                                      call.comm);
                 break;
             case Collective::allgather:
-                rc = pmpi::allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, call.count, call.datatype, call.comm);
+                rc = pmpi::allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, int(call.count), call.datatype,
+                                     call.comm);
                 break;
         }
         if (rc != MPI_SUCCESS) return rc;
@@ -377,21 +389,45 @@ int raise_mpi_error(MPI_Comm comm, int error_class) {
     return error_class;
 }
 
-int intercept_allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                        bool large_count) {
     // The small call's path, without building a description of it.
     const Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(comm);
     if (rt && rt->config().enable && small_allreduce(rt->config(), count, sendbuf, recvbuf)) {
         process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
-        return pmpi::allreduce(sendbuf, recvbuf, count, dt, pmpi_op(dt, op), comm);
+        return pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
     }
     CollectiveCall call;
     call.sendbuf = sendbuf, call.recvbuf = recvbuf, call.count = count, call.datatype = dt, call.op = op;
     call.comm = comm;
+    call.large_count = large_count;
+    if (large_count) call.name = "MPI_Allreduce_c";
     return intercept_collective(call);
 }
 
-int intercept_collective(const CollectiveCall& call) {
+namespace {
+
+// An allgather whose send buffer is its own block of the receive buffer
+// (same type and count) is in place, and is said so to MPI as well: MPICH
+// rejects the aliasing, Open MPI takes it.
+CollectiveCall own_block_as_in_place(const CollectiveCall& c) {
+    CollectiveCall out = c;
+    int me = 0;
+    MPI_Aint lb = 0, extent = 0;
+    if (c.kind == Collective::allgather && c.sendbuf && c.sendbuf != MPI_IN_PLACE && c.recvbuf &&
+        c.comm != MPI_COMM_NULL && c.sendtype == c.datatype && c.sendcount == c.count && c.count > 0 &&
+        known_mpi_datatype(c.datatype) && PMPI_Comm_rank(c.comm, &me) == MPI_SUCCESS &&
+        PMPI_Type_get_extent(c.datatype, &lb, &extent) == MPI_SUCCESS &&
+        c.sendbuf == static_cast<const char*>(c.recvbuf) + int64_t(me) * c.count * extent)
+        out.sendbuf = MPI_IN_PLACE;
+    return out;
+}
+
+}  // namespace
+
+int intercept_collective(const CollectiveCall& given) {
+    const CollectiveCall call = own_block_as_in_place(given);
     Stats& stats = process_stats();
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(call.comm);
@@ -405,12 +441,24 @@ int intercept_collective(const CollectiveCall& call) {
     // A null buffer with a predefined type cannot be MPI_BOTTOM plus absolute
     // addresses; Open MPI does not check it and crashes, so report it here.
     if (allreduce && call.count > 0 && (!call.recvbuf || !call.sendbuf) && known_mpi_datatype(call.datatype)) {
-        NEXAR_ERROR("MPI_Allreduce: %s buffer is NULL with a count of %d", !call.recvbuf ? "the receive" : "the send",
-                    call.count);
+        NEXAR_ERROR("%s: %s buffer is NULL with a count of %lld", call.name, !call.recvbuf ? "the receive" : "the send",
+                    (long long)call.count);
         return raise_mpi_error(call.comm, MPI_ERR_BUFFER);
     }
     int size = 0;
     if (!allreduce) PMPI_Comm_size(call.comm, &size);
+    // A negative count is erroneous; MPICH 4.0 does not check it and
+    // crashes, so report it here, as Open MPI does.
+    if (negative_count(call, size)) {
+        NEXAR_ERROR("%s: a count is negative", call.name);
+        return raise_mpi_error(call.comm, MPI_ERR_COUNT);
+    }
+    // So is an op MPI does not define on the type (MPI_LAND on MPI_FLOAT):
+    // MPICH 4.0 aborts on it.
+    if (call.kind != Collective::allgather && mpi_forbids(call.datatype, call.op)) {
+        NEXAR_ERROR("%s: MPI does not define this op on this datatype", call.name);
+        return raise_mpi_error(call.comm, MPI_ERR_OP);
+    }
     uint64_t items = 0;
     const uint64_t item_bytes = call.kind == Collective::allgather ? 1 : max_ring_item_bytes();
     if (!vector_items(call, size, &items) || (!allreduce && items * item_bytes < cfg.threshold_bytes))
@@ -468,10 +516,6 @@ int intercept_collective(const CollectiveCall& call) {
     if (!allreduce) {
         const size_t own_bytes = blocks->counts[size_t(me)] * esz;
         const bool allgather = call.kind == Collective::allgather;
-        // An allgather whose send buffer is its own block of recvbuf is in place.
-        if (allgather && !in_place && call.recvbuf &&
-            call.sendbuf == static_cast<const char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz)
-            in_place = true;
         const bool types_ok = !allgather || (known_mpi_datatype(call.datatype) &&
                                              (in_place || (call.sendtype == call.datatype && call.sendcount == call.count)));
         const bool recv_used = allgather || in_place ? bytes > 0 : own_bytes > 0;

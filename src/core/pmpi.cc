@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/mpi_family.h"
+
 namespace nexar::pmpi {
 
 namespace {
@@ -44,6 +46,19 @@ int finalize() {
 int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
     NEXAR_NEXT(PMPI_Allreduce, int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm));
     return own(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+int allreduce_count(const void* sendbuf, void* recvbuf, int64_t count, bool large_count, MPI_Datatype datatype,
+                    MPI_Op op, MPI_Comm comm) {
+#if NEXAR_HAVE_LARGE_COUNT
+    if (large_count) {
+        NEXAR_NEXT(PMPI_Allreduce_c, int (*)(const void*, void*, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm));
+        return own(sendbuf, recvbuf, MPI_Count(count), datatype, op, comm);
+    }
+#else
+    (void)large_count;
+#endif
+    return allreduce(sendbuf, recvbuf, int(count), datatype, op, comm);
 }
 
 int reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,

@@ -12,12 +12,18 @@
 
 #include <mpi.h>
 
+#include <cstdint>
+
 namespace nexar::pmpi {
 
 int init(int* argc, char*** argv);
 int init_thread(int* argc, char*** argv, int required, int* provided);
 int finalize();
 int allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+// PMPI_Allreduce_c when the call came as MPI_Allreduce_c (its count may
+// pass INT_MAX; MPI-4 MPIs only, core/mpi_family.h), else PMPI_Allreduce.
+int allreduce_count(const void* sendbuf, void* recvbuf, int64_t count, bool large_count, MPI_Datatype datatype,
+                    MPI_Op op, MPI_Comm comm);
 int reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                          MPI_Comm comm);
 int reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,

@@ -1,9 +1,6 @@
 #include "core/runtime.h"
 
 #include <mpi.h>
-#if defined(OPEN_MPI) && OPEN_MPI
-#include <mpi-ext.h>
-#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +12,7 @@
 #include "core/cost_probe.h"
 #include "core/ring_calls.h"
 #include "core/log.h"
+#include "core/mpi_family.h"
 #include "core/pmpi.h"
 #include "core/stats.h"
 #include "memory/device.h"
@@ -146,7 +144,7 @@ void Runtime::init(int thread_level) {
     }
     spans = local_size < world_size ? 1 : 0;
     pmpi::allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    protocol.eager_only = spans && !getenv("UCX_RNDV_THRESH");
+    protocol.eager_only = spans && !getenv("UCX_RNDV_THRESH") && !getenv("NEXAR_UCX_RNDV_THRESH");
     // One worker for the whole process, whatever the number of
     // communicators (their tags tell them apart, core/comm_context.h):
     // under MPI_THREAD_MULTIPLE several threads may drive rings on it at
@@ -170,9 +168,7 @@ void Runtime::init(int thread_level) {
 }
 
 void Runtime::start_device() {
-#if defined(MPIX_CUDA_AWARE_SUPPORT)
-    mpi_cuda_aware_ = MPIX_Query_cuda_support() == 1;
-#endif
+    mpi_cuda_aware_ = nexar::mpi_cuda_aware();
     std::string why;
     if (transport_ready() && !ok(load_device_api(&device_api_, &why))) {
         device_api_ = nullptr;

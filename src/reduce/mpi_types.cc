@@ -203,6 +203,15 @@ bool map_mpi_call(MPI_Datatype dt, MPI_Op op, RingElement* out) {
     return false;
 }
 
+bool mpi_forbids(MPI_Datatype dt, MPI_Op op) {
+    ReduceOp r;
+    if (dt == MPI_DATATYPE_NULL || !map_mpi_op(op, &r)) return false;
+    for (const TypeEntry& e : g_types)
+        if (e.mpi == dt)  // complex PROD is MPI's, though not the ring's
+            return !op_allowed(e.cls, r) && !(e.cls == TypeClass::complex && r == ReduceOp::prod);
+    return false;
+}
+
 bool known_mpi_datatype(MPI_Datatype dt) {
     if (dt == MPI_DATATYPE_NULL) return false;
     for (const TypeEntry& e : g_types)

@@ -30,6 +30,9 @@ bool map_mpi_call(MPI_Datatype dt, MPI_Op op, RingElement* out);
 // its datatype, which lets small calls skip the table.  SIZE_MAX before
 // init_mpi_types().
 size_t max_ring_item_bytes();
+// True when MPI's rules forbid `op` on `dt`, both predefined and in the
+// tables (MPI_LAND on MPI_FLOAT): the call is erroneous.
+bool mpi_forbids(MPI_Datatype dt, MPI_Op op);
 // True when `dt` is one of the predefined types in the table (any op).
 bool known_mpi_datatype(MPI_Datatype dt);
 // True for the predefined ops the ring implements (any datatype).

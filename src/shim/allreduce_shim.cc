@@ -21,6 +21,7 @@
 
 #include "core/collective.h"
 #include "core/log.h"
+#include "core/mpi_family.h"
 #include "core/pmpi.h"
 #include "core/runtime.h"
 #include "core/stats.h"
@@ -102,10 +103,13 @@ int through_tool(F tool, const char* name, Args... args) {
     return rc;
 }
 
-// The collectives' own handling (PMPI_X's body).
-int allreduce_here(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-    return shim_guard("MPI_Allreduce", comm,
-                      [&] { return intercept_allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
+// The collectives' own handling (PMPI_X's body).  large_count: the call
+// came as MPI_Allreduce_c.
+int allreduce_here(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, bool large_count = false) {
+    return shim_guard(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", comm, [&] {
+        return intercept_allreduce(sendbuf, recvbuf, count, datatype, op, comm, large_count);
+    });
 }
 
 int reduce_scatter_block_here(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
@@ -139,6 +143,9 @@ using InitFn = int (*)(int*, char***);
 using InitThreadFn = int (*)(int*, char***, int, int*);
 using FinalizeFn = int (*)();
 using AllreduceFn = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
+#if NEXAR_HAVE_LARGE_COUNT
+using AllreduceCFn = int (*)(const void*, void*, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm);
+#endif
 using ReduceScatterBlockFn = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm);
 using ReduceScatterFn = int (*)(const void*, void*, const int[], MPI_Datatype, MPI_Op, MPI_Comm);
 using AllgatherFn = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm);
@@ -204,6 +211,22 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
     if (tool) return through_tool(tool, "MPI_Allreduce", sendbuf, recvbuf, count, datatype, op, comm);
     return allreduce_here(sendbuf, recvbuf, count, datatype, op, comm);
 }
+
+#if NEXAR_HAVE_LARGE_COUNT
+// MPI-4's large-count allreduce (MPICH's Fortran bindings call it too).
+int PMPI_Allreduce_c(const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op,
+                     MPI_Comm comm) {
+    reached_pmpi();
+    return allreduce_here(sendbuf, recvbuf, int64_t(count), datatype, op, comm, true);
+}
+
+int MPI_Allreduce_c(const void* sendbuf, void* recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm) {
+    static const auto tool = tool_after_us<AllreduceCFn>("MPI_Allreduce_c");
+    if (tool) return through_tool(tool, "MPI_Allreduce_c", sendbuf, recvbuf, count, datatype, op, comm);
+    return allreduce_here(sendbuf, recvbuf, int64_t(count), datatype, op, comm, true);
+}
+#endif
 
 int PMPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                               MPI_Comm comm) {

@@ -17,6 +17,9 @@
 // Fortran bindings call PMPI_Init* directly, so nexar would never start):
 // each calls the MPI's own Fortran routine, found with RTLD_NEXT so its
 // Fortran-specific set-up still happens, then starts or stops nexar.
+//
+// Open MPI only (core/mpi_family.h): MPICH's Fortran bindings call the C
+// MPI_X, which nexar defines, and have sentinels of their own.
 #include <dlfcn.h>
 #include <mpi.h>
 
@@ -25,9 +28,12 @@
 
 #include "core/collective.h"
 #include "core/log.h"
+#include "core/mpi_family.h"
 #include "core/pmpi.h"
 #include "core/runtime.h"
 #include "shim/shim.h"
+
+#if NEXAR_INTERPOSE_FORTRAN
 
 namespace {
 
@@ -219,7 +225,7 @@ NEXAR_FORTRAN_NAMES(NEXAR_FORTRAN_ALLREDUCE, mpi_allreduce, MPI_ALLREDUCE)
 NEXAR_FORTRAN_NAMES(NEXAR_FORTRAN_REDUCE_SCATTER_BLOCK, mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK)
 NEXAR_FORTRAN_NAMES(NEXAR_FORTRAN_REDUCE_SCATTER, mpi_reduce_scatter, MPI_REDUCE_SCATTER)
 NEXAR_FORTRAN_NAMES(NEXAR_FORTRAN_ALLGATHER, mpi_allgather, MPI_ALLGATHER)
-#if defined(OPEN_MPI) && OPEN_MPI
+// Open MPI's mpi_f08 module calls these.
 NEXAR_FORTRAN_INIT(ompi_init_f)
 NEXAR_FORTRAN_INIT_THREAD(ompi_init_thread_f)
 NEXAR_FORTRAN_FINALIZE(ompi_finalize_f)
@@ -227,5 +233,6 @@ NEXAR_FORTRAN_ALLREDUCE(ompi_allreduce_f)
 NEXAR_FORTRAN_REDUCE_SCATTER_BLOCK(ompi_reduce_scatter_block_f)
 NEXAR_FORTRAN_REDUCE_SCATTER(ompi_reduce_scatter_f)
 NEXAR_FORTRAN_ALLGATHER(ompi_allgather_f)
-#endif
 }
+
+#endif  // NEXAR_INTERPOSE_FORTRAN

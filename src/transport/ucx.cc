@@ -35,7 +35,9 @@ void on_recv_done(void* /*ucp_request*/, ucs_status_t status, const ucp_tag_recv
 Status UcxContext::create(bool multi_thread, std::unique_ptr<UcxContext>* out, std::string* error,
                           const UcxProtocol& protocol) {
     ucp_config_t* config = nullptr;
-    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+    // NEXAR_UCX_X overrides UCX_X for nexar's context only: an MPI that runs
+    // on UCX itself (MPICH's ch4:ucx, Open MPI's pml/ucx) keeps UCX_X.
+    ucs_status_t st = ucp_config_read("NEXAR", nullptr, &config);
     if (st != UCS_OK) {
         *error = std::string("ucp_config_read: ") + ucs_status_string(st);
         return Status::unavailable;

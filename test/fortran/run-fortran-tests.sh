@@ -16,8 +16,12 @@ san=${NEXAR_SAN_FLAGS:-}  # a sanitizer build needs its runtime in the programs 
 "$MPIFC" $san -I"$src" "$src/check_use_mpi.f90" -o "$work/check_use_mpi" || fail "compiling check_use_mpi.f90"
 "$MPIFC" $san -I"$src" "$src/check_mpi_f08.f90" -o "$work/check_mpi_f08" || fail "compiling check_mpi_f08.f90"
 # mpif.h has no interfaces: gfortran >= 10 needs this for MPI_IN_PLACE vs arrays.
+# --no-as-needed, as nexar_pmpi.pc has it: with MPICH the program itself
+# calls nothing of nexar's (MPICH's Fortran bindings call the C MPI_X), so
+# an as-needed link would drop the library.
 "$MPIFC" $san -fallow-argument-mismatch -w -I"$src" "$src/check_mpif.f90" -o "$work/check_mpif" \
-    -L"$libdir" -Wl,-rpath,"$libdir" -lnexar_pmpi || fail "compiling check_mpif.f90 with -lnexar_pmpi"
+    -L"$libdir" -Wl,-rpath,"$libdir" -Wl,--push-state,--no-as-needed -lnexar_pmpi -Wl,--pop-state ||
+    fail "compiling check_mpif.f90 with -lnexar_pmpi"
 ldd "$work/check_mpif" | grep -q libnexar_pmpi || fail "check_mpif is not linked with libnexar_pmpi"
 
 export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=256K NEXAR_STATS=1
@@ -26,7 +30,7 @@ for v in use_mpi mpi_f08 mpif; do
         preload=$(preload_value "$libdir/libnexar_pmpi.so")
         [ $v = mpif ] && preload=""
         echo "== $v, $np ranks${preload:+, LD_PRELOAD}"
-        bash -c 'source "$0"; nexar_mpirun "$@"' "$src/../lib.sh" "$np" -x LD_PRELOAD="$preload" "$work/check_$v" \
+        bash -c 'source "$0"; nexar_mpirun "$@"' "$src/../lib.sh" "$np" --rank-env LD_PRELOAD="$preload" "$work/check_$v" \
             >"$work/log" 2>&1
         rc=$?
         cat "$work/log"

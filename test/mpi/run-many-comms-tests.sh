@@ -39,7 +39,7 @@ run() {  # run COMMS ULIMIT_N [VAR=VALUE...] -- ARGS...
     while [ "$1" != "--" ]; do envs+=("$1"); shift; done
     shift
     echo "== $comms communicators, ulimit -n $limit ${envs[*]:-} $*"
-    (ulimit -n "$limit"; env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun 2 -x LD_PRELOAD="$1" "${@:2}"' \
+    (ulimit -n "$limit"; env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun 2 --rank-env LD_PRELOAD="$1" "${@:2}"' \
         "$(dirname "$0")/../lib.sh" "$(preload_value "$lib")" "$prog" -n "$comms" "$@") >"$log" 2>&1
     local rc=$?
     grep "^many_comms\|warning" "$log" | head -n 6

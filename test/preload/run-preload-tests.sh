@@ -19,8 +19,8 @@ run() {  # run NP EXPECT_MIN_RING VAR=VALUE... [-- MPMD ARGS: they replace "-np 
     [ $# -gt 0 ] && { shift; extra=("$@"); }
     echo "== $np ranks, LD_PRELOAD, ${envs[*]:-} ${extra[*]:-}"
     # The ranks get the library (mpirun -x), not mpirun or the shell.
-    local cmd=("$np" -x LD_PRELOAD="$lib" "$prog")
-    [ ${#extra[@]} -gt 0 ] && cmd=("${extra[@]}")  # MPMD: the caller passes -x LD_PRELOAD per context
+    local cmd=("$np" --rank-env LD_PRELOAD="$lib" "$prog")
+    [ ${#extra[@]} -gt 0 ] && cmd=("${extra[@]}")  # MPMD: the caller passes --rank-env LD_PRELOAD per context
     env "${envs[@]}" NEXAR_STATS=1 bash -c 'source "$0"; nexar_mpirun "$@"' \
         "$(dirname "$0")/../lib.sh" "${cmd[@]}" >"$log" 2>&1
     local rc=$?
@@ -42,10 +42,10 @@ grep -q "NEXAR_THRESHOLD_BYTES='lots' is not valid" "$log" || fail "no warning f
 [ "$(grep -c "is not valid" "$log")" = 1 ] || fail "the warning must be printed once per job"
 # UCX cannot start: a warning on each rank, every call passes through, the
 # job succeeds.
-run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M UCX_TLS=no_such_transport
+run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_UCX_TLS=no_such_transport
 grep -q "UCX could not start" "$log" || fail "no warning when UCX cannot start"
 # UCX down on rank 0 only (MPMD): the ranks agree to pass through, no hang.
-run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M -- 1 -x LD_PRELOAD="$lib" -x UCX_TLS=no_such_transport "$prog" \
-    : -np 1 -x LD_PRELOAD="$lib" "$prog"
+run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M -- 1 --rank-env LD_PRELOAD="$lib" --rank-env NEXAR_UCX_TLS=no_such_transport "$prog" \
+    : -np 1 --rank-env LD_PRELOAD="$lib" "$prog"
 [ "$(grep -c "fallback_calls=9" "$log")" = 2 ] || fail "calls that a rank without UCX could not take must fall back on every rank"
 echo "all preload runs passed"

@@ -27,7 +27,7 @@ run() {
     echo "== LD_PRELOAD=$(echo "$preload" | sed "s|$NEXAR_BUILDDIR/||g") $(basename "$prog") ${args[*]:-} ${envs[*]:-}"
     env "${envs[@]}" NEXAR_STATS=1 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M \
         bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" \
-        "$np" -x LD_PRELOAD="$(preload_value "$preload")" "$prog" "${args[@]}" >"$log" 2>&1
+        "$np" --rank-env LD_PRELOAD="$(preload_value "$preload")" "$prog" "${args[@]}" >"$log" 2>&1
     local rc=$?
     grep -v '^nexar: rank' "$log" | tail -n 8
     [ $rc = 0 ] || fail "exited with $rc"
