@@ -76,23 +76,19 @@ bool negative_count(const CollectiveCall& c, int size) {
 
 // Items in the whole vector: the allreduce's count, the reduce-scatter's
 // input, the allgather's output in bytes (its ranks may describe one
-// signature with different types).  False when a count is negative or the
-// call is malformed (PMPI reports it).
+// signature with different types).  False when the call is malformed (PMPI
+// reports it); negative counts were refused before (negative_count).
 bool vector_items(const CollectiveCall& c, int size, uint64_t* items) {
-    if (c.kind == Collective::allreduce) return *items = uint64_t(c.count), c.count >= 0;
+    if (c.kind == Collective::allreduce) return *items = uint64_t(c.count), true;
     if (c.kind == Collective::allgather) {
         int type_size = 0;
-        if (c.count < 0 || c.datatype == MPI_DATATYPE_NULL || PMPI_Type_size(c.datatype, &type_size) != MPI_SUCCESS)
-            return false;
+        if (c.datatype == MPI_DATATYPE_NULL || PMPI_Type_size(c.datatype, &type_size) != MPI_SUCCESS) return false;
         return *items = uint64_t(c.count) * uint64_t(type_size) * uint64_t(size), true;
     }
     if (c.varying && !c.recvcounts) return false;
-    if (!c.recvcounts) return *items = uint64_t(c.count) * uint64_t(size), c.count >= 0;
+    if (!c.recvcounts) return *items = uint64_t(c.count) * uint64_t(size), true;
     uint64_t sum = 0;
-    for (int r = 0; r < size; ++r) {
-        if (c.recvcounts[r] < 0) return false;
-        sum += uint64_t(c.recvcounts[r]);
-    }
+    for (int r = 0; r < size; ++r) sum += uint64_t(c.recvcounts[r]);
     return *items = sum, true;
 }
 
@@ -313,25 +309,12 @@ int staged_through_host(Runtime& rt, CommContext& ctx, const LocalPlan& plan, co
                                                           : call.sendbuf,
                              b.own)
                       : copy(host, src, b.whole);
-    int rc = MPI_SUCCESS;
     if (copied) {
-        const MPI_Op op = call.kind == Collective::allgather ? MPI_OP_NULL : pmpi_op(call.datatype, call.op);
-        switch (call.kind) {
-            case Collective::allreduce:
-                rc = pmpi::allreduce_count(MPI_IN_PLACE, host, call.count, call.large_count, call.datatype, op,
-                                           call.comm);
-                break;
-            case Collective::reduce_scatter:
-                rc = call.varying
-                         ? pmpi::reduce_scatter(MPI_IN_PLACE, host, call.recvcounts, call.datatype, op, call.comm)
-                         : pmpi::reduce_scatter_block(MPI_IN_PLACE, host, int(call.count), call.datatype, op,
-                                                      call.comm);
-                break;
-            case Collective::allgather:
-                rc = pmpi::allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, host, int(call.count), call.datatype,
-                                     call.comm);
-                break;
-        }
+        // The same call, in place in host memory.
+        CollectiveCall staged = call;
+        staged.sendbuf = MPI_IN_PLACE;
+        staged.recvbuf = host;
+        const int rc = call_pmpi(staged, call.kind == Collective::allgather ? MPI_OP_NULL : pmpi_op(call.datatype, call.op));
         if (rc != MPI_SUCCESS) return rc;
         // Out: the reduce-scatter's block, or the whole vector.
         copied = copy(call.recvbuf, host, call.kind == Collective::reduce_scatter ? b.own : b.whole);
@@ -510,7 +493,7 @@ int intercept_collective(const CollectiveCall& given) {
     // (the allreduce checked its own above).  A NULL buffer that would be
     // read or written is an error on every rank together; buffers the ring
     // cannot take make every rank pass the call through together.
-    bool in_place = call.sendbuf == MPI_IN_PLACE;
+    const bool in_place = call.sendbuf == MPI_IN_PLACE;
     bool buffers_ok = true;
     const char* refusal = nullptr;
     if (!allreduce) {

@@ -23,15 +23,16 @@ std::string own_directory() {
 Status load_device_api(const nexar_device_api** out, std::string* why) {
     // The tests' GPU emulated in host memory (test/gpu/emulated_gpu_plugin.cc)
     // stands in for the CUDA plugin and needs no driver.
-    const char* emulated = getenv("NEXAR_EMULATED_GPU_PLUGIN");
+    const char* emulated_plugin = getenv("NEXAR_EMULATED_GPU_PLUGIN");
+    const bool emulated = emulated_plugin && *emulated_plugin;
     // The driver first: without it there is nothing to do, and nothing of
     // CUDA's is loaded into the process.
-    void* driver = emulated && *emulated ? nullptr : dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!driver && !(emulated && *emulated)) {
+    void* driver = emulated ? nullptr : dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!driver && !emulated) {
         *why = "no CUDA driver (libcuda.so.1 not found)";
         return Status::unavailable;
     }
-    const char* env = emulated && *emulated ? emulated : getenv("NEXAR_CUDA_PLUGIN");
+    const char* env = emulated ? emulated_plugin : getenv("NEXAR_CUDA_PLUGIN");
     std::string path = env && *env ? env : own_directory() + "/libnexar_pmpi_cuda.so";
     void* plugin = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!plugin) {

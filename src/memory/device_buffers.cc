@@ -75,20 +75,24 @@ char* DeviceBuffers::host_stage(size_t bytes) {
     return host_stage_.data();
 }
 
+// Grows device memory *buf (of *have bytes) to at least `need`; contents go.
+Status DeviceBuffers::grow_device(char** buf, size_t* have, size_t need, const char* what, std::string* error) {
+    if (need <= *have) return Status::ok;
+    if (*buf) api_->free_device(*buf);
+    *buf = nullptr;
+    *have = 0;
+    void* p = nullptr;
+    if (api_->alloc_device(&p, need) != 0) return fail(what, error);
+    *buf = static_cast<char*>(p);
+    *have = need;
+    return Status::ok;
+}
+
 char* DeviceBuffers::device_work(int device, size_t bytes, std::string* error) {
-    if (!ok(select(device, error))) return nullptr;
-    if (bytes > work_bytes_) {
-        if (work_) api_->free_device(work_);
-        work_ = nullptr;
-        work_bytes_ = 0;
-        void* p = nullptr;
-        if (api_->alloc_device(&p, bytes) != 0) {
-            fail("allocating GPU memory for the reduce-scatter's partial sums", error);
-            return nullptr;
-        }
-        work_ = static_cast<char*>(p);
-        work_bytes_ = bytes;
-    }
+    if (!ok(select(device, error)) ||
+        !ok(grow_device(&work_, &work_bytes_, bytes, "allocating GPU memory for the reduce-scatter's partial sums",
+                        error)))
+        return nullptr;
     return work_;
 }
 
@@ -104,15 +108,8 @@ Status DeviceBuffers::reserve(int device, size_t slot_bytes, uint32_t depth, boo
     }
     slot_bytes = (slot_bytes + 255) & ~size_t(255);  // keep every slot aligned for vector loads
     size_t need = slot_bytes * depth;
-    if (need > device_bytes_) {
-        if (device_) api_->free_device(device_);
-        device_ = nullptr;
-        device_bytes_ = 0;
-        void* p = nullptr;
-        if (api_->alloc_device(&p, need) != 0) return fail("allocating GPU scratch", error);
-        device_ = static_cast<char*>(p);
-        device_bytes_ = need;
-    }
+    Status grown = grow_device(&device_, &device_bytes_, need, "allocating GPU scratch", error);
+    if (!ok(grown)) return grown;
     if (staged && need > pinned_bytes_) {
         if (pinned_send_) api_->free_pinned(pinned_send_);
         if (pinned_recv_) api_->free_pinned(pinned_recv_);

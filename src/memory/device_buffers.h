@@ -65,6 +65,7 @@ private:
     void release();
     Status select(int device, std::string* error);
     Status fail(const char* what, std::string* error);
+    Status grow_device(char** buf, size_t* have, size_t need, const char* what, std::string* error);
 
     const nexar_device_api* api_;
     int device_id_ = -1;
