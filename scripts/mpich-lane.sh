@@ -8,8 +8,8 @@
 # outputs) into BUILDDIR/src, configures them with MPICC=mpicc.mpich
 # (configure then takes MPICH's mpiexec and mpifort), builds without CUDA
 # (the device code does not depend on the MPI, and the GPU tests need a
-# GPU), and runs make check there: every test; the simulated cluster skips
-# itself (it launches through Open MPI's rsh agent) and says so.  Prints
+# GPU), and runs make check there: every test (the GPU tests skip without
+# a GPU, and say so).  Prints
 # "mpich tests: P passed, F failed, S skipped"; exits non-zero on a failure.
 set -eu
 cd "$(dirname "$0")/.."
