@@ -62,7 +62,9 @@ protected:
 
 // What the next expected message is for: `count` elements, reduced into
 // `place` together with `input` (place = input op message; input may equal
-// place), or copied into `place`.
+// place), or copied into `place`.  `stream`: copy with streaming stores,
+// past the cache (the ring will not read `place` again, and the call is too
+// large for its results to stay in cache: memory/host_copy.h).
 struct Arrival {
     char* place = nullptr;
     const char* input = nullptr;
@@ -70,6 +72,7 @@ struct Arrival {
     size_t bytes = 0;
     uint64_t tag = 0;
     bool reduce = false;
+    bool stream = false;
 };
 
 class RecvChannel {

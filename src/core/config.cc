@@ -14,7 +14,8 @@ bool operator==(const Config& a, const Config& b) {
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
            a.host_buffers == b.host_buffers && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
            a.log_level == b.log_level && a.cuda_path == b.cuda_path &&
-           a.algorithm == b.algorithm && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile;
+           a.algorithm == b.algorithm && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
+           a.stream_bytes == b.stream_bytes;
 }
 
 namespace {
@@ -195,18 +196,22 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         complain("NEXAR_SHM_COPY", v, "auto, slots, mixed, cma or push", "auto");
     if ((v = lookup("NEXAR_GPU_PROFILE")) && !parse_bool(v, &c.gpu_profile))
         complain("NEXAR_GPU_PROFILE", v, "1 or 0", "0");
+    if ((v = lookup("NEXAR_STREAM_BYTES")) && !parse_size(v, &c.stream_bytes))
+        complain("NEXAR_STREAM_BYTES", v, "a byte count such as 4M, or a huge one (1T) for never",
+                 format_bytes(c.stream_bytes));
     return c;
 }
 
 std::string describe(const Config& c) {
-    char buf[360];
+    char buf[400];
     snprintf(buf, sizeof buf,
              "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d shm=%d timeout=%gs stats=%d cuda_path=%s "
-             "algorithm=%s shm_copy=%s gpu_profile=%d",
+             "algorithm=%s shm_copy=%s gpu_profile=%d stream=%s",
              c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
              c.pipeline_depth, c.host_buffers ? 1 : 0, c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
-             algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0);
+             algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
+             format_bytes(c.stream_bytes).c_str());
     return buf;
 }
 

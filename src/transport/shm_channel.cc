@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "memory/host_copy.h"
 #include "reduce/host_reduce.h"
 #include "transport/cma.h"
 #include "transport/tag.h"
@@ -217,7 +218,7 @@ Status ShmRecvChannel::progress(bool* moved, std::string* error) {
             return s;
         }
     } else if (rec.remote == 0) {
-        memcpy(a.place, payload, a.bytes);
+        copy_result(a.place, payload, a.bytes, a.stream);
     }
     box_.consumed().store(m + 1, std::memory_order_release);
     ++done_;

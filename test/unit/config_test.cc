@@ -90,10 +90,12 @@ TEST(ParseConfig, ReadsEverySetting) {
                       {"NEXAR_LOG", "info"},
                       {"NEXAR_ALGORITHM", "HIER"},
                       {"NEXAR_SHM_COPY", "Mixed"},
-                      {"NEXAR_GPU_PROFILE", "on"}},
+                      {"NEXAR_GPU_PROFILE", "on"},
+                      {"NEXAR_STREAM_BYTES", "32M"}},
                      &problems);
     EXPECT_TRUE(problems.empty());
     EXPECT_TRUE(c.gpu_profile);
+    EXPECT_EQ(c.stream_bytes, 32ull << 20);
     EXPECT_EQ(c.algorithm, Algorithm::hier);
     EXPECT_EQ(c.shm_copy, ShmCopySetting::mixed);
     EXPECT_FALSE(c.enable);
@@ -118,10 +120,13 @@ TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
                       {"NEXAR_LOG", "loud"},
                       {"NEXAR_ALGORITHM", "tree"},
                       {"NEXAR_SHM_COPY", "zerocopy"},
-                      {"NEXAR_GPU_PROFILE", "2"}},
+                      {"NEXAR_GPU_PROFILE", "2"},
+                      {"NEXAR_STREAM_BYTES", "never"}},
                      &problems);
     EXPECT_TRUE(c == Config()) << describe(c);
-    ASSERT_EQ(problems.size(), 11u);
+    ASSERT_EQ(problems.size(), 12u);
+    EXPECT_NE(problems[11].find("NEXAR_STREAM_BYTES='never'"), std::string::npos) << problems[11];
+    EXPECT_NE(problems[11].find("default 4MiB"), std::string::npos) << problems[11];
     EXPECT_NE(problems[10].find("NEXAR_GPU_PROFILE='2'"), std::string::npos) << problems[10];
     EXPECT_NE(problems[9].find("NEXAR_SHM_COPY='zerocopy'"), std::string::npos) << problems[9];
     EXPECT_NE(problems[9].find("auto, slots, mixed, cma or push"), std::string::npos) << problems[9];
