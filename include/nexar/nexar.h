@@ -19,7 +19,8 @@ extern "C" {
 #define NEXAR_VERSION_PATCH 0
 
 /* Counters of this process: the first four numbers NEXAR_STATS=1 prints at
- * MPI_Finalize (the line's later fields are not in this struct). */
+ * MPI_Finalize (the line's later fields are not in this struct: nexar_get_counter reads
+ * every field by name). */
 typedef struct nexar_stats {
     uint64_t ring_calls;        /* allreduces done by the nexar ring */
     uint64_t ring_bytes;        /* their payload: count * datatype size, summed */
@@ -30,6 +31,12 @@ typedef struct nexar_stats {
 
 /* Fills *out; returns 0, or -1 when out is NULL. */
 int nexar_get_stats(nexar_stats_t *out);
+/* Any counter of the NEXAR_STATS line by its field name ("shm_bytes",
+ * "reduce_scatter_calls", ...; the README's Settings table lists them):
+ * sets *value and returns 0, or returns -1 for a name the line does not
+ * have (or a NULL argument).  Counters of this process, readable at any
+ * time, also after MPI_Finalize. */
+int nexar_get_counter(const char *name, uint64_t *value);
 
 /* "MAJOR.MINOR.PATCH" */
 const char *nexar_version(void);

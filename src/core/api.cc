@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include <cstring>
+
 #include "nexar/nexar.h"
 #include "reduce/mpi_types.h"
 
@@ -19,6 +21,14 @@ int nexar_get_stats(nexar_stats_t* out) {
     out->passthrough_calls = s.passthrough_calls.load();
     out->fallback_calls = s.fallback_calls.load();
     return 0;
+}
+
+int nexar_get_counter(const char* name, uint64_t* value) {
+    if (!name || !value) return -1;
+    const nexar::Stats& s = nexar::process_stats();
+    for (size_t i = 0; i < nexar::kStatsFieldCount; ++i)
+        if (strcmp(name, nexar::kStatsFields[i].name) == 0) return *value = (s.*nexar::kStatsFields[i].member).load(), 0;
+    return -1;
 }
 
 const char* nexar_version(void) { return PACKAGE_VERSION; }

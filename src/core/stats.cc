@@ -1,8 +1,5 @@
 #include "core/stats.h"
 
-#include <cinttypes>
-#include <cstdio>
-
 namespace nexar {
 
 Stats& process_stats() {
@@ -10,16 +7,26 @@ Stats& process_stats() {
     return stats;
 }
 
+const StatsField kStatsFields[] = {
+    {"ring_calls", &Stats::ring_calls},
+    {"ring_bytes", &Stats::ring_bytes},
+    {"passthrough_calls", &Stats::passthrough_calls},
+    {"fallback_calls", &Stats::fallback_calls},
+    {"shm_bytes", &Stats::shm_bytes},
+    {"ucx_bytes", &Stats::ucx_bytes},
+    {"hier_calls", &Stats::hier_calls},
+    {"cma_bytes", &Stats::cma_bytes},
+    {"reduce_scatter_calls", &Stats::reduce_scatter_calls},
+    {"allgather_calls", &Stats::allgather_calls},
+    {"push_bytes", &Stats::push_bytes},
+};
+const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
+
 std::string stats_line(int rank, const Stats& s) {
-    char buf[384];
-    snprintf(buf, sizeof buf,
-             "nexar: rank %d: ring_calls=%" PRIu64 " ring_bytes=%" PRIu64 " passthrough_calls=%" PRIu64
-             " fallback_calls=%" PRIu64 " shm_bytes=%" PRIu64 " ucx_bytes=%" PRIu64 " hier_calls=%" PRIu64 " cma_bytes=%" PRIu64
-             " reduce_scatter_calls=%" PRIu64 " allgather_calls=%" PRIu64 " push_bytes=%" PRIu64,
-             rank, s.ring_calls.load(), s.ring_bytes.load(), s.passthrough_calls.load(), s.fallback_calls.load(),
-             s.shm_bytes.load(), s.ucx_bytes.load(), s.hier_calls.load(), s.cma_bytes.load(),
-             s.reduce_scatter_calls.load(), s.allgather_calls.load(), s.push_bytes.load());
-    return buf;
+    std::string line = "nexar: rank " + std::to_string(rank) + ":";
+    for (size_t i = 0; i < kStatsFieldCount; ++i)
+        line += std::string(" ") + kStatsFields[i].name + "=" + std::to_string((s.*kStatsFields[i].member).load());
+    return line;
 }
 
 }  // namespace nexar

@@ -33,6 +33,16 @@ struct Stats {
 // after MPI_Finalize).
 Stats& process_stats();
 
+// The counters by name, in the order of the NEXAR_STATS line (DESIGN.md:
+// fields are only ever appended): the line and nexar_get_counter() both
+// read this table.
+struct StatsField {
+    const char* name;
+    std::atomic<uint64_t> Stats::*member;
+};
+extern const StatsField kStatsFields[];
+extern const size_t kStatsFieldCount;
+
 // "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);

@@ -566,6 +566,25 @@ int main(int argc, char** argv) {
 
     nexar_stats_t st;
     nexar_get_stats(&st);
+    // Counters by name: the struct's agree, the collective's own count is
+    // there, and an unknown name is refused.
+    {
+        const char* kind_counter = g_kind == ALLREDUCE ? nullptr
+                                   : g_kind == ALLGATHER ? "allgather_calls" : "reduce_scatter_calls";
+        uint64_t ring = 0, passthrough = 0, kind = 0, unused = 0;
+        bool right = nexar_get_counter("ring_calls", &ring) == 0 && ring == st.ring_calls &&
+                     nexar_get_counter("passthrough_calls", &passthrough) == 0 &&
+                     passthrough == st.passthrough_calls && nexar_get_counter("ring", &unused) == -1 &&
+                     nexar_get_counter(nullptr, &unused) == -1;
+        // A run of one collective: every ring call was one of its own.
+        if (kind_counter) right = right && nexar_get_counter(kind_counter, &kind) == 0 && kind == ring;
+        if (!right) {
+            fprintf(stderr, "FAIL [world rank %d]: nexar_get_counter disagrees with nexar_get_stats (ring_calls %" PRIu64
+                            " against %" PRIu64 ", %s=%" PRIu64 ")\n",
+                    g_world_rank, ring, st.ring_calls, kind_counter ? kind_counter : "-", kind);
+            ++failures;
+        }
+    }
     if (o.expect_ring && st.ring_calls == 0) {
         fprintf(stderr, "FAIL [world rank %d]: no call went to the nexar ring (passthrough=%" PRIu64
                         " fallback=%" PRIu64 ")\n", g_world_rank, st.passthrough_calls, st.fallback_calls);

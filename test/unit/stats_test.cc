@@ -1,0 +1,33 @@
+// The NEXAR_STATS line (core/stats.h): its fields, their order and
+// spelling are a contract (DESIGN.md: only ever appended).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/stats.h"
+
+namespace nexar {
+namespace {
+
+TEST(StatsLine, FieldsInTheirContractOrder) {
+    Stats s;
+    for (size_t i = 0; i < kStatsFieldCount; ++i) (s.*kStatsFields[i].member).store(100 + i);
+    EXPECT_EQ(stats_line(3, s),
+              "nexar: rank 3: ring_calls=100 ring_bytes=101 passthrough_calls=102 fallback_calls=103 shm_bytes=104 "
+              "ucx_bytes=105 hier_calls=106 cma_bytes=107 reduce_scatter_calls=108 allgather_calls=109 "
+              "push_bytes=110");
+}
+
+TEST(StatsLine, EveryCounterHasOneField) {
+    // Each member appears once in the table (the line would repeat or miss one).
+    Stats s;
+    for (size_t i = 0; i < kStatsFieldCount; ++i) {
+        (s.*kStatsFields[i].member).fetch_add(1);
+        for (size_t j = 0; j < kStatsFieldCount; ++j)
+            EXPECT_EQ((s.*kStatsFields[j].member).load(), j <= i ? 1u : 0u) << kStatsFields[i].name;
+    }
+    EXPECT_EQ(sizeof(Stats), kStatsFieldCount * sizeof(std::atomic<uint64_t>));
+}
+
+}  // namespace
+}  // namespace nexar
