@@ -37,6 +37,7 @@ int nexar_get_stats(nexar_stats_t *out);
  * have (or a NULL argument).  Counters of this process, readable at any
  * time, also after MPI_Finalize. */
 int nexar_get_counter(const char *name, uint64_t *value);
+#define NEXAR_HAVE_GET_COUNTER 1 /* nexar_get_counter exists (library interface 1) */
 
 /* "MAJOR.MINOR.PATCH" */
 const char *nexar_version(void);

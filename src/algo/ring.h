@@ -48,8 +48,9 @@ struct RingOptions {
     size_t segment_bytes = 1 << 20;
     uint32_t depth = 4;      // segments in flight per direction (UCX channels)
     double timeout_s = 60;   // fail when nothing completes for this long; 0: never
-    // Calls of at least this many bytes copy their settled results past the
-    // cache (Arrival::stream; NEXAR_STREAM_BYTES).
+    // Rings over at least this many bytes copy their settled results past
+    // the cache (Arrival::stream).  The dispatcher decides per call
+    // (NEXAR_STREAM_BYTES) and passes 0 or SIZE_MAX.
     size_t stream_bytes = SIZE_MAX;
 };
 

@@ -65,7 +65,7 @@ struct Config {
     Algorithm algorithm = Algorithm::automatic;   // NEXAR_ALGORITHM
     ShmCopySetting shm_copy = ShmCopySetting::automatic;  // NEXAR_SHM_COPY
     bool gpu_profile = false;                     // NEXAR_GPU_PROFILE: time the device ring's stages
-    uint64_t stream_bytes = 4ull << 20;           // NEXAR_STREAM_BYTES: results past the cache from here
+    uint64_t stream_bytes = 4ull << 20;           // NEXAR_STREAM_BYTES: calls from here stream settled results
 
     uint64_t shm_segment_bytes() const { return segment_bytes ? segment_bytes : kShmSegmentBytes; }
     uint64_t ucx_segment_bytes() const { return segment_bytes ? segment_bytes : kUcxSegmentBytes; }

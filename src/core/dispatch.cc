@@ -25,7 +25,6 @@
 #include "core/runtime.h"
 #include "core/stats.h"
 #include "memory/device.h"
-#include "memory/host_copy.h"
 #include "reduce/mpi_types.h"
 #include "transport/segment_engine.h"
 #include "transport/shm_channel.h"
@@ -466,7 +465,9 @@ int intercept_collective(const CollectiveCall& given) {
     opt.segment_bytes = cfg.ucx_segment_bytes();
     opt.depth = cfg.pipeline_depth;
     opt.timeout_s = cfg.timeout_s;
-    opt.stream_bytes = cfg.stream_bytes;
+    // Every ring of a large call streams its settled results (the node
+    // rings of the hierarchical allreduce see one piece each).
+    opt.stream_bytes = bytes >= cfg.stream_bytes ? 0 : SIZE_MAX;
 
     // No other thread releases this context's inboxes during the call.
     std::lock_guard<std::mutex> in_call(ctx->call_mutex());
@@ -593,14 +594,9 @@ int intercept_collective(const CollectiveCall& given) {
     // agreement: a call that fails there leaves recvbuf alone).  A GPU copy
     // that fails fails the call; the other ranks' rings then time out.
     if (call.kind == Collective::allgather && !in_place) {
-        char* own_place = static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz;
-        const size_t own_bytes = blocks->counts[size_t(me)] * esz;
-        if (where.memory == MemoryType::host && !*where.why && bytes >= opt.stream_bytes) {
-            copy_streaming(own_place, call.sendbuf, own_bytes);  // MPI forbids the two to overlap
-        } else {
-            Status c = copy_bytes(*rt, *ctx, where, own_place, call.sendbuf, own_bytes, &error);
-            if (!ok(c)) return finish_ring(*ctx, call, c, error, bytes);
-        }
+        Status c = copy_bytes(*rt, *ctx, where, static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz,
+                              call.sendbuf, blocks->counts[size_t(me)] * esz, &error);
+        if (!ok(c)) return finish_ring(*ctx, call, c, error, bytes);
     }
     // Host buffers everywhere (shared memory agreed): the hierarchical
     // allreduce where it is ready and chosen, else the flat ring with its

@@ -32,7 +32,7 @@ if ! why=$("$nxc" check 2>&1); then
     exit 77
 fi
 # Open MPI's mpirun or MPICH's mpiexec: nexar-cluster spells the options
-# below (-x, --keep-going) for either.
+# below (-x, its own --keep-going) for either.
 export MPIRUN
 for p in "$check_prog" "$fault_prog"; do
     [ -x "$p" ] || fail "$p is not built (make check builds it)"
@@ -178,7 +178,7 @@ algorithm=ring
 
 # --- Mismatched counts across nodes: MPI_ERR_COUNT everywhere, no hang. ---
 echo "== fault_check count-mismatch, 2 nodes x 2 ranks"
-crun --ppn 2 -- --keep-going "$fault_prog" count-mismatch
+crun --ppn 2 --keep-going -- "$fault_prog" count-mismatch
 rc=$?
 grep -v '^\[' "$log" | grep -v '^nexar: rank\|mpool.c' | tail -n 8
 [ $rc = 0 ] || fail "fault_check count-mismatch exited with $rc"
@@ -201,7 +201,7 @@ for mode in $modes; do
     for algorithm in ring hier; do
         echo "== fault_check $mode, 2 nodes x 2 ranks, NEXAR_ALGORITHM=$algorithm NEXAR_TIMEOUT_S=$timeout_s"
         start=$(date +%s)
-        crun --ppn 2 -- -x NEXAR_TIMEOUT_S=$timeout_s --keep-going "$fault_prog" "$mode"
+        crun --ppn 2 --keep-going -- -x NEXAR_TIMEOUT_S=$timeout_s "$fault_prog" "$mode"
         took=$(($(date +%s) - start))
         grep -v '^\[' "$log" | grep -v 'mpool.c' | grep "^fault_check\|FAIL" | head -n 6
         grep -q "fault_check: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||

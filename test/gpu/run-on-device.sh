@@ -37,7 +37,9 @@ set -u
 cd "$(dirname "$0")/../.."
 bundle=.device
 # What the checks run, relative to the build tree.
-built=(.libs/libnexar_pmpi.so.0.0.0 .libs/libnexar_pmpi_cuda.so test/gpu/nexar_gpu_tests
+# The library's file, whatever libtool's version numbers make its name.
+lib_file=.libs/$(basename "$(readlink -f .libs/libnexar_pmpi.so 2>/dev/null || echo libnexar_pmpi.so.0)")
+built=("$lib_file" .libs/libnexar_pmpi_cuda.so test/gpu/nexar_gpu_tests
        test/gpu/.libs/allreduce_cuda_check nexar_osu_allreduce nexar_gpu_reduce_bench)
 
 if [ "${1:-}" = --prepare ]; then
@@ -61,8 +63,8 @@ if [ "${1:-}" = --prepare ]; then
         strip --strip-debug -o "$bundle/build/$f" "$f"
         chmod +x "$bundle/build/$f"
     done
-    ln -s libnexar_pmpi.so.0.0.0 "$bundle/build/.libs/libnexar_pmpi.so.0"
-    ln -s libnexar_pmpi.so.0.0.0 "$bundle/build/.libs/libnexar_pmpi.so"
+    ln -s "$(basename "$lib_file")" "$bundle/build/.libs/libnexar_pmpi.so.0"
+    ln -s "$(basename "$lib_file")" "$bundle/build/.libs/libnexar_pmpi.so"
     cudalib=$(sed -n 's/^CUDA_LIBDIR = //p' Makefile 2>/dev/null)
     cudart=$(readlink -f "${cudalib:-/usr/local/cuda/lib64}/libcudart.so")
     cp "$cudart" "$bundle/lib/"
