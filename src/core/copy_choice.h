@@ -7,8 +7,9 @@
 // pages it copies at memcpy's speed and one copy beats two (README,
 // "Tuning").  So, per communicator and per shape of call (size class, and
 // which collective, in place or not), the chooser tries each mode for two
-// calls in a row, keeps the best time of each, and proposes the fastest; every kRoundCalls calls it tries them all
-// again, in case the buffers changed.  Ranks propose, and the call takes the
+// calls in a row, keeps the best time of each, and proposes the fastest;
+// every kRoundCalls calls it tries them all again, in case the buffers
+// changed.  Ranks propose, and the call takes the
 // least proposal (core/dispatch.cc): while exploring every rank proposes the
 // same mode, since all count the same calls.
 #pragma once
