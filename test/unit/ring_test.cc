@@ -1140,7 +1140,9 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
                         return body(p, links.peers, to, from);
                     },
                     &results);
-                if (on_device) EXPECT_GT(fake_device::operations(), device_ops_before) << "the fake GPU was never used";
+                if (on_device) {
+                    EXPECT_GT(fake_device::operations(), device_ops_before) << "the fake GPU was never used";
+                }
             } else {
                 const ShmCopy copy = hop == Hop::push ? ShmCopy::push : hop == Hop::cma ? ShmCopy::cma : ShmCopy::slots;
                 run_shm_ranks(
