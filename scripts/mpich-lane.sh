@@ -28,6 +28,7 @@ else
     tar -C "$top" --exclude=./build --exclude='*.o' --exclude='*.lo' --exclude=.libs --exclude=.deps \
         --exclude=Makefile --exclude=config.status --exclude=config.log -cf - . | tar -C "$build/src" -xf -
 fi
+. scripts/test-results.sh
 cd "$build/src"
 ./autogen.sh >/dev/null
 ./configure MPICC=mpicc.mpich --without-cuda ${CONFIGURE_FLAGS:-} | sed -n '/configuration summary/,$p'
@@ -35,13 +36,6 @@ make -j"$jobs" >/dev/null
 make -j"$jobs" check TESTS= >/dev/null  # build the test programs in parallel
 rc=0
 make check || rc=$?
-pass=0 fail=0 skip=0
-for trs in $(find . -name '*.trs'); do
-    case $(sed -n 's/^:test-result: //p' "$trs") in
-        PASS) pass=$((pass + 1)) ;;
-        SKIP) skip=$((skip + 1)) ;;
-        *) fail=$((fail + 1)) ;;
-    esac
-done
+count_test_results .
 echo "mpich tests: $pass passed, $fail failed, $skip skipped"
 [ $rc = 0 ] && [ $fail = 0 ] && [ $pass -gt 0 ]

@@ -51,15 +51,8 @@ make -j"$jobs" check TESTS=  # build the test programs in parallel
 # Tests run one at a time: MPI ranks busy-poll and a small machine has few cores.
 rc=0
 make check || rc=$?
-total=0 pass=0 fail=0 skip=0
-for trs in $(find . -path ./build -prune -o -name '*.trs' -print); do
-    total=$((total + 1))
-    case $(sed -n 's/^:test-result: //p' "$trs") in
-        PASS) pass=$((pass + 1)) ;;
-        SKIP) skip=$((skip + 1)) ;;
-        *) fail=$((fail + 1)) ;;
-    esac
-done
+. scripts/test-results.sh
+count_test_results .
 [ "$total" -gt 0 ] || { echo "quickstart: no test ran" >&2; exit 1; }
 summary="tests: $pass passed, $fail failed"
 [ "$skip" -gt 0 ] && summary="$summary, $skip skipped"

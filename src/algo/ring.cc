@@ -32,7 +32,6 @@ RingOperation::RingOperation(const RingPeers& peers, uint32_t sequence, const vo
     // Channels may be reused from ring to ring: count this ring's receives only.
     recv_base_ = from_prev.done();
     const size_t bytes = layout.extent() * esz_;
-    stream_results_ = bytes >= opt.stream_bytes;
     to_next.begin_operation(sequence, recv_, bytes);
     from_prev.begin_operation(sequence, recv_, bytes);
 }
@@ -58,7 +57,7 @@ Status RingOperation::announce_receives(std::string* error) {
         a.tag = recv_tag(recv_cursor_);
         a.reduce = recv_cursor_.phase() == 0;
         // The last allgather step's segments are forwarded no further.
-        a.stream = stream_results_ && !a.reduce && recv_cursor_.step() == uint32_t(p_.size - 2);
+        a.stream = opt_.stream_results && !a.reduce && recv_cursor_.step() == uint32_t(p_.size - 2);
         bool posted = false;
         Status s = in_.post(a, &posted, error);
         if (!ok(s)) return fail(s);

@@ -48,10 +48,9 @@ struct RingOptions {
     size_t segment_bytes = 1 << 20;
     uint32_t depth = 4;      // segments in flight per direction (UCX channels)
     double timeout_s = 60;   // fail when nothing completes for this long; 0: never
-    // Rings over at least this many bytes copy their settled results past
-    // the cache (Arrival::stream).  The dispatcher decides per call
-    // (NEXAR_STREAM_BYTES) and passes 0 or SIZE_MAX.
-    size_t stream_bytes = SIZE_MAX;
+    // Copy settled results past the cache (Arrival::stream).  The
+    // dispatcher decides per call, from NEXAR_STREAM_BYTES.
+    bool stream_results = false;
 };
 
 // This rank's place on the ring.
@@ -129,7 +128,6 @@ private:
     RingCursor send_cursor_, recv_cursor_;
     size_t own_segments_ = 0;
     char* own_out_ = nullptr;  // land_own_chunk_in
-    bool stream_results_ = false;  // RingOptions::stream_bytes
     Span own_chunk_;           // the chunk the reduce-scatter leaves reduced here
     size_t sent_ = 0;       // messages started
     size_t recv_base_ = 0;  // from_prev.done() when this ring began

@@ -467,7 +467,7 @@ int intercept_collective(const CollectiveCall& given) {
     opt.timeout_s = cfg.timeout_s;
     // Every ring of a large call streams its settled results (the node
     // rings of the hierarchical allreduce see one piece each).
-    opt.stream_bytes = bytes >= cfg.stream_bytes ? 0 : SIZE_MAX;
+    opt.stream_results = bytes >= cfg.stream_bytes;
 
     // No other thread releases this context's inboxes during the call.
     std::lock_guard<std::mutex> in_call(ctx->call_mutex());

@@ -91,10 +91,10 @@ check_bytes "$log" push_bytes nonzero
 path=ucx run 3 NEXAR_SHM=0 -- $ag --cases 120 --max-count 4000 --big-every 40 --seed 35
 path=shm run 5 NEXAR_SEGMENT_BYTES=1K -- $ag --cases 80 --max-count 1000 --big-every 0 --seed 36
 check_bytes "$log" allgather_calls nonzero
-# Results streamed past the cache (NEXAR_STREAM_BYTES=0: every call, the
-# own block of an out-of-place allgather and the last allgather step's
-# segments out of their slots), at 2 ranks and at 3 (segments forwarded
-# from place before the last step), with odd segment sizes.
+# Results streamed past the cache (NEXAR_STREAM_BYTES=0: in every call,
+# the last allgather step's segments out of their slots), at 2 ranks and at
+# 3 (segments forwarded from place before the last step), with odd segment
+# sizes.
 path=shm run 2 NEXAR_STREAM_BYTES=0 NEXAR_SHM_COPY=slots -- --cases 120 --max-count 20000 --big-every 20 --seed 41
 path=shm run 3 NEXAR_STREAM_BYTES=0 NEXAR_SHM_COPY=slots NEXAR_SEGMENT_BYTES=1000 -- $ag --cases 90 --max-count 4000 --big-every 30 --seed 42
 path=shm run 2 NEXAR_STREAM_BYTES=0 -- $rsv --cases 80 --max-count 20000 --big-every 20 --seed 43

@@ -250,7 +250,7 @@ void run_path(Path path, int n, size_t slot_bytes, uint32_t depth,
 // counters run on across calls); the last one is checked.
 template <class T>
 void check_allreduce(int n, size_t count, DataType type, ReduceOp op, bool in_place, size_t segment_bytes,
-                     uint32_t depth, Path path = Path::ucx, int calls = 1, size_t stream_bytes = SIZE_MAX) {
+                     uint32_t depth, Path path = Path::ucx, int calls = 1, bool stream_results = false) {
     std::vector<T> want = expected<T>(n, count, type, op);
     std::vector<std::vector<T>> out(n);
     std::vector<RankResult> results;
@@ -258,7 +258,7 @@ void check_allreduce(int n, size_t count, DataType type, ReduceOp op, bool in_pl
     opt.segment_bytes = segment_bytes;
     opt.depth = depth;
     opt.timeout_s = 30;
-    opt.stream_bytes = stream_bytes;
+    opt.stream_results = stream_results;
     run_path(
         path, n, ring_slot_bytes(count, n, sizeof(T), segment_bytes), depth,
         [&](int r, const RingCall& allreduce) {
@@ -400,7 +400,7 @@ TEST(RingOverSharedMemory, SeveralMegabytesManySegments) {
 }
 
 // Every call streams its settled results past the cache
-// (RingOptions::stream_bytes = 0): the last allgather step's segments are
+// (RingOptions::stream_results): the last allgather step's segments are
 // copied out of their slots with streaming stores, at every alignment the
 // odd counts and segment sizes give, while earlier steps' segments are
 // forwarded from place.  Modes that read or push with CMA copy nothing out
@@ -411,8 +411,8 @@ TEST(RingOverSharedMemory, StreamedResults) {
             for (size_t count : {1, 5, 17, 1009, 40000, 3 * 65536 + 5}) {
                 SCOPED_TRACE("path=" + std::to_string(int(path)) + " n=" + std::to_string(n) +
                              " count=" + std::to_string(count));
-                check_allreduce<int32_t>(n, count, DataType::i32, ReduceOp::sum, count % 2 == 1, 1000, 4, path, 2, 0);
-                check_allreduce<int8_t>(n, count, DataType::i8, ReduceOp::bxor, count % 2 == 0, 333, 3, path, 1, 0);
+                check_allreduce<int32_t>(n, count, DataType::i32, ReduceOp::sum, count % 2 == 1, 1000, 4, path, 2, true);
+                check_allreduce<int8_t>(n, count, DataType::i8, ReduceOp::bxor, count % 2 == 0, 333, 3, path, 1, true);
             }
 }
 
