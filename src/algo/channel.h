@@ -33,15 +33,18 @@ public:
     virtual ChannelKind kind() const = 0;
     // Ring operation `sequence` (its tags' call sequence) begins, and its
     // results land in [recvbuf, recvbuf + bytes) on every rank, at the same
-    // offsets: a channel that writes straight into its peer's buffer finds
-    // the place of a message sent from there by its offset.  Called before
-    // the operation's first start().
+    // offsets: a channel that writes straight into its peer's buffer puts a
+    // message at the offset start() names.  Called before the operation's
+    // first start().
     virtual void begin_operation(uint32_t /*sequence*/, const char* /*recvbuf*/, size_t /*bytes*/) {}
     // Starts sending `bytes` at `src` as the next message, tagged `tag`
-    // (transport/tag.h).  *started is false when the channel has no room
-    // now; the driver tries again after progress().  The bytes at `src` must
-    // stay put until the message completes.
-    virtual Status start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) = 0;
+    // (transport/tag.h); they are bytes [offset, offset + bytes) of the
+    // operation's result (src may lie outside recvbuf: an allgather's own
+    // block is sent from the caller's sendbuf).  *started is false when the
+    // channel has no room now; the driver tries again after progress().
+    // The bytes at `src` must stay put until the message completes.
+    virtual Status start(const char* src, size_t bytes, size_t offset, uint64_t tag, bool* started,
+                         std::string* error) = 0;
     // Moves started messages along; sets *moved when one got further.
     virtual Status progress(bool* moved, std::string* error) = 0;
     // Every started message has completed.

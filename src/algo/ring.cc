@@ -8,6 +8,7 @@
 
 #include "algo/partition.h"
 #include "algo/ring_schedule.h"
+#include "memory/host_copy.h"
 
 namespace nexar {
 
@@ -28,6 +29,8 @@ RingOperation::RingOperation(const RingPeers& peers, uint32_t sequence, const vo
       recv_cursor_(RingStream::receive, peers.position, layout, segment_elems(opt.segment_bytes, esz_), phases) {
     Span first = layout.chunk(first_send_chunk(phases, peers.position, peers.size));
     own_chunk_ = layout.chunk(size_t((peers.position + 1) % peers.size));
+    // An allgather out of place: the own block comes from sendbuf.
+    if (phases == RingPhases::allgather && send_ != recv_) own_in_ = send_;
     own_segments_ = segment_count(first.count, segment_elems(opt.segment_bytes, esz_));
     // Channels may be reused from ring to ring: count this ring's receives only.
     recv_base_ = from_prev.done();
@@ -68,20 +71,27 @@ Status RingOperation::announce_receives(std::string* error) {
 }
 
 // Send k carries this rank's first chunk (its own input, or for an
-// allgather alone the chunk it holds reduced) while k < own_segments_;
-// after that it forwards what receive k - own_segments_ produced, once that
-// is done.
+// allgather alone the chunk it holds) while k < own_segments_; after that
+// it forwards what receive k - own_segments_ produced, once that is done.
 Status RingOperation::start_sends(bool* moved, std::string* error) {
     while (!send_cursor_.done() && (sent_ < own_segments_ || sent_ - own_segments_ < received())) {
         Span span = send_cursor_.span();
-        // Only reduce-scatter step 0 reads the caller's input; everything
-        // later was produced into recvbuf.
-        bool from_input = send_cursor_.phase() == 0 && send_cursor_.step() == 0;
-        const char* src = (from_input ? send_ : recv_) + span.offset * esz_;
+        const size_t bytes = span.count * esz_;
+        // Only the first step reads the caller's input (reduce-scatter step
+        // 0, or an allgather's own block out of place); everything later was
+        // produced into recvbuf.
+        const bool first_step = send_cursor_.step() == 0 && send_cursor_.phase() == first_phase(phases_);
+        const bool own_block_in = first_step && own_in_;
+        const char* src = own_block_in ? own_in_ + (span.offset - own_chunk_.offset) * esz_
+                                       : (first_step && phases_ != RingPhases::allgather ? send_ : recv_) +
+                                             span.offset * esz_;
         bool started = false;
-        Status s = out_.start(src, span.count * esz_, send_tag(send_cursor_), &started, error);
+        Status s = out_.start(src, bytes, span.offset * esz_, send_tag(send_cursor_), &started, error);
         if (!ok(s)) return fail(s);
         if (!started) break;
+        // The own block goes into place while the channel's copy left it
+        // in cache; nothing reads it back from there.
+        if (own_block_in) copy_result(recv_ + span.offset * esz_, src, bytes, opt_.stream_results);
         ++sent_;
         send_cursor_.advance();
         *moved = true;

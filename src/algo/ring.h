@@ -127,7 +127,8 @@ private:
     RingPhases phases_;
     RingCursor send_cursor_, recv_cursor_;
     size_t own_segments_ = 0;
-    char* own_out_ = nullptr;  // land_own_chunk_in
+    char* own_out_ = nullptr;      // land_own_chunk_in
+    const char* own_in_ = nullptr;  // an allgather's own chunk, out of place (ring_run)
     Span own_chunk_;           // the chunk the reduce-scatter leaves reduced here
     size_t sent_ = 0;       // messages started
     size_t recv_base_ = 0;  // from_prev.done() when this ring began
@@ -157,7 +158,12 @@ bool ring_arguments_valid(const RingPeers& peers, const RingOptions& options);
 // `phases` runs one half only (algo/ring_schedule.h): the reduce-scatter
 // reads sendbuf and leaves chunk position+1 reduced in recvbuf (what the
 // other chunks of recvbuf hold is unspecified); the allgather starts from
-// that chunk in recvbuf and ignores sendbuf.
+// that chunk: in recvbuf when sendbuf equals recvbuf, else in sendbuf (the
+// chunk's first element at sendbuf[0]), and then the ring sends each of its
+// segments from there and copies it into place right after (one read of
+// the caller's block for both, and the copy streams like the results:
+// RingOptions::stream_results).  That copy is a host copy: out of place,
+// the allgather takes host memory only.
 Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, const RingOptions& options, SendChannel& to_next, RecvChannel& from_prev,
                       std::string* error, RingPhases phases = RingPhases::allreduce);

@@ -518,11 +518,11 @@ int intercept_collective(const CollectiveCall& given) {
     CurrentDeviceGuard device_guard(rt->device_possible() ? rt->device_api() : nullptr);
     const LocalPlan where = classify_buffers(*rt, src, call.recvbuf);
     const bool usable = buffers_ok && !refusal && !*where.why;
-    // What the ring reads and writes.  The allgather runs in place in
-    // recvbuf.  A reduce-scatter out of place reduces this rank's block
-    // straight into recvbuf and its partial sums of the others (3 ranks or
-    // more) in a work buffer in the same memory, since recvbuf holds only
-    // this rank's block.
+    // What the ring reads and writes.  The allgather runs in recvbuf (its
+    // own block out of place: below).  A reduce-scatter out of place
+    // reduces this rank's block straight into recvbuf and its partial sums
+    // of the others (3 ranks or more) in a work buffer in the same memory,
+    // since recvbuf holds only this rank's block.
     const void* ring_src = src;
     char* ring_recv = static_cast<char*>(call.recvbuf);
     char* own_chunk_out = nullptr;
@@ -545,6 +545,9 @@ int intercept_collective(const CollectiveCall& given) {
     CallAgreement agreed;
     const int64_t shape = call_shape(call, n, items);
     const bool ring_in_place = ring_src == ring_recv;
+    // The shape of the call for the copy chooser: an allgather out of
+    // place moves its own block too.
+    const bool shape_in_place = call.kind == Collective::allgather ? in_place : ring_in_place;
     auto plan_and_agree = [&] {
         plan = plan_buffers(*rt, *ctx, call.kind, where, ring_src, ring_recv, ring_count, layout, esz, opt, refusal);
         if (!plan.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call.name, bytes, plan.why);
@@ -555,7 +558,7 @@ int intercept_collective(const CollectiveCall& given) {
         agreed.shm = plan.shm;
         agreed.hier = plan.hier;
         agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
-        agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, call.kind, bytes, ring_in_place));
+        agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, call.kind, bytes, shape_in_place));
         agreed.ucx_segment = int64_t(plan.segment);
         agreed.buffers = buffers_ok;
         pmpi::allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, call.comm);
@@ -590,13 +593,27 @@ int intercept_collective(const CollectiveCall& given) {
         Status w = ctx->device_buffers(rt->device_api()).wait_for_application(&error);
         if (!ok(w)) return finish_ring(*ctx, call, w, error, bytes);
     }
-    // The allgather starts from this rank's block in place (not before the
-    // agreement: a call that fails there leaves recvbuf alone).  A GPU copy
-    // that fails fails the call; the other ranks' rings then time out.
+    const ShmCopy copy = ShmCopy(agreed.shm_copy);
+    // The copy chooser times the whole call, this rank's allgather block included.
+    const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
+    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    // Out of place, the allgather's ring on host memory sends this rank's
+    // block from sendbuf and copies each segment into place as it leaves
+    // (ring_run): the block is read once and its copy overlaps the
+    // transfer.  Except where this rank fills its successor's slots: that
+    // measured slower than copying the block first (README, Tuning).
+    // Device buffers get the block copied into place first too.  Not
+    // before the agreement: a call that fails there leaves recvbuf alone.
+    // A GPU copy that fails fails the call; the other ranks' rings then
+    // time out.
     if (call.kind == Collective::allgather && !in_place) {
-        Status c = copy_bytes(*rt, *ctx, where, static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz,
-                              call.sendbuf, blocks->counts[size_t(me)] * esz, &error);
-        if (!ok(c)) return finish_ring(*ctx, call, c, error, bytes);
+        if (!plan.device() && !(agreed.shm && ctx->send_shm() && copy == ShmCopy::slots)) {
+            ring_src = call.sendbuf;
+        } else {
+            Status c = copy_bytes(*rt, *ctx, where, static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz,
+                                  call.sendbuf, blocks->counts[size_t(me)] * esz, &error);
+            if (!ok(c)) return finish_ring(*ctx, call, c, error, bytes);
+        }
     }
     // Host buffers everywhere (shared memory agreed): the hierarchical
     // allreduce where it is ready and chosen, else the flat ring with its
@@ -614,18 +631,15 @@ int intercept_collective(const CollectiveCall& given) {
             device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()), UCS_MEMORY_TYPE_CUDA,
                                   cfg.gpu_profile);
         SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
-        const ShmCopy copy = ShmCopy(agreed.shm_copy);
-        const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
-        const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
         s = run_flat_ring(*ctx, agreed.shm != 0, copy, engine, ring_src, ring_recv, layout,
                           collective_phases(call.kind), type, rop, opt, &error, own_chunk_out);
         ShmCopyChooser& chooser = ctx->copy_chooser();
-        const int variant = copy_variant(call.kind, ring_in_place);
+        const int variant = copy_variant(call.kind, shape_in_place);
         if (timed && ok(s) &&
             chooser.record(bytes, variant, copy,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))
             NEXAR_DEBUG("communicator context %u: shared-memory copies for %s %s calls %s: %s", ctx->id(),
-                        format_bytes(bytes).c_str(), call.name, ring_in_place ? "in place" : "out of place",
+                        format_bytes(bytes).c_str(), call.name, shape_in_place ? "in place" : "out of place",
                         chooser.describe(bytes, variant).c_str());
     }
     // In place, a reduce-scatter leaves this rank's block at its place in

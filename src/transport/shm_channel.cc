@@ -51,7 +51,8 @@ Status peer_gave_up(int rank, std::string* error) {
 
 }  // namespace
 
-Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) {
+Status ShmSendChannel::start(const char* src, size_t bytes, size_t offset, uint64_t tag, bool* started,
+                             std::string* error) {
     *started = false;
     if (bytes > box_.slot_bytes()) {
         *error = "a segment is larger than the shared-memory slots";
@@ -66,7 +67,7 @@ Status ShmSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* 
         bool pushed = false;
         if (gather && pushes_) {
             std::string why;
-            if (!ok(box_.push(operation_, size_t(src - own_place_), src, bytes, &pushed, &why))) {
+            if (!ok(box_.push(operation_, offset, src, bytes, &pushed, &why))) {
                 // The probe read the successor, but the kernel refuses the
                 // write (a seccomp profile that allows reads only): stop
                 // pushing.  Whatever part landed is overwritten when the

@@ -58,11 +58,9 @@ public:
           copy_(copy), readable_(copy != ShmCopy::slots && next.writer_readable()),
           pushes_(copy == ShmCopy::push && next.owner_writable()), queue_(next.record_queue()) {}
     ChannelKind kind() const override { return ChannelKind::shm; }
-    void begin_operation(uint32_t sequence, const char* recvbuf, size_t) override {
-        own_place_ = recvbuf;
-        operation_ = {base_ + sent_, sequence};
-    }
-    Status start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) override;
+    void begin_operation(uint32_t sequence, const char*, size_t) override { operation_ = {base_ + sent_, sequence}; }
+    Status start(const char* src, size_t bytes, size_t offset, uint64_t tag, bool* started,
+                 std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
     // A segment sent by address is complete once the successor has read it.
     // Every record is posted and every segment sent by address is read.
@@ -83,7 +81,6 @@ private:
     ShmCopy copy_;
     bool readable_;  // the successor may read segments from here by address
     bool pushes_;    // allgather segments are pushed where the successor published its place
-    const char* own_place_ = nullptr;  // this operation's recvbuf here
     PlaceKey operation_;               // which place of the successor's is this operation's
     // Queues the record of a segment that needs no slot, and posts what
     // the successor has room for.

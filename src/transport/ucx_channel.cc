@@ -97,7 +97,8 @@ void RingScratch::abandon_receives() {
 
 // ---------------------------------------------------------------- sends
 
-Status UcxSendChannel::start(const char* src, size_t bytes, uint64_t tag, bool* started, std::string* error) {
+Status UcxSendChannel::start(const char* src, size_t bytes, size_t, uint64_t tag, bool* started,
+                             std::string* error) {
     *started = false;
     if (staged_ - done_ >= depth_) return Status::ok;
     uint32_t k = slot(staged_);

@@ -98,6 +98,11 @@ check_bytes "$log" allgather_calls nonzero
 path=shm run 2 NEXAR_STREAM_BYTES=0 NEXAR_SHM_COPY=slots -- --cases 120 --max-count 20000 --big-every 20 --seed 41
 path=shm run 3 NEXAR_STREAM_BYTES=0 NEXAR_SHM_COPY=slots NEXAR_SEGMENT_BYTES=1000 -- $ag --cases 90 --max-count 4000 --big-every 30 --seed 42
 path=shm run 2 NEXAR_STREAM_BYTES=0 -- $rsv --cases 80 --max-count 20000 --big-every 20 --seed 43
+# An allgather out of place sends its own block from the send buffer and
+# streams each segment into place as it leaves (by address here; push and
+# UCX above, the slots copy the block first).
+path=shm run 3 NEXAR_STREAM_BYTES=0 NEXAR_SHM_COPY=mixed NEXAR_SEGMENT_BYTES=4K -- $ag --cases 90 --max-count 4000 --big-every 30 --seed 44
+check_bytes "$log" cma_bytes nonzero
 # Everything passes through (threshold above every size): MPI's own results,
 # nexar's 16-bit float ops inside PMPI_Allreduce, against the local reference.
 min_ring=0 run 3 NEXAR_THRESHOLD_BYTES=1G -- --cases 120 --max-count 3000 --big-every 0 --seed 16 --expect-ring 0

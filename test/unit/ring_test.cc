@@ -618,7 +618,7 @@ TEST(RingOverSharedMemoryByAddress, ARefusedPushFallsBackToASlot) {
     TagFields f;
     f.phase = 1;  // allgather
     bool started = false;
-    EXPECT_EQ(out.start(mine, 32, pack_tag(f), &started, &err), Status::ok) << err;
+    EXPECT_EQ(out.start(mine, 32, 0, pack_tag(f), &started, &err), Status::ok) << err;
     EXPECT_TRUE(started);
     EXPECT_EQ(out.bytes_pushed(), 0u);
     EXPECT_FALSE(writer->owner_writable());
@@ -1035,7 +1035,8 @@ TEST(RingPhases, HalvesComposeToTheAllreduce) {
 // and empty blocks and a ring order that is not the rank order, through
 // every kind of hop, and on the host-emulated GPU (fake_device.h) through
 // the staged and direct device paths.  A gap between two blocks is never
-// written.
+// written.  On the host the allgather also runs out of place, from a send
+// buffer that holds only the rank's own block and stays as it was.
 TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
     enum class Hop { ucx, slots, cma, push, staged, direct };
     const nexar_device_api* api = fake_device::api();
@@ -1078,7 +1079,7 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
             auto value = [](int rank, size_t i) { return int32_t((i * 7 + size_t(rank) * 13) % 1000) - 500; };
             auto in_block = [&](int r, size_t i) { return i >= displs[size_t(r)] && i < displs[size_t(r)] + counts[size_t(r)]; };
             std::vector<std::vector<int32_t>> scattered(static_cast<size_t>(n)), gathered(static_cast<size_t>(n)),
-                landed(static_cast<size_t>(n));
+                landed(static_cast<size_t>(n)), gathered_apart(static_cast<size_t>(n));
             RingOptions opt;
             opt.segment_bytes = 256;
             opt.timeout_s = 30;
@@ -1109,6 +1110,20 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
                                           RingPhases::allgather, &res.error);
                 if (landed[size_t(me)].back() != -3) res = {Status::mismatch, "written past the own block"};
                 gathered[size_t(me)].assign(all.get(), all.get() + extent);
+                // Out of place (host memory only): the own block comes from a
+                // buffer of its own, sent from there and streamed into place.
+                if (!on_device && ok(res.status)) {
+                    std::vector<int32_t> mine(own_count + 1, 11);  // and a guard element
+                    for (size_t i = 0; i < own_count; ++i) mine[i] = value(me, displs[size_t(me)] + i) * 5;
+                    const std::vector<int32_t> given = mine;
+                    std::vector<int32_t> into(extent, -9);
+                    RingOptions streamed = opt;
+                    streamed.stream_results = true;
+                    res.status = ring_run(peers, 4, mine.data(), into.data(), layout, DataType::i32, streamed, to, from,
+                                          RingPhases::allgather, &res.error);
+                    if (mine != given) res = {Status::mismatch, "the allgather wrote into its send buffer"};
+                    gathered_apart[size_t(me)] = into;
+                }
                 return res;
             };
             std::vector<RankResult> results;
@@ -1168,6 +1183,10 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
                     }
                     ASSERT_EQ(gathered[size_t(r)][i], owner < 0 ? -7 : value(owner, i) * 3)
                         << "rank " << r << " after the allgather, element " << i;
+                    if (!on_device) {
+                        ASSERT_EQ(gathered_apart[size_t(r)][i], owner < 0 ? -9 : value(owner, i) * 5)
+                            << "rank " << r << " after the allgather out of place, element " << i;
+                    }
                 }
             }
         }
