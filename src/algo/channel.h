@@ -27,6 +27,22 @@ namespace nexar {
 enum class ChannelKind { shm, ucx };
 inline const char* channel_kind_name(ChannelKind k) { return k == ChannelKind::shm ? "shared memory" : "UCX"; }
 
+// The next message a rank sends: `bytes` at `src`, tagged `tag`
+// (transport/tag.h), bytes [offset, offset + bytes) of the operation's
+// result (src may lie outside recvbuf: an allgather's own block is sent
+// from the caller's sendbuf).  `copy_to`: where this rank keeps a copy of
+// the same bytes (that own block, into place), host memory only; the
+// channel writes it, with streaming stores when `stream`
+// (memory/host_copy.h), together with a copy of its own where it makes one.
+struct Departure {
+    const char* src = nullptr;
+    size_t bytes = 0;
+    size_t offset = 0;
+    uint64_t tag = 0;
+    char* copy_to = nullptr;
+    bool stream = false;
+};
+
 class SendChannel {
 public:
     virtual ~SendChannel() = default;
@@ -37,14 +53,11 @@ public:
     // message at the offset start() names.  Called before the operation's
     // first start().
     virtual void begin_operation(uint32_t /*sequence*/, const char* /*recvbuf*/, size_t /*bytes*/) {}
-    // Starts sending `bytes` at `src` as the next message, tagged `tag`
-    // (transport/tag.h); they are bytes [offset, offset + bytes) of the
-    // operation's result (src may lie outside recvbuf: an allgather's own
-    // block is sent from the caller's sendbuf).  *started is false when the
-    // channel has no room now; the driver tries again after progress().
-    // The bytes at `src` must stay put until the message completes.
-    virtual Status start(const char* src, size_t bytes, size_t offset, uint64_t tag, bool* started,
-                         std::string* error) = 0;
+    // Starts sending the next message; when it says *started, the copy to
+    // d.copy_to is made.  *started is false when the channel has no room
+    // now; the driver tries again after progress().  The bytes at d.src
+    // must stay put until the message completes.
+    virtual Status start(const Departure& d, bool* started, std::string* error) = 0;
     // Moves started messages along; sets *moved when one got further.
     virtual Status progress(bool* moved, std::string* error) = 0;
     // Every started message has completed.

@@ -8,7 +8,6 @@
 
 #include "algo/partition.h"
 #include "algo/ring_schedule.h"
-#include "memory/host_copy.h"
 
 namespace nexar {
 
@@ -76,22 +75,26 @@ Status RingOperation::announce_receives(std::string* error) {
 Status RingOperation::start_sends(bool* moved, std::string* error) {
     while (!send_cursor_.done() && (sent_ < own_segments_ || sent_ - own_segments_ < received())) {
         Span span = send_cursor_.span();
-        const size_t bytes = span.count * esz_;
+        Departure d;
+        d.bytes = span.count * esz_;
+        d.offset = span.offset * esz_;
+        d.tag = send_tag(send_cursor_);
         // Only the first step reads the caller's input (reduce-scatter step
-        // 0, or an allgather's own block out of place); everything later was
-        // produced into recvbuf.
+        // 0, or an allgather's own block out of place, which the channel
+        // also copies into place; nothing reads it back from there);
+        // everything later was produced into recvbuf.
         const bool first_step = send_cursor_.step() == 0 && send_cursor_.phase() == first_phase(phases_);
-        const bool own_block_in = first_step && own_in_;
-        const char* src = own_block_in ? own_in_ + (span.offset - own_chunk_.offset) * esz_
-                                       : (first_step && phases_ != RingPhases::allgather ? send_ : recv_) +
-                                             span.offset * esz_;
+        if (first_step && own_in_) {
+            d.src = own_in_ + (span.offset - own_chunk_.offset) * esz_;
+            d.copy_to = recv_ + d.offset;
+            d.stream = opt_.stream_results;
+        } else {
+            d.src = (first_step && phases_ != RingPhases::allgather ? send_ : recv_) + d.offset;
+        }
         bool started = false;
-        Status s = out_.start(src, bytes, span.offset * esz_, send_tag(send_cursor_), &started, error);
+        Status s = out_.start(d, &started, error);
         if (!ok(s)) return fail(s);
         if (!started) break;
-        // The own block goes into place while the channel's copy left it
-        // in cache; nothing reads it back from there.
-        if (own_block_in) copy_result(recv_ + span.offset * esz_, src, bytes, opt_.stream_results);
         ++sent_;
         send_cursor_.advance();
         *moved = true;

@@ -160,8 +160,8 @@ bool ring_arguments_valid(const RingPeers& peers, const RingOptions& options);
 // other chunks of recvbuf hold is unspecified); the allgather starts from
 // that chunk: in recvbuf when sendbuf equals recvbuf, else in sendbuf (the
 // chunk's first element at sendbuf[0]), and then the ring sends each of its
-// segments from there and copies it into place right after (one read of
-// the caller's block for both, and the copy streams like the results:
+// segments from there and has the send channel copy it into place too
+// (Departure::copy_to; streamed like the results,
 // RingOptions::stream_results).  That copy is a host copy: out of place,
 // the allgather takes host memory only.
 Status ring_allreduce(const RingPeers& peers, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,

@@ -9,8 +9,25 @@ ShmCopyChooser::Shape& ShmCopyChooser::shape(size_t bytes, int variant) {
     return shapes_[kVariants * size_class + unsigned(variant) % kVariants];
 }
 
-ShmCopy ShmCopyChooser::propose(size_t bytes, int variant) {
+namespace {
+
+// Choice c: mode c, or (the last) slots with the own block copied along.
+CopyProposal choice(int c) {
+    CopyProposal p;
+    p.own_block_with_slots = c == kShmCopyModes;
+    p.mode = p.own_block_with_slots ? ShmCopy::slots : ShmCopy(c);
+    return p;
+}
+int choice_index(CopyProposal p) {
+    return p.mode == ShmCopy::slots && p.own_block_with_slots ? kShmCopyModes : int(p.mode);
+}
+const char* choice_name(int c) { return c == kShmCopyModes ? "slots+own" : shm_copy_name(ShmCopy(c)); }
+
+}  // namespace
+
+CopyProposal ShmCopyChooser::propose(size_t bytes, int variant, bool own_block) {
     Shape& s = shape(bytes, variant);
+    s.choices = own_block ? kChoices : kShmCopyModes;
     const uint32_t n = s.calls % kRoundCalls;
     if (n == 0)
         for (double& b : s.best) b = 0;
@@ -19,27 +36,27 @@ ShmCopy ShmCopyChooser::propose(size_t bytes, int variant) {
     // cache is slow right after one that left them there dirty (measured:
     // slots took 10.2 ms for a 64 MiB allgather between CMA calls, 6.9 ms
     // after slots), so only a mode's later samples show its steady state.
-    if (n < kSamplesPerMode * kShmCopyModes) return ShmCopy(n / kSamplesPerMode);
+    if (n < kSamplesPerMode * uint32_t(s.choices)) return choice(int(n / kSamplesPerMode));
     int fastest = 0;
-    for (int m = 1; m < kShmCopyModes; ++m)
-        if (s.best[m] > 0 && (s.best[fastest] <= 0 || s.best[m] < s.best[fastest])) fastest = m;
-    return ShmCopy(fastest);
+    for (int c = 1; c < s.choices; ++c)
+        if (s.best[c] > 0 && (s.best[fastest] <= 0 || s.best[c] < s.best[fastest])) fastest = c;
+    return choice(fastest);
 }
 
-bool ShmCopyChooser::record(size_t bytes, int variant, ShmCopy used, double seconds) {
+bool ShmCopyChooser::record(size_t bytes, int variant, CopyProposal used, double seconds) {
     Shape& s = shape(bytes, variant);
     ++s.calls;
-    double& b = s.best[int(used)];
+    double& b = s.best[choice_index(used)];
     if (seconds > 0 && (b <= 0 || seconds < b)) b = seconds;
-    return s.calls % kRoundCalls == kSamplesPerMode * kShmCopyModes;
+    return s.calls % kRoundCalls == kSamplesPerMode * uint32_t(s.choices);
 }
 
 std::string ShmCopyChooser::describe(size_t bytes, int variant) {
-    const Shape& s = shape(bytes, variant);
-    std::string out = shm_copy_name(propose(bytes, variant));
+    Shape& s = shape(bytes, variant);
+    std::string out = choice_name(choice_index(propose(bytes, variant, s.choices == kChoices)));
     char buf[64];
-    for (int m = 0; m < kShmCopyModes; ++m) {
-        snprintf(buf, sizeof buf, "%s%s %.2f ms", m ? ", " : " (", shm_copy_name(ShmCopy(m)), s.best[m] * 1e3);
+    for (int c = 0; c < s.choices; ++c) {
+        snprintf(buf, sizeof buf, "%s%s %.2f ms", c ? ", " : " (", choice_name(c), s.best[c] * 1e3);
         out += buf;
     }
     return out + ")";

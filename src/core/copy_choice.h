@@ -12,6 +12,12 @@
 // changed.  Ranks propose, and the call takes the
 // least proposal (core/dispatch.cc): while exploring every rank proposes the
 // same mode, since all count the same calls.
+//
+// An allgather out of place has one more choice, this rank's alone: with
+// slots, its own block is copied into place either before the ring or
+// together with its copy into the slots (one read of the block for both).
+// The second won at 32-64 MiB and lost at 8-16 MiB on this project's VM
+// (README "Tuning"), so it is tried as a fifth candidate.
 #pragma once
 
 #include <cstddef>
@@ -22,27 +28,41 @@
 
 namespace nexar {
 
+// What a rank proposes for a call.  `mode` is agreed (the least over the
+// ranks); `own_block_with_slots` applies when the agreed mode is slots.
+struct CopyProposal {
+    ShmCopy mode = ShmCopy::slots;
+    bool own_block_with_slots = false;
+};
+
 class ShmCopyChooser {
 public:
     static constexpr uint32_t kSamplesPerMode = 2;
+    // The four modes, and slots with the own block copied along.
+    static constexpr int kChoices = kShmCopyModes + 1;
     static constexpr uint32_t kRoundCalls = 256;
     // Kinds of call learnt apart, besides their size class: the caller's
     // numbering (core/dispatch.cc: each collective, in place or not).
     static constexpr int kVariants = 8;
 
-    // The mode to propose for a call of `bytes` of kind `variant`.
-    ShmCopy propose(size_t bytes, int variant);
-    // How long a call of that shape took with the mode it used.  True when
+    // What to propose for a call of `bytes` of kind `variant`;
+    // `own_block`: the call has an own block to place (an allgather out of
+    // place), so slots with it copied along is a candidate too.  A shape
+    // must always be asked with the same `own_block`.
+    CopyProposal propose(size_t bytes, int variant, bool own_block = false);
+    // How long a call of that shape took with what it used.  True when
     // this call ended a round's trials (describe() then tells the outcome).
-    bool record(size_t bytes, int variant, ShmCopy used, double seconds);
-    // "push (slots 12.1 ms, mixed 8.0 ms, cma 9.3 ms, push 7.2 ms)": the mode proposed
-    // now for that shape and the best times of this round.
+    bool record(size_t bytes, int variant, CopyProposal used, double seconds);
+    // "push (slots 12.1 ms, mixed 8.0 ms, cma 9.3 ms, push 7.2 ms)": what
+    // is proposed now for that shape and the best times of this round
+    // ("slots+own" is slots with the own block copied along).
     std::string describe(size_t bytes, int variant);
 
 private:
     struct Shape {
         uint32_t calls = 0;
-        double best[kShmCopyModes] = {};  // seconds; 0: not measured this round
+        int choices = kShmCopyModes;  // kChoices where the own block is a choice
+        double best[kChoices] = {};   // seconds; 0: not measured this round
     };
     Shape& shape(size_t bytes, int variant);
     Shape shapes_[kVariants * 64];

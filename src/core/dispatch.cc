@@ -180,9 +180,13 @@ bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes)
 // The chooser learns each collective, in place or not, apart.
 int copy_variant(Collective kind, bool in_place) { return 2 * int(kind) + (in_place ? 1 : 0); }
 
-ShmCopy proposed_copy(const Config& cfg, CommContext& ctx, Collective kind, size_t bytes, bool in_place) {
-    if (cfg.shm_copy != ShmCopySetting::automatic) return ShmCopy(int(cfg.shm_copy));
-    return ctx.any_hop_shm() ? ctx.copy_chooser().propose(bytes, copy_variant(kind, in_place)) : ShmCopy::slots;
+CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind, size_t bytes, bool in_place) {
+    CopyProposal p;
+    if (cfg.shm_copy != ShmCopySetting::automatic)
+        p.mode = ShmCopy(int(cfg.shm_copy));
+    else if (ctx.any_hop_shm())
+        p = ctx.copy_chooser().propose(bytes, copy_variant(kind, in_place), kind == Collective::allgather && !in_place);
+    return p;
 }
 
 // Segment size of a host call whose same-node hops go through shared
@@ -542,6 +546,7 @@ int intercept_collective(const CollectiveCall& given) {
     }
     // Per-rank readiness, agreed together with the count.
     LocalPlan plan;
+    CopyProposal proposal;
     CallAgreement agreed;
     const int64_t shape = call_shape(call, n, items);
     const bool ring_in_place = ring_src == ring_recv;
@@ -558,7 +563,8 @@ int intercept_collective(const CollectiveCall& given) {
         agreed.shm = plan.shm;
         agreed.hier = plan.hier;
         agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
-        agreed.shm_copy = int64_t(proposed_copy(cfg, *ctx, call.kind, bytes, shape_in_place));
+        proposal = proposed_copy(cfg, *ctx, call.kind, bytes, shape_in_place);
+        agreed.shm_copy = int64_t(proposal.mode);
         agreed.ucx_segment = int64_t(plan.segment);
         agreed.buffers = buffers_ok;
         pmpi::allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, call.comm);
@@ -593,21 +599,25 @@ int intercept_collective(const CollectiveCall& given) {
         Status w = ctx->device_buffers(rt->device_api()).wait_for_application(&error);
         if (!ok(w)) return finish_ring(*ctx, call, w, error, bytes);
     }
-    const ShmCopy copy = ShmCopy(agreed.shm_copy);
+    CopyProposal used;
+    used.mode = ShmCopy(agreed.shm_copy);
+    used.own_block_with_slots = used.mode == ShmCopy::slots && proposal.own_block_with_slots;
+    const ShmCopy copy = used.mode;
     // The copy chooser times the whole call, this rank's allgather block included.
     const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
     const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     // Out of place, the allgather's ring on host memory sends this rank's
     // block from sendbuf and copies each segment into place as it leaves
     // (ring_run): the block is read once and its copy overlaps the
-    // transfer.  Except where this rank fills its successor's slots: that
-    // measured slower than copying the block first (README, Tuning).
-    // Device buffers get the block copied into place first too.  Not
-    // before the agreement: a call that fails there leaves recvbuf alone.
-    // A GPU copy that fails fails the call; the other ranks' rings then
-    // time out.
+    // transfer.  Where this rank fills its successor's slots, the chooser
+    // decides whether that copy goes along with the one into the slots or
+    // comes first (each won at some sizes: README, Tuning).  Device buffers
+    // get the block copied into place first.  Not before the agreement: a
+    // call that fails there leaves recvbuf alone.  A GPU copy that fails
+    // fails the call; the other ranks' rings then time out.
     if (call.kind == Collective::allgather && !in_place) {
-        if (!plan.device() && !(agreed.shm && ctx->send_shm() && copy == ShmCopy::slots)) {
+        const bool fills_slots = agreed.shm && ctx->send_shm() && copy == ShmCopy::slots;
+        if (!plan.device() && (!fills_slots || used.own_block_with_slots)) {
             ring_src = call.sendbuf;
         } else {
             Status c = copy_bytes(*rt, *ctx, where, static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz,
@@ -636,7 +646,7 @@ int intercept_collective(const CollectiveCall& given) {
         ShmCopyChooser& chooser = ctx->copy_chooser();
         const int variant = copy_variant(call.kind, shape_in_place);
         if (timed && ok(s) &&
-            chooser.record(bytes, variant, copy,
+            chooser.record(bytes, variant, used,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))
             NEXAR_DEBUG("communicator context %u: shared-memory copies for %s %s calls %s: %s", ctx->id(),
                         format_bytes(bytes).c_str(), call.name, shape_in_place ? "in place" : "out of place",

@@ -19,6 +19,12 @@ namespace nexar {
 // still orders them.  dst and src must not overlap.  Other CPUs: memcpy.
 void copy_streaming(void* dst, const void* src, size_t bytes);
 
+// Copies src both into `cached` (plain stores: a slot the caller reads or
+// hands on next) and into `result` (streaming stores when `streaming`,
+// fenced as copy_streaming's), reading src once.  No two of the three may
+// overlap.
+void copy_twice(void* cached, void* result, const void* src, size_t bytes, bool streaming);
+
 // copy_streaming when `streaming`, else memcpy.
 void copy_result(void* dst, const void* src, size_t bytes, bool streaming);
 

@@ -51,10 +51,9 @@ Status peer_gave_up(int rank, std::string* error) {
 
 }  // namespace
 
-Status ShmSendChannel::start(const char* src, size_t bytes, size_t offset, uint64_t tag, bool* started,
-                             std::string* error) {
+Status ShmSendChannel::start(const Departure& d, bool* started, std::string* error) {
     *started = false;
-    if (bytes > box_.slot_bytes()) {
+    if (d.bytes > box_.slot_bytes()) {
         *error = "a segment is larger than the shared-memory slots";
         return Status::invalid_argument;
     }
@@ -62,12 +61,12 @@ Status ShmSendChannel::start(const char* src, size_t bytes, size_t offset, uint6
     // Which way this segment travels: allgather segments may be pushed
     // into the successor's buffer, or read by it from here; reduce-scatter
     // segments only read (cma, push).
-    const bool gather = copy_ != ShmCopy::slots && unpack_tag(tag).phase == 1;
+    const bool gather = copy_ != ShmCopy::slots && unpack_tag(d.tag).phase == 1;
     if (queued_ < ShmInbox::kMaxQueuedRecords) {
         bool pushed = false;
         if (gather && pushes_) {
             std::string why;
-            if (!ok(box_.push(operation_, offset, src, bytes, &pushed, &why))) {
+            if (!ok(box_.push(operation_, d.offset, d.src, d.bytes, &pushed, &why))) {
                 // The probe read the successor, but the kernel refuses the
                 // write (a seccomp profile that allows reads only): stop
                 // pushing.  Whatever part landed is overwritten when the
@@ -82,10 +81,12 @@ Status ShmSendChannel::start(const char* src, size_t bytes, size_t offset, uint6
         if (pushed || by_address) {
             // By address, the bytes stay at `src` until the successor has
             // read them (drained()).
-            queue_record({tag, bytes, pushed ? kPushedToPlace : uint64_t(reinterpret_cast<uintptr_t>(src))},
+            queue_record({d.tag, d.bytes, pushed ? kPushedToPlace : uint64_t(reinterpret_cast<uintptr_t>(d.src))},
                          &posted_since_progress_);
-            (pushed ? bytes_pushed_ : bytes_by_address_) += bytes;
-            bytes_sent_ += bytes;
+            (pushed ? bytes_pushed_ : bytes_by_address_) += d.bytes;
+            bytes_sent_ += d.bytes;
+            // A pushed segment was just read: the copy reads it from cache.
+            if (d.copy_to) copy_result(d.copy_to, d.src, d.bytes, d.stream);
             *started = true;
             return Status::ok;
         }
@@ -93,11 +94,14 @@ Status ShmSendChannel::start(const char* src, size_t bytes, size_t offset, uint6
     // A segment through a slot follows every earlier record.
     uint64_t m = base_ + sent_;
     if (queued_ > 0 || box_.consumed().load(std::memory_order_acquire) + box_.depth() <= m) return Status::ok;
-    memcpy(box_.slot(m), src, bytes);
-    box_.record(m) = ShmSlotRecord{tag, bytes, 0};
+    if (d.copy_to)
+        copy_twice(box_.slot(m), d.copy_to, d.src, d.bytes, d.stream);  // one read of src for both
+    else
+        memcpy(box_.slot(m), d.src, d.bytes);
+    box_.record(m) = ShmSlotRecord{d.tag, d.bytes, 0};
     box_.produced().store(m + 1, std::memory_order_release);
     ++sent_;
-    bytes_sent_ += bytes;
+    bytes_sent_ += d.bytes;
     *started = true;
     return Status::ok;
 }

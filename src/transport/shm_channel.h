@@ -1,12 +1,13 @@
 // Ring hops between ranks of one node through shared-memory inboxes
 // (transport/shm_inbox.h), host buffers only.
 //
-// A send is a memcpy into a slot of the next rank's inbox; a receive
-// reduces straight out of the slot into recvbuf (reduce-scatter) or copies
-// it into place (allgather).  Slots are small and reused, so they stay in
-// cache, and no byte goes through the kernel.  Every slot's tag and length
-// are checked before use: ranks that disagree on the count get an error,
-// never a write past a buffer.
+// A send is a memcpy into a slot of the next rank's inbox (with a copy
+// into place in the same pass where the ring asks for one:
+// Departure::copy_to); a receive reduces straight out of the slot into
+// recvbuf (reduce-scatter) or copies it into place (allgather).  Slots are
+// small and reused, so they stay in cache, and no byte goes through the
+// kernel.  Every slot's tag and length are checked before use: ranks that
+// disagree on the count get an error, never a write past a buffer.
 //
 // Where the receiver proved at setup that it may read the sender's memory
 // (transport/cma.h), a send may instead record only the segment's address:
@@ -59,8 +60,7 @@ public:
           pushes_(copy == ShmCopy::push && next.owner_writable()), queue_(next.record_queue()) {}
     ChannelKind kind() const override { return ChannelKind::shm; }
     void begin_operation(uint32_t sequence, const char*, size_t) override { operation_ = {base_ + sent_, sequence}; }
-    Status start(const char* src, size_t bytes, size_t offset, uint64_t tag, bool* started,
-                 std::string* error) override;
+    Status start(const Departure& d, bool* started, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
     // A segment sent by address is complete once the successor has read it.
     // Every record is posted and every segment sent by address is read.

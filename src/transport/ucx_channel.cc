@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "memory/host_copy.h"
+
 namespace nexar {
 
 namespace {
@@ -97,18 +99,18 @@ void RingScratch::abandon_receives() {
 
 // ---------------------------------------------------------------- sends
 
-Status UcxSendChannel::start(const char* src, size_t bytes, size_t, uint64_t tag, bool* started,
-                             std::string* error) {
+Status UcxSendChannel::start(const Departure& d, bool* started, std::string* error) {
     *started = false;
     if (staged_ - done_ >= depth_) return Status::ok;
     uint32_t k = slot(staged_);
     UcxPending& m = pending_[k];
-    m.bytes = bytes;
-    m.tag = tag;
-    if (!ok(engine_.stage_send(k, src, bytes, &m.wire))) {
+    m.bytes = d.bytes;
+    m.tag = d.tag;
+    if (!ok(engine_.stage_send(k, d.src, d.bytes, &m.wire))) {
         *error = engine_.error();
         return Status::transport_error;
     }
+    if (d.copy_to) copy_result(d.copy_to, d.src, d.bytes, d.stream);
     ++staged_;
     *started = true;
     return Status::ok;

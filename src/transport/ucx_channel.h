@@ -86,8 +86,7 @@ public:
                    SegmentEngine& engine, bool drive_worker)
         : UcxHop(worker, peer_rank, depth, scratch, engine, drive_worker), ep_(to) {}
     ChannelKind kind() const override { return ChannelKind::ucx; }
-    Status start(const char* src, size_t bytes, size_t offset, uint64_t tag, bool* started,
-                 std::string* error) override;
+    Status start(const Departure& d, bool* started, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
     bool drained() const override { return done_ == staged_; }
     Status check_peer(std::string* error) override;

@@ -6,12 +6,15 @@
 // split, used in alternation.  Linked with -lnexar_pmpi.
 //
 //   allreduce_check [--collective allreduce|reduce_scatter_block|reduce_scatter|allgather]
-//                   [--cases N] [--max-count N] [--big-every K] [--seed S] [--expect-ring 0|1]
-//                   [--split halves|parity]
+//                   [--cases N] [--max-count N] [--count N] [--big-every K] [--seed S]
+//                   [--expect-ring 0|1] [--split halves|parity]
 //
 // --collective (default allreduce): MPI_Reduce_scatter_block and
 // MPI_Allgather take the case's count per rank; MPI_Reduce_scatter gives
 // ranks uneven counts, some of them 0.
+//
+// --count N: every case (but the big ones) takes count N, so that calls of
+// one shape repeat and NEXAR_SHM_COPY=auto tries each of its choices.
 //
 // --split: how MPI_COMM_WORLD is split: halves (the default) gives ranks
 // 0..n/2-1 and n/2..n-1; parity gives the even and the odd ranks, so that
@@ -39,6 +42,7 @@ namespace {
 struct Options {
     int cases = 300;
     long max_count = 5000;
+    long count = -1;  // --count: every case's (-1: varied)
     int big_every = 40;  // every K-th case is a few MiB (0: never)
     uint64_t seed = 1;
     bool expect_ring = true;
@@ -458,6 +462,7 @@ int main(int argc, char** argv) {
         std::string a = argv[i];
         if (a == "--cases") o.cases = atoi(argv[i + 1]);
         else if (a == "--max-count") o.max_count = atol(argv[i + 1]);
+        else if (a == "--count") o.count = atol(argv[i + 1]);
         else if (a == "--big-every") o.big_every = atoi(argv[i + 1]);
         else if (a == "--seed") o.seed = strtoull(argv[i + 1], nullptr, 10);
         else if (a == "--dumpable") continue;  // handled above
@@ -531,6 +536,8 @@ int main(int argc, char** argv) {
         size_t count;
         if (o.big_every > 0 && k % o.big_every == o.big_every - 1)
             count = (size_t(2) << 20) / t.size + cs % 1013;  // about 2 MiB, odd
+        else if (o.count >= 0)
+            count = size_t(o.count);
         else if (k % 2 == 0)
             count = size_t(fixed_counts[(k / 2) % nfixed]);
         else

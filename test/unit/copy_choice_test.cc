@@ -46,9 +46,11 @@ ShmCopy run_calls(ShmCopyChooser& c, size_t bytes, bool in_place, const double (
                   std::vector<ShmCopy>* used = nullptr) {
     ShmCopy last = ShmCopy::slots;
     for (int i = 0; i < calls; ++i) {
-        last = c.propose(bytes, in_place);
+        CopyProposal p = c.propose(bytes, in_place);
+        EXPECT_FALSE(p.own_block_with_slots);  // not a choice here
+        last = p.mode;
         if (used) used->push_back(last);
-        c.record(bytes, in_place, last, seconds[int(last)]);
+        c.record(bytes, in_place, p, seconds[int(last)]);
     }
     return last;
 }
@@ -71,12 +73,48 @@ TEST(ShmCopyChooser, JudgesAModeAfterItself) {
     ShmCopyChooser c;
     ShmCopy before = ShmCopy::mixed;
     for (int i = 0; i < 20; ++i) {
-        ShmCopy m = c.propose(64 << 20, 0);
-        double t = m == ShmCopy::slots ? (before == ShmCopy::slots ? 1.0 : 3.0) : 1.5;
-        c.record(64 << 20, 0, m, t);
-        before = m;
+        CopyProposal p = c.propose(64 << 20, 0);
+        double t = p.mode == ShmCopy::slots ? (before == ShmCopy::slots ? 1.0 : 3.0) : 1.5;
+        c.record(64 << 20, 0, p, t);
+        before = p.mode;
     }
-    EXPECT_EQ(c.propose(64 << 20, 0), ShmCopy::slots) << c.describe(64 << 20, 0);
+    EXPECT_EQ(c.propose(64 << 20, 0).mode, ShmCopy::slots) << c.describe(64 << 20, 0);
+}
+
+// An allgather out of place has a fifth candidate, slots with the own
+// block copied along, tried after the four modes; it is proposed where it
+// is fastest, and otherwise slots alone copy the block first.
+TEST(ShmCopyChooser, OwnBlockWithSlotsIsAFifthChoice) {
+    auto run = [](ShmCopyChooser& c, double along, double first, double others) {
+        std::vector<CopyProposal> used;
+        for (int i = 0; i < 16; ++i) {
+            CopyProposal p = c.propose(32 << 20, 2, true);
+            used.push_back(p);
+            double t = p.mode != ShmCopy::slots ? others : p.own_block_with_slots ? along : first;
+            c.record(32 << 20, 2, p, t);
+        }
+        return used;
+    };
+    ShmCopyChooser c;
+    std::vector<CopyProposal> used = run(c, 1.0, 2.0, 3.0);
+    const uint32_t per = ShmCopyChooser::kSamplesPerMode;
+    for (uint32_t i = 0; i < per * kShmCopyModes; ++i) {
+        EXPECT_EQ(used[i].mode, ShmCopy(int(i / per))) << i;
+        EXPECT_FALSE(used[i].own_block_with_slots) << i;
+    }
+    for (uint32_t i = per * kShmCopyModes; i < per * ShmCopyChooser::kChoices; ++i) {
+        EXPECT_EQ(used[i].mode, ShmCopy::slots) << i;
+        EXPECT_TRUE(used[i].own_block_with_slots) << i;
+    }
+    EXPECT_TRUE(used.back().own_block_with_slots);
+    EXPECT_EQ(c.describe(32 << 20, 2).rfind("slots+own (slots 2000.00 ms, ", 0), 0u) << c.describe(32 << 20, 2);
+    ShmCopyChooser d;
+    used = run(d, 2.0, 1.0, 3.0);
+    EXPECT_EQ(used.back().mode, ShmCopy::slots);
+    EXPECT_FALSE(used.back().own_block_with_slots);
+    ShmCopyChooser e;
+    used = run(e, 2.0, 3.0, 1.0);
+    EXPECT_NE(used.back().mode, ShmCopy::slots);
 }
 
 TEST(ShmCopyChooser, ShapesAreIndependentAndRoundsStartAfresh) {

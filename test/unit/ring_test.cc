@@ -618,7 +618,11 @@ TEST(RingOverSharedMemoryByAddress, ARefusedPushFallsBackToASlot) {
     TagFields f;
     f.phase = 1;  // allgather
     bool started = false;
-    EXPECT_EQ(out.start(mine, 32, 0, pack_tag(f), &started, &err), Status::ok) << err;
+    Departure d;
+    d.src = mine;
+    d.bytes = 32;
+    d.tag = pack_tag(f);
+    EXPECT_EQ(out.start(d, &started, &err), Status::ok) << err;
     EXPECT_TRUE(started);
     EXPECT_EQ(out.bytes_pushed(), 0u);
     EXPECT_FALSE(writer->owner_writable());
