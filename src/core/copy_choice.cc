@@ -45,10 +45,27 @@ CopyProposal ShmCopyChooser::propose(size_t bytes, int variant, bool own_block) 
 
 bool ShmCopyChooser::record(size_t bytes, int variant, CopyProposal used, double seconds) {
     Shape& s = shape(bytes, variant);
+    const uint32_t n = s.calls % kRoundCalls;  // this call's place in its round
     ++s.calls;
     double& b = s.best[choice_index(used)];
+    // After the trials: does the chosen mode still run as it measured?
+    if (n >= kSamplesPerMode * uint32_t(s.choices))
+        s.slow_calls = b > 0 && seconds > kDriftFactor * b ? s.slow_calls + 1 : 0;
     if (seconds > 0 && (b <= 0 || seconds < b)) b = seconds;
     return s.calls % kRoundCalls == kSamplesPerMode * uint32_t(s.choices);
+}
+
+bool ShmCopyChooser::wants_new_round(size_t bytes, int variant) {
+    Shape& s = shape(bytes, variant);
+    return s.slow_calls >= kDriftCalls && s.calls % kRoundCalls >= s.drift_gap;
+}
+
+void ShmCopyChooser::start_new_round(size_t bytes, int variant) {
+    Shape& s = shape(bytes, variant);
+    // The call in flight still records into this round; the next starts one.
+    s.calls = (s.calls / kRoundCalls + 1) * kRoundCalls - 1;
+    s.slow_calls = 0;
+    s.drift_gap = s.drift_gap * 2 < kRoundCalls / 2 ? s.drift_gap * 2 : kRoundCalls / 2;
 }
 
 std::string ShmCopyChooser::describe(size_t bytes, int variant) {

@@ -13,6 +13,16 @@
 // least proposal (core/dispatch.cc): while exploring every rank proposes the
 // same mode, since all count the same calls.
 //
+// Sooner, too, when the chosen mode turns slow: kDriftCalls calls in a row
+// more than kDriftFactor times slower than it measured in the round (new
+// buffers, or a machine whose speed swings: this project's VM ran the same
+// slots calls 2x apart minutes apart, while CMA changed less).  A rank that
+// sees it asks, every rank agrees with the call (the one that asks is
+// enough), and all start a new round together, so they stay in step.  Each
+// such restart doubles the calls that must pass before the next one
+// (kFirstDriftGap up to half a round), so a shape whose times are merely
+// noisy does not spend its calls exploring.
+//
 // An allgather out of place has one more choice, this rank's alone: with
 // slots, its own block is copied into place either before the ring or
 // together with its copy into the slots (one read of the block for both).
@@ -40,6 +50,9 @@ public:
     static constexpr uint32_t kSamplesPerMode = 2;
     // The four modes, and slots with the own block copied along.
     static constexpr int kChoices = kShmCopyModes + 1;
+    static constexpr uint32_t kDriftCalls = 4;
+    static constexpr double kDriftFactor = 1.5;
+    static constexpr uint32_t kFirstDriftGap = 16;
     static constexpr uint32_t kRoundCalls = 256;
     // Kinds of call learnt apart, besides their size class: the caller's
     // numbering (core/dispatch.cc: each collective, in place or not).
@@ -53,6 +66,11 @@ public:
     // How long a call of that shape took with what it used.  True when
     // this call ended a round's trials (describe() then tells the outcome).
     bool record(size_t bytes, int variant, CopyProposal used, double seconds);
+    // The chosen mode of that shape turned slow (see above): the caller
+    // agrees with the other ranks and then calls start_new_round on all.
+    bool wants_new_round(size_t bytes, int variant);
+    // The next call of that shape starts a round's trials.
+    void start_new_round(size_t bytes, int variant);
     // "push (slots 12.1 ms, mixed 8.0 ms, cma 9.3 ms, push 7.2 ms)": what
     // is proposed now for that shape and the best times of this round
     // ("slots+own" is slots with the own block copied along).
@@ -63,6 +81,8 @@ private:
         uint32_t calls = 0;
         int choices = kShmCopyModes;  // kChoices where the own block is a choice
         double best[kChoices] = {};   // seconds; 0: not measured this round
+        uint32_t slow_calls = 0;      // chosen-mode calls in a row that drifted
+        uint32_t drift_gap = kFirstDriftGap;  // calls into a round before a drift counts
     };
     Shape& shape(size_t bytes, int variant);
     Shape shapes_[kVariants * 64];

@@ -159,6 +159,7 @@ struct CallAgreement {
     int64_t shm_copy = 0;       // the ShmCopy it proposes for same-node hops (the least is taken)
     int64_t ucx_segment = 0;    // the segment size it proposes for a ring on UCX (the least is taken)
     int64_t buffers = 0;        // no buffer it needs is NULL (else every rank reports MPI_ERR_BUFFER)
+    int64_t neg_new_round = 0;  // -1: its copy chooser saw the chosen mode turn slow (one is enough)
 };
 constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));
 static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
@@ -553,6 +554,8 @@ int intercept_collective(const CollectiveCall& given) {
     // The shape of the call for the copy chooser: an allgather out of
     // place moves its own block too.
     const bool shape_in_place = call.kind == Collective::allgather ? in_place : ring_in_place;
+    const int variant = copy_variant(call.kind, shape_in_place);
+    const bool chooses_copy = cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
     auto plan_and_agree = [&] {
         plan = plan_buffers(*rt, *ctx, call.kind, where, ring_src, ring_recv, ring_count, layout, esz, opt, refusal);
         if (!plan.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call.name, bytes, plan.why);
@@ -565,6 +568,7 @@ int intercept_collective(const CollectiveCall& given) {
         agreed.inboxes = !ctx->wants_shm() || ctx->inboxes_held();
         proposal = proposed_copy(cfg, *ctx, call.kind, bytes, shape_in_place);
         agreed.shm_copy = int64_t(proposal.mode);
+        agreed.neg_new_round = chooses_copy && ctx->copy_chooser().wants_new_round(bytes, variant) ? -1 : 0;
         agreed.ucx_segment = int64_t(plan.segment);
         agreed.buffers = buffers_ok;
         pmpi::allreduce(MPI_IN_PLACE, &agreed, kCallAgreementFields, MPI_INT64_T, MPI_MIN, call.comm);
@@ -593,6 +597,12 @@ int intercept_collective(const CollectiveCall& given) {
         plan_and_agree();
     }
     if (!agreed.ready) return fall_back(*rt, *ctx, plan, call);
+    if (agreed.neg_new_round < 0 && chooses_copy) {
+        ctx->copy_chooser().start_new_round(bytes, variant);
+        NEXAR_DEBUG("communicator context %u: %s %s calls %s ran slower than their copy mode measured: trying "
+                    "every mode again",
+                    ctx->id(), format_bytes(bytes).c_str(), call.name, shape_in_place ? "in place" : "out of place");
+    }
     // Every rank's slots hold a segment of the size it proposed, so the least.
     opt.segment_bytes = size_t(agreed.ucx_segment);
     if (plan.device() && plan.mode == DeviceEngine::Mode::direct) {
@@ -604,7 +614,7 @@ int intercept_collective(const CollectiveCall& given) {
     used.own_block_with_slots = used.mode == ShmCopy::slots && proposal.own_block_with_slots;
     const ShmCopy copy = used.mode;
     // The copy chooser times the whole call, this rank's allgather block included.
-    const bool timed = agreed.shm && cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
+    const bool timed = agreed.shm && chooses_copy;
     const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     // Out of place, the allgather's ring on host memory sends this rank's
     // block from sendbuf and copies each segment into place as it leaves
@@ -644,7 +654,6 @@ int intercept_collective(const CollectiveCall& given) {
         s = run_flat_ring(*ctx, agreed.shm != 0, copy, engine, ring_src, ring_recv, layout,
                           collective_phases(call.kind), type, rop, opt, &error, own_chunk_out);
         ShmCopyChooser& chooser = ctx->copy_chooser();
-        const int variant = copy_variant(call.kind, shape_in_place);
         if (timed && ok(s) &&
             chooser.record(bytes, variant, used,
                            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()))

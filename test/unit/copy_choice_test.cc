@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -115,6 +116,65 @@ TEST(ShmCopyChooser, OwnBlockWithSlotsIsAFifthChoice) {
     ShmCopyChooser e;
     used = run(e, 2.0, 3.0, 1.0);
     EXPECT_NE(used.back().mode, ShmCopy::slots);
+}
+
+// The chosen mode turns slow (the machine or the buffers changed): after
+// kDriftCalls slow calls, and no sooner than kFirstDriftGap calls into the
+// round, the chooser asks for a new round, and the new round finds the
+// mode that is fastest now.  Steady times never ask, and each restart
+// doubles the calls before the next one may.
+TEST(ShmCopyChooser, StartsANewRoundWhenTheChosenModeTurnsSlow) {
+    ShmCopyChooser c;
+    const size_t bytes = 64 << 20;
+    double times[kShmCopyModes] = {3.0, 1.0, 2.0, 1.5};  // mixed fastest
+    // As the dispatcher does: the wish, from earlier calls, is agreed with
+    // the call and acted on before the call is timed and recorded; the
+    // call still uses what was proposed before.
+    auto call = [&](ShmCopyChooser& ch) {
+        CopyProposal p = ch.propose(bytes, 1);
+        const bool restart = ch.wants_new_round(bytes, 1);
+        if (restart) ch.start_new_round(bytes, 1);
+        ch.record(bytes, 1, p, times[int(p.mode)]);
+        return restart;
+    };
+    for (int i = 0; i < 200; ++i) ASSERT_FALSE(call(c)) << "steady times asked for a new round at call " << i;
+    EXPECT_EQ(c.propose(bytes, 1).mode, ShmCopy::mixed);
+    // Mixed now runs 2x slower and slots fastest.
+    times[1] = 2.0 * ShmCopyChooser::kDriftFactor;
+    times[0] = 0.5;
+    int restarted_after = -1;
+    for (int i = 0; i < 20 && restarted_after < 0; ++i)
+        if (call(c)) restarted_after = i + 1;
+    EXPECT_EQ(restarted_after, int(ShmCopyChooser::kDriftCalls) + 1);  // the call after the slow ones
+    // The new round tries every mode again and keeps slots.
+    std::vector<ShmCopy> used;
+    for (uint32_t i = 0; i < ShmCopyChooser::kSamplesPerMode * kShmCopyModes + 2; ++i) {
+        used.push_back(c.propose(bytes, 1).mode);
+        call(c);
+    }
+    for (uint32_t i = 0; i < ShmCopyChooser::kSamplesPerMode * kShmCopyModes; ++i)
+        EXPECT_EQ(used[i], ShmCopy(int(i / ShmCopyChooser::kSamplesPerMode))) << i;
+    EXPECT_EQ(used.back(), ShmCopy::slots);
+
+    // Early in a round a drift only counts from kFirstDriftGap calls on.
+    ShmCopyChooser d;
+    double steady[kShmCopyModes] = {3.0, 1.0, 2.0, 1.5};
+    std::copy(steady, steady + kShmCopyModes, times);
+    const uint32_t explore = ShmCopyChooser::kSamplesPerMode * kShmCopyModes;
+    for (uint32_t i = 0; i < explore; ++i) call(d);
+    times[1] = 10.0;
+    int at = -1;
+    for (int i = 0; i < 40 && at < 0; ++i)
+        if (call(d)) at = int(explore) + i + 1;
+    EXPECT_EQ(at, int(std::max<uint32_t>(ShmCopyChooser::kFirstDriftGap, explore + ShmCopyChooser::kDriftCalls)) + 1);
+    // The next restart waits twice as long into its round.
+    std::copy(steady, steady + kShmCopyModes, times);
+    for (uint32_t i = 0; i < explore; ++i) call(d);
+    times[1] = 10.0;
+    at = -1;
+    for (int i = 0; i < 80 && at < 0; ++i)
+        if (call(d)) at = int(explore) + i + 1;
+    EXPECT_EQ(at, int(2 * ShmCopyChooser::kFirstDriftGap) + 1);
 }
 
 TEST(ShmCopyChooser, ShapesAreIndependentAndRoundsStartAfresh) {
