@@ -47,12 +47,12 @@ class SendChannel {
 public:
     virtual ~SendChannel() = default;
     virtual ChannelKind kind() const = 0;
-    // Ring operation `sequence` (its tags' call sequence) begins, and its
-    // results land in [recvbuf, recvbuf + bytes) on every rank, at the same
-    // offsets: a channel that writes straight into its peer's buffer puts a
-    // message at the offset start() names.  Called before the operation's
-    // first start().
-    virtual void begin_operation(uint32_t /*sequence*/, const char* /*recvbuf*/, size_t /*bytes*/) {}
+    // Ring operation `sequence` (its tags' call sequence) begins.  Its
+    // results land at the same offsets of every rank's recvbuf: a channel
+    // that writes straight into its peer's buffer puts a message at the
+    // offset its Departure names.  Called before the operation's first
+    // start().
+    virtual void begin_operation(uint32_t /*sequence*/) {}
     // Starts sending the next message; when it says *started, the copy to
     // d.copy_to is made.  *started is false when the channel has no room
     // now; the driver tries again after progress().  The bytes at d.src

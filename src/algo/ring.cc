@@ -34,7 +34,7 @@ RingOperation::RingOperation(const RingPeers& peers, uint32_t sequence, const vo
     // Channels may be reused from ring to ring: count this ring's receives only.
     recv_base_ = from_prev.done();
     const size_t bytes = layout.extent() * esz_;
-    to_next.begin_operation(sequence, recv_, bytes);
+    to_next.begin_operation(sequence);
     from_prev.begin_operation(sequence, recv_, bytes);
 }
 

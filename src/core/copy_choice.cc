@@ -29,8 +29,10 @@ CopyProposal ShmCopyChooser::propose(size_t bytes, int variant, bool own_block) 
     Shape& s = shape(bytes, variant);
     s.choices = own_block ? kChoices : kShmCopyModes;
     const uint32_t n = s.calls % kRoundCalls;
-    if (n == 0)
+    if (n == 0) {
         for (double& b : s.best) b = 0;
+        s.slow_calls = 0;
+    }
     // A mode's samples are consecutive calls.  A call finds the cache as the
     // call before left it, and a mode that streams its results past the
     // cache is slow right after one that left them there dirty (measured:
@@ -64,7 +66,6 @@ void ShmCopyChooser::start_new_round(size_t bytes, int variant) {
     Shape& s = shape(bytes, variant);
     // The call in flight still records into this round; the next starts one.
     s.calls = (s.calls / kRoundCalls + 1) * kRoundCalls - 1;
-    s.slow_calls = 0;
     s.drift_gap = s.drift_gap * 2 < kRoundCalls / 2 ? s.drift_gap * 2 : kRoundCalls / 2;
 }
 

@@ -20,8 +20,10 @@
 // sees it asks, every rank agrees with the call (the one that asks is
 // enough), and all start a new round together, so they stay in step.  Each
 // such restart doubles the calls that must pass before the next one
-// (kFirstDriftGap up to half a round), so a shape whose times are merely
-// noisy does not spend its calls exploring.
+// (kFirstDriftGap up to half a round, and it never shrinks again), so a
+// shape whose times are merely noisy does not spend its calls exploring.
+// Only the chosen mode turning slower is seen, not another turning faster
+// (buffers that move onto huge pages wait for the next regular round).
 //
 // An allgather out of place has one more choice, this rank's alone: with
 // slots, its own block is copied into place either before the ring or

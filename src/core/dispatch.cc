@@ -552,11 +552,18 @@ int intercept_collective(const CollectiveCall& given) {
     const int64_t shape = call_shape(call, n, items);
     const bool ring_in_place = ring_src == ring_recv;
     // The shape of the call for the copy chooser: an allgather out of
-    // place moves its own block too.
+    // place moves its own block too.  (A rank whose sendbuf is its own
+    // block of recvbuf runs in place, above; if only some ranks do, their
+    // choosers learn different shapes and may propose out of step: the
+    // least proposal is still taken, so only the trials suffer.)
     const bool shape_in_place = call.kind == Collective::allgather ? in_place : ring_in_place;
     const int variant = copy_variant(call.kind, shape_in_place);
-    const bool chooses_copy = cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
+    // Whether NEXAR_SHM_COPY=auto times this call; read again with each
+    // agreement (a reconnect below brings released inboxes back), so that
+    // every rank's chooser counts the same calls.
+    bool chooses_copy = false;
     auto plan_and_agree = [&] {
+        chooses_copy = cfg.shm_copy == ShmCopySetting::automatic && ctx->any_hop_shm();
         plan = plan_buffers(*rt, *ctx, call.kind, where, ring_src, ring_recv, ring_count, layout, esz, opt, refusal);
         if (!plan.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call.name, bytes, plan.why);
         agreed = CallAgreement();
@@ -627,7 +634,12 @@ int intercept_collective(const CollectiveCall& given) {
     // fails the call; the other ranks' rings then time out.
     if (call.kind == Collective::allgather && !in_place) {
         const bool fills_slots = agreed.shm && ctx->send_shm() && copy == ShmCopy::slots;
-        if (!plan.device() && (!fills_slots || used.own_block_with_slots)) {
+        // A sendbuf inside recvbuf (erroneous in MPI unless it is the own
+        // block, which runs in place) is read before the ring writes.
+        const char* sb = static_cast<const char*>(call.sendbuf);
+        const char* rb = static_cast<const char*>(call.recvbuf);
+        const bool overlap = sb < rb + bytes && rb < sb + blocks->counts[size_t(me)] * esz;
+        if (!plan.device() && !overlap && (!fills_slots || used.own_block_with_slots)) {
             ring_src = call.sendbuf;
         } else {
             Status c = copy_bytes(*rt, *ctx, where, static_cast<char*>(call.recvbuf) + blocks->displs[size_t(me)] * esz,

@@ -59,7 +59,7 @@ public:
           copy_(copy), readable_(copy != ShmCopy::slots && next.writer_readable()),
           pushes_(copy == ShmCopy::push && next.owner_writable()), queue_(next.record_queue()) {}
     ChannelKind kind() const override { return ChannelKind::shm; }
-    void begin_operation(uint32_t sequence, const char*, size_t) override { operation_ = {base_ + sent_, sequence}; }
+    void begin_operation(uint32_t sequence) override { operation_ = {base_ + sent_, sequence}; }
     Status start(const Departure& d, bool* started, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
     // A segment sent by address is complete once the successor has read it.

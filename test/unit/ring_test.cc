@@ -613,7 +613,7 @@ TEST(RingOverSharedMemoryByAddress, ARefusedPushFallsBackToASlot) {
     ASSERT_NE(hole, MAP_FAILED);
     ShmSendChannel out(*writer, 1, ShmCopy::push);
     char mine[64] = "an allgather segment";
-    out.begin_operation(0, mine, sizeof mine);
+    out.begin_operation(0);
     owner->publish_place({0, 0}, static_cast<char*>(hole), sizeof mine);
     TagFields f;
     f.phase = 1;  // allgather
