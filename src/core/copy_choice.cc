@@ -23,11 +23,24 @@ int choice_index(CopyProposal p) {
 }
 const char* choice_name(int c) { return c == kShmCopyModes ? "slots+own" : shm_copy_name(ShmCopy(c)); }
 
+// The trials of a round: kSamplesPerMode calls for each candidate.
+uint32_t trial_calls(uint32_t candidates) {
+    return ShmCopyChooser::kSamplesPerMode * uint32_t(__builtin_popcount(candidates));
+}
+
+// The k-th candidate (from 0), in choice order.
+int nth_candidate(uint32_t candidates, uint32_t k) {
+    for (int c = 0; c < ShmCopyChooser::kChoices; ++c)
+        if ((candidates >> c & 1) && k-- == 0) return c;
+    return 0;
+}
+
 }  // namespace
 
-CopyProposal ShmCopyChooser::propose(size_t bytes, int variant, bool own_block) {
+CopyProposal ShmCopyChooser::propose(size_t bytes, int variant, uint32_t candidates) {
     Shape& s = shape(bytes, variant);
-    s.choices = own_block ? kChoices : kShmCopyModes;
+    s.candidates = candidates & ((1u << kChoices) - 1);
+    if (!s.candidates) s.candidates = 1;  // slots
     const uint32_t n = s.calls % kRoundCalls;
     if (n == 0) {
         for (double& b : s.best) b = 0;
@@ -38,11 +51,11 @@ CopyProposal ShmCopyChooser::propose(size_t bytes, int variant, bool own_block) 
     // cache is slow right after one that left them there dirty (measured:
     // slots took 10.2 ms for a 64 MiB allgather between CMA calls, 6.9 ms
     // after slots), so only a mode's later samples show its steady state.
-    if (n < kSamplesPerMode * uint32_t(s.choices)) return choice(int(n / kSamplesPerMode));
-    int fastest = 0;
-    for (int c = 1; c < s.choices; ++c)
-        if (s.best[c] > 0 && (s.best[fastest] <= 0 || s.best[c] < s.best[fastest])) fastest = c;
-    return choice(fastest);
+    if (n < trial_calls(s.candidates)) return choice(nth_candidate(s.candidates, n / kSamplesPerMode));
+    int fastest = -1;
+    for (int c = 0; c < kChoices; ++c)
+        if ((s.candidates >> c & 1) && s.best[c] > 0 && (fastest < 0 || s.best[c] < s.best[fastest])) fastest = c;
+    return choice(fastest < 0 ? nth_candidate(s.candidates, 0) : fastest);
 }
 
 bool ShmCopyChooser::record(size_t bytes, int variant, CopyProposal used, double seconds) {
@@ -51,10 +64,10 @@ bool ShmCopyChooser::record(size_t bytes, int variant, CopyProposal used, double
     ++s.calls;
     double& b = s.best[choice_index(used)];
     // After the trials: does the chosen mode still run as it measured?
-    if (n >= kSamplesPerMode * uint32_t(s.choices))
+    if (n >= trial_calls(s.candidates))
         s.slow_calls = b > 0 && seconds > kDriftFactor * b ? s.slow_calls + 1 : 0;
     if (seconds > 0 && (b <= 0 || seconds < b)) b = seconds;
-    return s.calls % kRoundCalls == kSamplesPerMode * uint32_t(s.choices);
+    return s.calls % kRoundCalls == trial_calls(s.candidates);
 }
 
 bool ShmCopyChooser::wants_new_round(size_t bytes, int variant) {
@@ -71,11 +84,14 @@ void ShmCopyChooser::start_new_round(size_t bytes, int variant) {
 
 std::string ShmCopyChooser::describe(size_t bytes, int variant) {
     Shape& s = shape(bytes, variant);
-    std::string out = choice_name(choice_index(propose(bytes, variant, s.choices == kChoices)));
+    std::string out = choice_name(choice_index(propose(bytes, variant, s.candidates)));
     char buf[64];
-    for (int c = 0; c < s.choices; ++c) {
-        snprintf(buf, sizeof buf, "%s%s %.2f ms", c ? ", " : " (", choice_name(c), s.best[c] * 1e3);
+    const char* sep = " (";
+    for (int c = 0; c < kChoices; ++c) {
+        if (!(s.candidates >> c & 1)) continue;
+        snprintf(buf, sizeof buf, "%s%s %.2f ms", sep, choice_name(c), s.best[c] * 1e3);
         out += buf;
+        sep = ", ";
     }
     return out + ")";
 }

@@ -6,8 +6,10 @@
 // about 60 % of memcpy, so two copies through cached slots win; on 2 MiB
 // pages it copies at memcpy's speed and one copy beats two (README,
 // "Tuning").  So, per communicator and per shape of call (size class, and
-// which collective, in place or not), the chooser tries each mode for two
-// calls in a row, keeps the best time of each, and proposes the fastest;
+// which collective, in place or not), the chooser tries each mode that
+// moves the call's bytes differently (its candidates: a reduce-scatter
+// alone has no use for mixed or push, an allgather alone none for cma) for
+// two calls in a row, keeps the best time of each, and proposes the fastest;
 // every kRoundCalls calls it tries them all again, in case the buffers
 // changed.  Ranks propose, and the call takes the
 // least proposal (core/dispatch.cc): while exploring every rank proposes the
@@ -29,7 +31,7 @@
 // slots, its own block is copied into place either before the ring or
 // together with its copy into the slots (one read of the block for both).
 // The second won at 32-64 MiB and lost at 8-16 MiB on this project's VM
-// (README "Tuning"), so it is tried as a fifth candidate.
+// (README "Tuning"), so it is a candidate of its own.
 #pragma once
 
 #include <cstddef>
@@ -52,6 +54,10 @@ public:
     static constexpr uint32_t kSamplesPerMode = 2;
     // The four modes, and slots with the own block copied along.
     static constexpr int kChoices = kShmCopyModes + 1;
+    // Sets of choices, a bit each (1 << choice): a call tries only those
+    // that move its bytes differently (core/dispatch.cc).
+    static constexpr uint32_t kAllModes = (1u << kShmCopyModes) - 1;
+    static constexpr uint32_t kOwnBlockChoice = 1u << kShmCopyModes;
     static constexpr uint32_t kDriftCalls = 4;
     static constexpr double kDriftFactor = 1.5;
     static constexpr uint32_t kFirstDriftGap = 16;
@@ -60,11 +66,11 @@ public:
     // numbering (core/dispatch.cc: each collective, in place or not).
     static constexpr int kVariants = 8;
 
-    // What to propose for a call of `bytes` of kind `variant`;
-    // `own_block`: the call has an own block to place (an allgather out of
-    // place), so slots with it copied along is a candidate too.  A shape
-    // must always be asked with the same `own_block`.
-    CopyProposal propose(size_t bytes, int variant, bool own_block = false);
+    // What to propose for a call of `bytes` of kind `variant`, among
+    // `candidates` (kOwnBlockChoice where the call has an own block to
+    // place: an allgather out of place).  A shape must always be asked with
+    // the same candidates.
+    CopyProposal propose(size_t bytes, int variant, uint32_t candidates = kAllModes);
     // How long a call of that shape took with what it used.  True when
     // this call ended a round's trials (describe() then tells the outcome).
     bool record(size_t bytes, int variant, CopyProposal used, double seconds);
@@ -81,7 +87,7 @@ public:
 private:
     struct Shape {
         uint32_t calls = 0;
-        int choices = kShmCopyModes;  // kChoices where the own block is a choice
+        uint32_t candidates = kAllModes;
         double best[kChoices] = {};   // seconds; 0: not measured this round
         uint32_t slow_calls = 0;      // chosen-mode calls in a row that drifted
         uint32_t drift_gap = kFirstDriftGap;  // calls into a round before a drift counts

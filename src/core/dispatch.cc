@@ -181,12 +181,27 @@ bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes)
 // The chooser learns each collective, in place or not, apart.
 int copy_variant(Collective kind, bool in_place) { return 2 * int(kind) + (in_place ? 1 : 0); }
 
+// The choices that move a call's bytes differently (transport/shm_channel.h):
+// a reduce-scatter alone sends no allgather segment, so mixed is slots and
+// push is cma; an allgather alone sends nothing else, so cma is mixed, and
+// out of place it has its own block to place (ShmCopyChooser).
+uint32_t copy_candidates(Collective kind, bool in_place) {
+    const auto bit = [](ShmCopy m) { return 1u << int(m); };
+    switch (kind) {
+        case Collective::reduce_scatter: return bit(ShmCopy::slots) | bit(ShmCopy::cma);
+        case Collective::allgather:
+            return bit(ShmCopy::slots) | bit(ShmCopy::mixed) | bit(ShmCopy::push) |
+                   (in_place ? 0 : ShmCopyChooser::kOwnBlockChoice);
+        default: return ShmCopyChooser::kAllModes;
+    }
+}
+
 CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind, size_t bytes, bool in_place) {
     CopyProposal p;
     if (cfg.shm_copy != ShmCopySetting::automatic)
         p.mode = ShmCopy(int(cfg.shm_copy));
     else if (ctx.any_hop_shm())
-        p = ctx.copy_chooser().propose(bytes, copy_variant(kind, in_place), kind == Collective::allgather && !in_place);
+        p = ctx.copy_chooser().propose(bytes, copy_variant(kind, in_place), copy_candidates(kind, in_place));
     return p;
 }
 

@@ -89,7 +89,7 @@ TEST(ShmCopyChooser, OwnBlockWithSlotsIsAFifthChoice) {
     auto run = [](ShmCopyChooser& c, double along, double first, double others) {
         std::vector<CopyProposal> used;
         for (int i = 0; i < 16; ++i) {
-            CopyProposal p = c.propose(32 << 20, 2, true);
+            CopyProposal p = c.propose(32 << 20, 2, ShmCopyChooser::kAllModes | ShmCopyChooser::kOwnBlockChoice);
             used.push_back(p);
             double t = p.mode != ShmCopy::slots ? others : p.own_block_with_slots ? along : first;
             c.record(32 << 20, 2, p, t);
@@ -116,6 +116,24 @@ TEST(ShmCopyChooser, OwnBlockWithSlotsIsAFifthChoice) {
     ShmCopyChooser e;
     used = run(e, 2.0, 3.0, 1.0);
     EXPECT_NE(used.back().mode, ShmCopy::slots);
+}
+
+// A call tries only its candidates (a reduce-scatter: slots and cma), in
+// order, and keeps the fastest of them.
+TEST(ShmCopyChooser, TriesOnlyTheCandidates) {
+    ShmCopyChooser c;
+    const uint32_t rs = 1u << int(ShmCopy::slots) | 1u << int(ShmCopy::cma);
+    const double times[kShmCopyModes] = {2.0, 0.5, 1.0, 0.1};  // mixed and push are not candidates
+    std::vector<ShmCopy> used;
+    for (int i = 0; i < 8; ++i) {
+        CopyProposal p = c.propose(16 << 20, 3, rs);
+        used.push_back(p.mode);
+        c.record(16 << 20, 3, p, times[int(p.mode)]);
+    }
+    const uint32_t per = ShmCopyChooser::kSamplesPerMode;
+    for (uint32_t i = 0; i < 2 * per; ++i) EXPECT_EQ(used[i], i < per ? ShmCopy::slots : ShmCopy::cma) << i;
+    for (size_t i = 2 * per; i < used.size(); ++i) EXPECT_EQ(used[i], ShmCopy::cma) << i;
+    EXPECT_EQ(c.describe(16 << 20, 3), "cma (slots 2000.00 ms, cma 1000.00 ms)");
 }
 
 // The chosen mode turns slow (the machine or the buffers changed): after
