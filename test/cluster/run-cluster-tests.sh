@@ -11,6 +11,8 @@
 #     split by parity: parts spanning both nodes), 2x2 by node and 3x1, with
 #     the ring taken on every rank (NEXAR_STATS) and each rank's bytes on
 #     the channel kinds its hops have (the ring follows the nodes);
+#   - MPI_Reduce_scatter and MPI_Allgather by node (against PMPI and a
+#     local reference);
 #   - the hierarchical allreduce (NEXAR_ALGORITHM=hier) by slot and by
 #     node, the flat ring standing in on uneven nodes, and the cost model's
 #     choice (auto);
@@ -157,6 +159,15 @@ check_run 4 --ppn 2 -- --cases 160 --max-count 4000 --big-every 40 --seed 33 --s
 # follows the nodes (0 2 1 3), so ranks 0 and 1 never send over the network.
 check_run 4 --ppn 2 --map-by node -- --cases 160 --max-count 4000 --big-every 40 --seed 34 --split parity
 for r in 0 1; do expect_bytes $r shm_bytes nonzero; expect_bytes $r ucx_bytes zero; done
+for r in 2 3; do expect_bytes $r ucx_bytes nonzero; done
+# The reduce-scatter (uneven counts, empty blocks) and the allgather on the
+# same flat ring across nodes: MPI's block layout whatever the ring order,
+# and an allgather's own block sent from its send buffer over both kinds of
+# hop, against PMPI and the local reference.
+check_run 4 --ppn 2 --map-by node -- --collective reduce_scatter --cases 60 --max-count 4000 --big-every 30 --seed 39
+check_bytes "$log" reduce_scatter_calls nonzero
+check_run 4 --ppn 2 --map-by node -- --collective allgather --cases 60 --max-count 4000 --big-every 30 --seed 40
+check_bytes "$log" allgather_calls nonzero
 for r in 2 3; do expect_bytes $r ucx_bytes nonzero; done
 
 # --- The hierarchical allreduce: node rings in shared memory, one ring per
