@@ -164,9 +164,9 @@ for r in 2 3; do expect_bytes $r ucx_bytes nonzero; done
 # same flat ring across nodes: MPI's block layout whatever the ring order,
 # and an allgather's own block sent from its send buffer over both kinds of
 # hop, against PMPI and the local reference.
-check_run 4 --ppn 2 --map-by node -- --collective reduce_scatter --cases 60 --max-count 4000 --big-every 30 --seed 39
+check_run 4 --ppn 2 --map-by node -- --collective reduce_scatter --cases 60 --max-count 4000 --big-every 30 --seed 51
 check_bytes "$log" reduce_scatter_calls nonzero
-check_run 4 --ppn 2 --map-by node -- --collective allgather --cases 60 --max-count 4000 --big-every 30 --seed 40
+check_run 4 --ppn 2 --map-by node -- --collective allgather --cases 60 --max-count 4000 --big-every 30 --seed 52
 check_bytes "$log" allgather_calls nonzero
 for r in 2 3; do expect_bytes $r ucx_bytes nonzero; done
 
