@@ -1,10 +1,12 @@
 // More than 2 GiB in one MPI_Allreduce (size_t byte arithmetic end to end):
 // 2^28 + 12345 doubles (about 2.1 GB) in place, with values whose sums are
 // exact, checked element by element; then a reduce-scatter and an allgather
-// of over 2 GiB on the same buffer, in place.  With small segments the
+// of over 2 GiB on the same buffer, in place, and an allgather out of place
+// (its own block sent from a buffer of its own).  With small segments the
 // per-chunk segment count exceeds the tag's 4096 and segments must grow
 // instead.  With an MPI-4 MPI (MPICH), last an MPI_Allreduce_c of more than
-// INT_MAX items: the same bytes as int8.  Needs about 2.2 GB per rank.  Run
+// INT_MAX items: the same bytes as int8.  Needs about 2.2 GB per rank and
+// the send block (1.1 GB at 2 ranks).  Run
 // by `make check-large`.
 #include <mpi.h>
 
@@ -44,7 +46,16 @@ int main(int argc, char** argv) {
     for (int r = 0; r < size; ++r)
         for (size_t j = 0; j < c; ++j)
             if (x[size_t(r) * c + j] != double(r) + double(j % 5)) ++bad;
-    unsigned long long want_ring = 3;
+    // Out of place: each rank's block from a buffer of its own.
+    std::vector<double> mine(c);
+    for (size_t j = 0; j < c; ++j) mine[j] = double(3 * rank) + double(j % 11);
+    int rc5 = MPI_Allgather(mine.data(), int(c), MPI_DOUBLE, x.data(), int(c), MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int r = 0; r < size; ++r)
+        for (size_t j = 0; j < c; ++j)
+            if (x[size_t(r) * c + j] != double(3 * r) + double(j % 11)) ++bad;
+    bad += rc5 != MPI_SUCCESS;
+    std::vector<double>().swap(mine);
+    unsigned long long want_ring = 4;
 #if MPI_VERSION >= 4
     // More items than an int holds: the large-count binding.
     int8_t* bytes = reinterpret_cast<int8_t*>(x.data());
@@ -54,7 +65,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < nb; ++i)
         if (bytes[i] != int8_t(size_t(size) * (i % 5) + size_t(size * (size - 1) / 2))) ++bad;
     bad += rc4 != MPI_SUCCESS;
-    want_ring = 4;
+    want_ring = 5;
 #endif
     nexar_stats_t st;
     nexar_get_stats(&st);
