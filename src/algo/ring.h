@@ -127,9 +127,9 @@ private:
     RingPhases phases_;
     RingCursor send_cursor_, recv_cursor_;
     size_t own_segments_ = 0;
-    char* own_out_ = nullptr;      // land_own_chunk_in
+    char* own_out_ = nullptr;       // land_own_chunk_in
     const char* own_in_ = nullptr;  // an allgather's own chunk out of place: sendbuf (see ring_run)
-    Span own_chunk_;           // the chunk the reduce-scatter leaves reduced here
+    Span own_chunk_;                // the chunk the reduce-scatter leaves reduced here
     size_t sent_ = 0;       // messages started
     size_t recv_base_ = 0;  // from_prev.done() when this ring began
     bool finished_ = false;
