@@ -634,9 +634,13 @@ int intercept_collective(const CollectiveCall& given) {
     CopyProposal used;
     used.mode = ShmCopy(agreed.shm_copy);
     used.own_block_with_slots = used.mode == ShmCopy::slots && proposal.own_block_with_slots;
-    const ShmCopy copy = used.mode;
-    // The copy chooser times the whole call, this rank's allgather block included.
-    const bool timed = agreed.shm && chooses_copy;
+    // Host buffers everywhere (shared memory agreed): the hierarchical
+    // allreduce where it is ready and chosen, else the flat ring with its
+    // same-node hops in shared memory.  Otherwise the flat ring on UCX only.
+    const bool hierarchical = allreduce && agreed.shm && agreed.hier && wants_hierarchical(cfg, *ctx, bytes);
+    // The copy chooser times the flat ring's whole call, this rank's
+    // allgather block included.
+    const bool timed = agreed.shm && chooses_copy && !hierarchical;
     const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     // Out of place, the allgather's ring on host memory sends this rank's
     // block from sendbuf and copies each segment into place as it leaves
@@ -648,7 +652,7 @@ int intercept_collective(const CollectiveCall& given) {
     // call that fails there leaves recvbuf alone.  A GPU copy that fails
     // fails the call; the other ranks' rings then time out.
     if (call.kind == Collective::allgather && !in_place) {
-        const bool fills_slots = agreed.shm && ctx->send_shm() && copy == ShmCopy::slots;
+        const bool fills_slots = agreed.shm && ctx->send_shm() && used.mode == ShmCopy::slots;
         // A sendbuf inside recvbuf (erroneous in MPI unless it is the own
         // block, which runs in place) is read before the ring writes.
         const char* sb = static_cast<const char*>(call.sendbuf);
@@ -662,11 +666,8 @@ int intercept_collective(const CollectiveCall& given) {
             if (!ok(c)) return finish_ring(*ctx, call, c, error, bytes);
         }
     }
-    // Host buffers everywhere (shared memory agreed): the hierarchical
-    // allreduce where it is ready and chosen, else the flat ring with its
-    // same-node hops in shared memory.  Otherwise the flat ring on UCX only.
     Status s;
-    if (allreduce && agreed.shm && agreed.hier && wants_hierarchical(cfg, *ctx, bytes)) {
+    if (hierarchical) {
         RingOptions local_opt = opt;
         local_opt.segment_bytes = cfg.shm_segment_bytes();
         s = run_hierarchical(*ctx, src, call.recvbuf, ring_count, type, rop, local_opt, opt, &error);
@@ -678,7 +679,7 @@ int intercept_collective(const CollectiveCall& given) {
             device_engine.emplace(plan.mode, type, rop, ctx->device_buffers(rt->device_api()), UCS_MEMORY_TYPE_CUDA,
                                   cfg.gpu_profile);
         SegmentEngine& engine = plan.device() ? static_cast<SegmentEngine&>(*device_engine) : host_engine;
-        s = run_flat_ring(*ctx, agreed.shm != 0, copy, engine, ring_src, ring_recv, layout,
+        s = run_flat_ring(*ctx, agreed.shm != 0, used.mode, engine, ring_src, ring_recv, layout,
                           collective_phases(call.kind), type, rop, opt, &error, own_chunk_out);
         ShmCopyChooser& chooser = ctx->copy_chooser();
         if (timed && ok(s) &&

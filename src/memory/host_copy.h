@@ -3,11 +3,11 @@
 // A result the ring will not read again (an allgather segment copied out of
 // a shared-memory slot at its last step, an allgather's own block copied
 // into place) goes to memory with streaming (non-temporal) stores when the
-// call is large (NEXAR_STREAM_BYTES).  A
-// plain store first reads each destination line into the cache, then writes
-// it back: a third memory pass.  Measured on this project's VM (EPYC, 4 KiB
-// pages), 256 KiB pieces into a 64 MiB buffer: memcpy 9.8 GB/s from memory
-// and 13.4 from cache, streaming 18.7 and 23.5 (README "Tuning").
+// call is large (NEXAR_STREAM_BYTES).  A plain store first reads each
+// destination line into the cache, then writes it back: a third memory
+// pass.  Measured on this project's VM (EPYC, 4 KiB pages), 256 KiB pieces
+// into a 64 MiB buffer: memcpy 9.8 GB/s from memory and 13.4 from cache,
+// streaming 18.7 and 23.5 (README "Tuning").
 #pragma once
 
 #include <cstddef>

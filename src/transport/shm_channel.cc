@@ -85,7 +85,8 @@ Status ShmSendChannel::start(const Departure& d, bool* started, std::string* err
                          &posted_since_progress_);
             (pushed ? bytes_pushed_ : bytes_by_address_) += d.bytes;
             bytes_sent_ += d.bytes;
-            // A pushed segment was just read: the copy reads it from cache.
+            // After a push the bytes are in cache; by address they are
+            // read from memory here.
             if (d.copy_to) copy_result(d.copy_to, d.src, d.bytes, d.stream);
             *started = true;
             return Status::ok;

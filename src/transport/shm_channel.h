@@ -81,7 +81,7 @@ private:
     ShmCopy copy_;
     bool readable_;  // the successor may read segments from here by address
     bool pushes_;    // allgather segments are pushed where the successor published its place
-    PlaceKey operation_;               // which place of the successor's is this operation's
+    PlaceKey operation_;  // which place of the successor's is this operation's
     // Queues the record of a segment that needs no slot, and posts what
     // the successor has room for.
     void queue_record(const ShmSlotRecord& r, bool* moved);
