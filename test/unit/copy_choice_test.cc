@@ -82,7 +82,7 @@ TEST(ShmCopyChooser, JudgesAModeAfterItself) {
     EXPECT_EQ(c.propose(64 << 20, 0).mode, ShmCopy::slots) << c.describe(64 << 20, 0);
 }
 
-// An allgather out of place has a fifth candidate, slots with the own
+// An allgather out of place has one more candidate, slots with the own
 // block copied along, tried after the four modes; it is proposed where it
 // is fastest, and otherwise slots alone copy the block first.
 TEST(ShmCopyChooser, OwnBlockWithSlotsIsAFifthChoice) {
