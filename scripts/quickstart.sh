@@ -53,6 +53,7 @@ rc=0
 make check || rc=$?
 . scripts/test-results.sh
 count_test_results .
+show_failed_logs .
 [ "$total" -gt 0 ] || { echo "quickstart: no test ran" >&2; exit 1; }
 summary="tests: $pass passed, $fail failed"
 [ "$skip" -gt 0 ] && summary="$summary, $skip skipped"
@@ -62,7 +63,10 @@ if [ "${NEXAR_MPICH_LANE:-1}" != 0 ]; then
     echo "## the same suite on MPICH (scripts/mpich-lane.sh)"
     scripts/mpich-lane.sh > build-mpich.log 2>&1 || mpich_rc=$?
     grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' build-mpich.log || true
-    [ $mpich_rc = 0 ] || tail -n 40 build-mpich.log
+    if [ $mpich_rc != 0 ]; then
+        tail -n 40 build-mpich.log
+        show_failed_logs build/mpich/src
+    fi
     mpich_summary=$(grep '^mpich tests:' build-mpich.log || echo "mpich tests: the lane failed before running (see build-mpich.log)")
 fi
 echo "$summary (Open MPI)"

@@ -15,3 +15,20 @@ count_test_results() {
         esac
     done
 }
+
+# show_failed_logs DIR [LINES]: the last LINES (default 60) lines of the log
+# of every test under DIR (DIR/build left out) whose result is not PASS or
+# SKIP, so that a CI failure can be read from CI's output alone.
+show_failed_logs() {
+    local trs log
+    for trs in $(find "$1" -path "$1/build" -prune -o -name '*.trs' -print); do
+        case $(sed -n 's/^:test-result: //p' "$trs") in
+            PASS | SKIP) ;;
+            *)
+                log=${trs%.trs}.log
+                echo "---- last ${2:-60} lines of $log ----"
+                tail -n "${2:-60}" "$log" 2>/dev/null || echo "(no log)"
+                ;;
+        esac
+    done
+}
