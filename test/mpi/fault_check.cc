@@ -31,9 +31,9 @@
 #include "../own_mpi.h"
 #include <algorithm>
 #include <signal.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -194,22 +194,40 @@ void mode_shared_endpoint() {
     MPI_Comm_free(&b);
 }
 
-int g_signal = SIGKILL;
-void die(int) { raise(g_signal); }
-
-// A 256 MiB in-place ring (a good fraction of a second) during which the
-// ranks with `victim` set get `sig` 20 ms in; rank 0 reports the class it
+// A 256 MiB in-place ring (a good fraction of a second) in the middle of
+// which the ranks with `victim` set get `sig`; rank 0 reports the class it
 // got and how long it took, and aborts the job as an application would.
+//
+// A victim is hit once its own ring has reduced a segment into the buffer
+// (a sampled element is no longer 1): by then every rank has passed the
+// agreement before the ring.  That agreement is a plain MPI collective,
+// which hangs on a stopped peer as MPI's own collectives do, and no
+// timeout may end it (ranks may arrive at a collective any time apart).
+// A fixed delay of 20 ms raced with rank 0, which under load could reach
+// the agreement after the victims had stopped.
 void ring_with_victims(bool victim, int sig, const char* name) {
-    g_signal = sig;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const size_t n = size_t(64) << 20;
     std::vector<float> a(n, 1.0f);
     MPI_Allreduce(MPI_IN_PLACE, a.data(), 1 << 20, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);  // contexts up
+    std::fill(a.begin(), a.begin() + (1 << 20), 1.0f);
     if (victim) {
-        signal(SIGALRM, die);
-        itimerval t = {{0, 0}, {0, 20000}};  // 20 ms into the big call
-        setitimer(ITIMER_REAL, &t, nullptr);
+        // Every chunk's first segment is among the samples.  The ring writes
+        // the buffer meanwhile: atomic loads of the elements' bits.
+        std::thread([&a, n, sig] {
+            uint32_t one;
+            const float f = 1.0f;
+            memcpy(&one, &f, sizeof one);
+            for (int waited_ms = 0; waited_ms < 20000; ++waited_ms) {  // at most 20 s
+                for (size_t k = 0; k < 64; ++k)
+                    if (__atomic_load_n(reinterpret_cast<const uint32_t*>(&a[k * (n / 64)]), __ATOMIC_RELAXED) != one) {
+                        raise(sig);  // SIGSTOP and SIGKILL act on the whole process
+                        return;
+                    }
+                usleep(1000);
+            }
+            raise(sig);
+        }).detach();
     }
     double t0 = MPI_Wtime();
     int rc = MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
