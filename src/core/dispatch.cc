@@ -526,8 +526,8 @@ int intercept_collective(const CollectiveCall& given) {
                                              (in_place || (call.sendtype == call.datatype && call.sendcount == call.count)));
         const bool recv_used = allgather || in_place ? bytes > 0 : own_bytes > 0;
         const bool send_used = !in_place && (allgather ? own_bytes > 0 : bytes > 0);
-        if (!types_ok)
-            refusal = "the allgather's two sides are not one predefined type and count";  // MPI_BOTTOM use, too
+        if (!types_ok)  // (MPI_BOTTOM use, too)
+            refusal = "the allgather's two sides are not one count of one type from the ring's table";
         else if ((recv_used && !call.recvbuf) || (send_used && !call.sendbuf))
             buffers_ok = false;  // (MPI_BOTTOM is NULL in Open MPI and MPICH: absolute addresses need a derived type)
         else if (!in_place && call.sendbuf == call.recvbuf && bytes > 0)
