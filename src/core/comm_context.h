@@ -132,6 +132,12 @@ public:
     bool recv_shm() const { return recv_shm_; }
     bool any_hop_shm() const { return any_hop_shm_; }
     bool all_hops_shm() const { return all_hops_shm_; }
+    // Each of this rank's same-node hops can pass segments by address: its
+    // reader may read its writer with CMA (transport/cma.h).
+    bool shm_hops_by_address() const {
+        return (!send_shm_ || (next_inbox_ && next_inbox_->writer_readable())) &&
+               (!recv_shm_ || (inbox_ && inbox_->writer_readable()));
+    }
     ShmInbox* inbox() { return inbox_.get(); }
     ShmInbox* next_inbox() { return next_inbox_.get(); }
     pid_t local_prev_pid() const { return writer_pid_; }

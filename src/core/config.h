@@ -46,6 +46,12 @@ inline const char* shm_copy_setting_name(ShmCopySetting s) {
 // fewer and larger messages.
 constexpr uint64_t kShmSegmentBytes = 256ull << 10;
 constexpr uint64_t kUcxSegmentBytes = 1ull << 20;
+// An allgather alone whose same-node hops all pass segments by address
+// (NEXAR_SHM_COPY mixed or push) puts no segment in a slot: each costs a
+// record and a process_vm_readv/writev only, so larger segments mean fewer
+// calls.  On 2 MiB pages, 2 ranks, 8 MiB, 4 MiB segments ran 1.2-1.3x as
+// fast as 256 KiB ones, and 16 MiB no faster than 4 (README, "Tuning").
+constexpr uint64_t kShmAddressSegmentBytes = 4ull << 20;
 // Device buffers: each segment costs GPU copies, a kernel and event polls,
 // and ranks sharing a GPU take turns on it; on an H200, 2 ranks, 256 MiB,
 // 4 MiB segments ran 1.6x faster than 1 MiB (README, "Results on a GPU").
@@ -68,6 +74,7 @@ struct Config {
     uint64_t stream_bytes = 4ull << 20;           // NEXAR_STREAM_BYTES: calls from here stream settled results
 
     uint64_t shm_segment_bytes() const { return segment_bytes ? segment_bytes : kShmSegmentBytes; }
+    uint64_t shm_address_segment_bytes() const { return segment_bytes ? segment_bytes : kShmAddressSegmentBytes; }
     uint64_t ucx_segment_bytes() const { return segment_bytes ? segment_bytes : kUcxSegmentBytes; }
     uint64_t device_segment_bytes() const { return segment_bytes ? segment_bytes : kDeviceSegmentBytes; }
 };

@@ -196,11 +196,15 @@ uint32_t copy_candidates(Collective kind, bool in_place) {
     }
 }
 
+// A rank with a hop that cannot pass segments by address proposes slots,
+// so the agreed mode holds on every hop: a call other than slots may then
+// send segments larger than a slot (call_segment_bytes).
 CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind, size_t bytes, bool in_place) {
     CopyProposal p;
+    if (!ctx.any_hop_shm() || !ctx.shm_hops_by_address()) return p;
     if (cfg.shm_copy != ShmCopySetting::automatic)
         p.mode = ShmCopy(int(cfg.shm_copy));
-    else if (ctx.any_hop_shm())
+    else
         p = ctx.copy_chooser().propose(bytes, copy_variant(kind, in_place), copy_candidates(kind, in_place));
     return p;
 }
@@ -210,6 +214,15 @@ CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind,
 // segment size serves the whole ring).
 size_t shm_call_segment(const Config& cfg, const CommContext& ctx) {
     return ctx.all_hops_shm() ? cfg.shm_segment_bytes() : cfg.ucx_segment_bytes();
+}
+
+// The same, for a call in copy mode `mode` (agreed: it holds on every hop,
+// proposed_copy).  An allgather alone whose segments all go by address
+// puts none in a slot (ShmSendChannel::start): it takes larger ones.
+size_t shm_call_segment(const Config& cfg, const CommContext& ctx, Collective kind, ShmCopy mode) {
+    if (kind == Collective::allgather && ctx.all_hops_shm() && mode != ShmCopy::slots)
+        return size_t(cfg.shm_address_segment_bytes());
+    return shm_call_segment(cfg, ctx);
 }
 
 // What this rank can do with the call.  `where`: the user's buffers,
@@ -672,7 +685,7 @@ int intercept_collective(const CollectiveCall& given) {
         local_opt.segment_bytes = cfg.shm_segment_bytes();
         s = run_hierarchical(*ctx, src, call.recvbuf, ring_count, type, rop, local_opt, opt, &error);
     } else {
-        if (agreed.shm) opt.segment_bytes = shm_call_segment(cfg, *ctx);
+        if (agreed.shm) opt.segment_bytes = shm_call_segment(cfg, *ctx, call.kind, used.mode);
         HostEngine host_engine(type, rop, ctx->scratch(), ring_in_place);
         std::optional<DeviceEngine> device_engine;
         if (plan.device())

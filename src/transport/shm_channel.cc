@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "core/log.h"
 #include "memory/host_copy.h"
@@ -53,15 +54,17 @@ Status peer_gave_up(int rank, std::string* error) {
 
 Status ShmSendChannel::start(const Departure& d, bool* started, std::string* error) {
     *started = false;
-    if (d.bytes > box_.slot_bytes()) {
-        *error = "a segment is larger than the shared-memory slots";
-        return Status::invalid_argument;
-    }
     post_queued_records(&posted_since_progress_);
     // Which way this segment travels: allgather segments may be pushed
     // into the successor's buffer, or read by it from here; reduce-scatter
     // segments only read (cma, push).
     const bool gather = copy_ != ShmCopy::slots && unpack_tag(d.tag).phase == 1;
+    const bool by_address_allowed = readable_ && (gather || copy_ >= ShmCopy::cma);
+    // Only a segment through a slot must fit one.
+    if (d.bytes > box_.slot_bytes() && !by_address_allowed && !(gather && pushes_)) {
+        *error = "a segment is larger than the shared-memory slots";
+        return Status::invalid_argument;
+    }
     if (queued_ < ShmInbox::kMaxQueuedRecords) {
         bool pushed = false;
         if (gather && pushes_) {
@@ -77,7 +80,7 @@ Status ShmSendChannel::start(const Departure& d, bool* started, std::string* err
                            why.c_str());
             }
         }
-        const bool by_address = !pushed && readable_ && (gather || copy_ >= ShmCopy::cma);
+        const bool by_address = !pushed && by_address_allowed;
         if (pushed || by_address) {
             // By address, the bytes stay at `src` until the successor has
             // read them (drained()).
@@ -95,6 +98,14 @@ Status ShmSendChannel::start(const Departure& d, bool* started, std::string* err
     // A segment through a slot follows every earlier record.
     uint64_t m = base_ + sent_;
     if (queued_ > 0 || box_.consumed().load(std::memory_order_acquire) + box_.depth() <= m) return Status::ok;
+    // One larger than a slot can only be pushed: later, once the successor
+    // has published its place, unless the kernel refused the push.
+    if (d.bytes > box_.slot_bytes()) {
+        if (pushes_) return Status::ok;
+        *error = "a segment is larger than the shared-memory slots, and the push into rank " + std::to_string(peer_) +
+                 "'s buffer was refused";
+        return Status::invalid_argument;
+    }
     if (d.copy_to)
         copy_twice(box_.slot(m), d.copy_to, d.src, d.bytes, d.stream);  // one read of src for both
     else

@@ -24,12 +24,13 @@
 // receiver never reads it back from memory.  The receiver's call ends only
 // once no push into its buffer can be under way (ShmInbox::revoke_place).
 //
-// A segment passed by address or pushed needs no slot, only a record.  So
-// start() takes it at once, even while every slot is taken, and queues its
-// record until one frees up.  Otherwise the ring's send stream, which
-// carries all of the reduce-scatter before the allgather, would hold each
-// push back until the reduce-scatter was nearly over and the segment had
-// long left the cache.
+// A segment passed by address or pushed needs no slot, only a record: it
+// may be larger than a slot (an allgather alone sends larger ones:
+// core/dispatch.cc), and start() takes it at once, even while every slot
+// is taken, and queues its record until one frees up.  Otherwise the
+// ring's send stream, which carries all of the reduce-scatter before the
+// allgather, would hold each push back until the reduce-scatter was nearly
+// over and the segment had long left the cache.
 #pragma once
 
 #include <sys/types.h>

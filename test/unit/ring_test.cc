@@ -545,6 +545,62 @@ TEST(RingOverSharedMemory, SegmentsLargerThanSlotsAreRefused) {
     for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].status, Status::invalid_argument);
 }
 
+// An allgather alone passes its segments by address or pushes them, so
+// they may be larger than the slots (core/dispatch.cc gives such calls
+// 4 MiB segments); in place and out of place, every rank ends with every
+// chunk.  Through slots, segments that large are refused, and nothing is
+// written past a slot.
+TEST(RingOverSharedMemoryByAddress, AllgatherSegmentsLargerThanSlots) {
+    for (ShmCopy copy : {ShmCopy::mixed, ShmCopy::push, ShmCopy::slots})
+        for (int n : {2, 3})
+            for (bool in_place : {true, false}) {
+                SCOPED_TRACE(std::string(shm_copy_name(copy)) + " n=" + std::to_string(n) +
+                             (in_place ? " in place" : " out of place"));
+                const size_t count = 3 * 5000 + 7;  // 20 KB chunks of int32: 3 segments of 8 KiB, 1 KiB slots
+                const ChunkLayout layout = ChunkLayout::equal(count, size_t(n));
+                auto value = [](size_t chunk, size_t i) { return int32_t(i * 31 + chunk * 1000003) ^ 0x5a5a; };
+                std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
+                std::vector<RankResult> results;
+                run_shm_ranks(
+                    n, 1024, 2,
+                    [&](int r, ShmRingLinks& links) {
+                        RingOptions opt;
+                        opt.segment_bytes = 8192;
+                        opt.timeout_s = 10;
+                        const size_t held = size_t(r + 1) % size_t(n);  // the chunk position r starts with
+                        const Span own = layout.chunk(held);
+                        std::vector<int32_t> buf(count, -1), mine(own.count);
+                        for (size_t i = 0; i < own.count; ++i) mine[i] = value(held, own.offset + i);
+                        if (in_place) std::copy(mine.begin(), mine.end(), buf.begin() + long(own.offset));
+                        ShmSendChannel to(*links.next_inbox, links.peers.next_rank, links.copy);
+                        ShmRecvChannel from(*links.inbox, links.peers.prev_rank, links.prev_pid, DataType::i32,
+                                            ReduceOp::sum);
+                        RankResult res;
+                        res.status = ring_run(links.peers, 1, in_place ? buf.data() : mine.data(), buf.data(),
+                                              layout, DataType::i32, opt, to, from, RingPhases::allgather,
+                                              &res.error);
+                        out[size_t(r)] = buf;
+                        return res;
+                    },
+                    &results, copy);
+                for (int r = 0; r < n; ++r) {
+                    if (copy == ShmCopy::slots) {
+                        EXPECT_NE(results[size_t(r)].status, Status::ok) << "rank " << r;
+                        continue;
+                    }
+                    ASSERT_EQ(results[size_t(r)].status, Status::ok) << "rank " << r << ": " << results[size_t(r)].error;
+                    for (size_t c = 0; c < size_t(n); ++c) {
+                        const Span sp = layout.chunk(c);
+                        for (size_t i = sp.offset; i < sp.offset + sp.count; ++i)
+                            ASSERT_EQ(out[size_t(r)][i], value(c, i)) << "rank " << r << " element " << i;
+                    }
+                }
+                if (copy == ShmCopy::slots)
+                    EXPECT_NE(results[0].error.find("larger than the shared-memory slots"), std::string::npos)
+                        << results[0].error;
+            }
+}
+
 // One inbox of two 4 KiB slots, seen by its owner and by its writer, both
 // in this process.
 struct InboxPair {
