@@ -591,13 +591,15 @@ TEST(RingOverSharedMemoryByAddress, AllgatherSegmentsLargerThanSlots) {
                     ASSERT_EQ(results[size_t(r)].status, Status::ok) << "rank " << r << ": " << results[size_t(r)].error;
                     for (size_t c = 0; c < size_t(n); ++c) {
                         const Span sp = layout.chunk(c);
-                        for (size_t i = sp.offset; i < sp.offset + sp.count; ++i)
+                        for (size_t i = sp.offset; i < sp.offset + sp.count; ++i) {
                             ASSERT_EQ(out[size_t(r)][i], value(c, i)) << "rank " << r << " element " << i;
+                        }
                     }
                 }
-                if (copy == ShmCopy::slots)
+                if (copy == ShmCopy::slots) {
                     EXPECT_NE(results[0].error.find("larger than the shared-memory slots"), std::string::npos)
                         << results[0].error;
+                }
             }
 }
 
