@@ -47,10 +47,10 @@ inline const char* shm_copy_setting_name(ShmCopySetting s) {
 constexpr uint64_t kShmSegmentBytes = 256ull << 10;
 constexpr uint64_t kUcxSegmentBytes = 1ull << 20;
 // An allgather alone whose same-node hops all pass segments by address
-// (NEXAR_SHM_COPY mixed or push) puts no segment in a slot: each costs a
+// (NEXAR_SHM_COPY other than slots) puts no segment in a slot: each costs a
 // record and a process_vm_readv/writev only, so larger segments mean fewer
-// calls.  On 2 MiB pages, 2 ranks, 8 MiB, 4 MiB segments ran 1.2-1.3x as
-// fast as 256 KiB ones, and 16 MiB no faster than 4 (README, "Tuning").
+// calls.  On 2 MiB pages, 2 ranks, 8-16 MiB, 4 MiB segments ran 1.0-1.3x
+// as fast as 256 KiB ones, and 16 MiB no faster than 4 (README, "Tuning").
 constexpr uint64_t kShmAddressSegmentBytes = 4ull << 20;
 // Device buffers: each segment costs GPU copies, a kernel and event polls,
 // and ranks sharing a GPU take turns on it; on an H200, 2 ranks, 256 MiB,

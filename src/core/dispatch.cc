@@ -198,7 +198,7 @@ uint32_t copy_candidates(Collective kind, bool in_place) {
 
 // A rank with a hop that cannot pass segments by address proposes slots,
 // so the agreed mode holds on every hop: a call other than slots may then
-// send segments larger than a slot (call_segment_bytes).
+// send segments larger than a slot (shm_call_segment).
 CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind, size_t bytes, bool in_place) {
     CopyProposal p;
     if (!ctx.any_hop_shm() || !ctx.shm_hops_by_address()) return p;
