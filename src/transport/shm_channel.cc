@@ -60,11 +60,6 @@ Status ShmSendChannel::start(const Departure& d, bool* started, std::string* err
     // segments only read (cma, push).
     const bool gather = copy_ != ShmCopy::slots && unpack_tag(d.tag).phase == 1;
     const bool by_address_allowed = readable_ && (gather || copy_ >= ShmCopy::cma);
-    // Only a segment through a slot must fit one.
-    if (d.bytes > box_.slot_bytes() && !by_address_allowed && !(gather && pushes_)) {
-        *error = "a segment is larger than the shared-memory slots";
-        return Status::invalid_argument;
-    }
     if (queued_ < ShmInbox::kMaxQueuedRecords) {
         bool pushed = false;
         if (gather && pushes_) {
@@ -98,12 +93,14 @@ Status ShmSendChannel::start(const Departure& d, bool* started, std::string* err
     // A segment through a slot follows every earlier record.
     uint64_t m = base_ + sent_;
     if (queued_ > 0 || box_.consumed().load(std::memory_order_acquire) + box_.depth() <= m) return Status::ok;
-    // One larger than a slot can only be pushed: later, once the successor
-    // has published its place, unless the kernel refused the push.
+    // Only a segment through a slot must fit one.  A larger one waits to go
+    // by address (for room in the record queue) or to be pushed (for the
+    // successor's place); otherwise it cannot travel at all.
     if (d.bytes > box_.slot_bytes()) {
-        if (pushes_) return Status::ok;
-        *error = "a segment is larger than the shared-memory slots, and the push into rank " + std::to_string(peer_) +
-                 "'s buffer was refused";
+        if (by_address_allowed || (gather && pushes_)) return Status::ok;
+        *error = "a segment is larger than the shared-memory slots";
+        if (gather && copy_ == ShmCopy::push)
+            *error += ", and the push into rank " + std::to_string(peer_) + "'s buffer was refused";
         return Status::invalid_argument;
     }
     if (d.copy_to)
