@@ -5,24 +5,35 @@
 # Wall-clock limit of one mpirun: a hang fails the test instead of CI.
 : "${NEXAR_TEST_TIMEOUT:=600}"
 
-# Which MPI family the launcher (and so the build, configure checks it)
-# belongs to: openmpi or mpich.
-if [ -z "${NEXAR_MPI_FAMILY:-}" ]; then
-    if "$MPIRUN" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then NEXAR_MPI_FAMILY=openmpi; else NEXAR_MPI_FAMILY=mpich; fi
+# Which launcher $MPIRUN is (orte: Open MPI 4.x; prrte: Open MPI 5.x; hydra:
+# MPICH's mpiexec), from its --version, by the same function as the
+# installed cluster tool (test/cluster/nexar-cluster), and so which MPI
+# family the build is for (configure checks that they match): openmpi or
+# mpich.  Exported, so that nested runs do not ask again.
+. "$(dirname "${BASH_SOURCE[0]}")/cluster/nexar-cluster"
+if [ -z "${NEXAR_MPI_LAUNCHER:-}" ]; then
+    NEXAR_MPI_LAUNCHER=$(MPIRUN=$MPIRUN nxc_launcher) || { echo "FAIL: cannot tell which MPI $MPIRUN is" >&2; exit 1; }
 fi
+case $NEXAR_MPI_LAUNCHER in
+    orte | prrte) NEXAR_MPI_FAMILY=openmpi ;;
+    hydra) NEXAR_MPI_FAMILY=mpich ;;
+    *) echo "FAIL: NEXAR_MPI_LAUNCHER=$NEXAR_MPI_LAUNCHER: not orte, prrte or hydra" >&2; exit 1 ;;
+esac
+export NEXAR_MPI_LAUNCHER NEXAR_MPI_FAMILY
 
 # nexar_mpirun NP [ARGS...] CMD...: the MPI's launcher for this machine.
 # Open MPI's mpirun with root allowed, more ranks than cores allowed, and
 # without the AVX op component whose 8-bit sums are wrong in Open MPI 4.1.4
 # (it would spoil the reference); MPICH's mpiexec (Hydra) as it is.  Two
 # pseudo-options, anywhere before each program (MPMD contexts too), are
-# spelled for the family:
+# spelled for the launcher:
 #   --rank-env VAR=VALUE   set VAR in the ranks only, not in the launcher
 #                          (Open MPI: -x VAR=VALUE; MPICH: -env VAR VALUE)
-#   --keep-going           a rank that exits non-zero does not kill the others
+#   --keep-going           a rank that exits non-zero, or is killed, does not
+#                          end the others (nxc_keep_going_options)
 nexar_mpirun() {
     local np=$1; shift
-    local args=(-np "$np") rest=()
+    local args=(-np "$np") rest=() keep
     if [ "$NEXAR_MPI_FAMILY" = openmpi ]; then
         args=(--oversubscribe --mca op ^avx "${args[@]}")
         [ "$(id -u)" = 0 ] && args=(--allow-run-as-root "${args[@]}")
@@ -33,8 +44,8 @@ nexar_mpirun() {
                 if [ "$NEXAR_MPI_FAMILY" = openmpi ]; then rest+=(-x "$2"); else rest+=(-env "${2%%=*}" "${2#*=}"); fi
                 shift 2 ;;
             --keep-going)
-                if [ "$NEXAR_MPI_FAMILY" = openmpi ]; then rest+=(--mca orte_abort_on_non_zero_status 0)
-                else rest+=(-disable-auto-cleanup); fi
+                mapfile -t keep < <(nxc_keep_going_options "$NEXAR_MPI_LAUNCHER")
+                rest+=("${keep[@]}")
                 shift ;;
             *) rest+=("$1"); shift ;;
         esac
@@ -61,50 +72,70 @@ preload_value() {
     echo "$v"
 }
 
+# Every check that reads a log reads it as text (grep -a): a launcher's
+# message may hold a NUL byte (one of Open MPI 5's does), and plain grep then
+# calls the log binary and prints "binary file matches" instead of the line.
+# Every check that extracts a value fails when the value is missing or is
+# not a number: a check that cannot see must never pass.
+
+# read_stats FILE FIELD [RANK]: sets the array `values` to FIELD's number on
+# each NEXAR_STATS line of FILE, in the order of the lines (RANK: only that
+# rank's line, which must be there once).  Fails the test when there is no
+# such line, or a line has no number for FIELD.
+read_stats() {
+    local file=$1 field=$2 rank=${3:-[0-9]*} line
+    values=()
+    while IFS= read -r line; do
+        [[ $line =~ \ $field=([0-9]+)(\ |$) ]] || fail "no number for $field in this NEXAR_STATS line of $file: $line"
+        values+=("${BASH_REMATCH[1]}")
+    done < <(grep -a "^nexar: rank $rank: ring_calls=" "$file")
+    [ ${#values[@]} -gt 0 ] || fail "no NEXAR_STATS line${3:+ of rank $3} in $file"
+    [ -z "${3:-}" ] || [ ${#values[@]} = 1 ] || fail "${#values[@]} NEXAR_STATS lines of rank $3 in $file"
+}
+
 # check_stats FILE NP MIN_RING: FILE holds NP NEXAR_STATS lines, one per
 # rank, each with ring_calls >= MIN_RING (0 means: exactly 0).
 check_stats() {
-    local file=$1 np=$2 min=$3 lines
-    lines=$(grep -c '^nexar: rank [0-9]*: ring_calls=' "$file")
-    [ "$lines" = "$np" ] || fail "expected $np NEXAR_STATS lines, found $lines in $file"
-    while read -r calls; do
+    local file=$1 np=$2 min=$3 calls
+    read_stats "$file" ring_calls
+    [ ${#values[@]} = "$np" ] || fail "expected $np NEXAR_STATS lines, found ${#values[@]} in $file"
+    for calls in "${values[@]}"; do
         if [ "$min" = 0 ]; then
             [ "$calls" = 0 ] || fail "ring_calls=$calls where none were expected"
         else
             [ "$calls" -ge "$min" ] || fail "ring_calls=$calls, expected at least $min"
         fi
-    done < <(sed -n 's/^nexar: rank [0-9]*: ring_calls=\([0-9]*\) .*/\1/p' "$file")
-}
-
-# stats_values FILE FIELD: the FIELD=N values of FILE's NEXAR_STATS lines, one a line.
-stats_values() {
-    sed -n "s/^nexar: rank [0-9]*: .* $2=\([0-9]*\).*/\1/p" "$1"
+    done
 }
 
 # check_bytes FILE FIELD zero|nonzero: every NEXAR_STATS line's FIELD
-# (shm_bytes, ucx_bytes) is 0, or is not.
+# (shm_bytes, ucx_bytes, a *_calls counter) is 0, or is not.
 check_bytes() {
-    local file=$1 field=$2 want=$3 v n=0
-    while read -r v; do
-        n=$((n + 1))
+    local file=$1 field=$2 want=$3 v
+    read_stats "$file" "$field"
+    for v in "${values[@]}"; do
         case $want in
             zero) [ "$v" = 0 ] || fail "$field=$v where none were expected" ;;
             nonzero) [ "$v" != 0 ] || fail "$field=0 on a rank that should have sent over it" ;;
+            *) fail "check_bytes: want zero or nonzero, not '$want'" ;;
         esac
-    done < <(stats_values "$file" "$field")
-    [ "$n" -gt 0 ] || fail "no $field in the NEXAR_STATS lines of $file"
+    done
 }
 
 # check_fault_report FILE MODE TIMEOUT_S TOOK: fault_check MODE's report in
-# FILE says rank 0 got an error (a non-zero class) within TIMEOUT_S + 1.5 s,
-# and the whole job took at most 60 s (TOOK).
+# FILE, one line "fault_check MODE: rank 0 got class C after S s", says
+# rank 0 got an error (C a number, not 0) within TIMEOUT_S + 1.5 s (S a
+# number), and the whole job took at most 60 s (TOOK).
 check_fault_report() {
-    local file=$1 mode=$2 timeout_s=$3 took=$4 line class secs
-    line=$(grep "fault_check $mode: rank 0 got class" "$file") || fail "$mode: rank 0 never returned from the ring"
-    class=$(echo "$line" | sed 's/.*got class \([0-9]*\) after.*/\1/')
-    secs=$(echo "$line" | sed 's/.* after \([0-9.]*\) s/\1/')
+    local file=$1 mode=$2 timeout_s=$3 took=$4 lines class secs
+    lines=$(grep -a "fault_check $mode: rank 0 got class" "$file") || fail "$mode: rank 0 never returned from the ring"
+    [ "$(echo "$lines" | wc -l)" = 1 ] || fail "$mode: more than one report from rank 0: $lines"
+    [[ $lines =~ fault_check\ $mode:\ rank\ 0\ got\ class\ ([0-9]+)\ after\ ([0-9]+(\.[0-9]+)?)\ s$ ]] ||
+        fail "$mode: cannot read the class and the time in rank 0's report: '$lines'"
+    class=${BASH_REMATCH[1]} secs=${BASH_REMATCH[2]}
     [ "$class" != 0 ] || fail "$mode: the ring reported success with a dead peer"
     awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= t + 1.5) }' ||
         fail "$mode: the error took $secs s, NEXAR_TIMEOUT_S is $timeout_s"
+    [[ $took =~ ^[0-9]+$ ]] || fail "$mode: the job's time '$took' is not a number"
     [ "$took" -le 60 ] || fail "$mode: the job took $took s to end"
 }

@@ -97,19 +97,17 @@ check_run() {
     echo "== allreduce_check, ${opts[*]}: $*"
     crun "${opts[@]}" -- "$check_prog" "$@"
     local rc=$?
-    grep -v '^nexar: rank\|^nexar\[rank' "$log" | tail -n 12
+    grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 12
     [ $rc = 0 ] || fail "allreduce_check (${opts[*]}) exited with $rc"
     check_stats "$log" "$np" 1
 }
 
-# bytes_of RANK FIELD: RANK's FIELD=N from the NEXAR_STATS lines in $log.
-bytes_of() { sed -n "s/^nexar: rank $1: .* $2=\([0-9]*\).*/\1/p" "$log"; }
 # expect_bytes RANK FIELD zero|nonzero: which channel kinds a rank sent over
 # (the ring order and per-hop channels at work).
 expect_bytes() {
     local v
-    v=$(bytes_of "$1" "$2")
-    [ -n "$v" ] || fail "no $2 for rank $1"
+    read_stats "$log" "$2" "$1"
+    v=${values[0]}
     case $3 in
         zero) [ "$v" = 0 ] || fail "rank $1 sent $2=$v, expected none" ;;
         nonzero) [ "$v" != 0 ] || fail "rank $1 sent no $2" ;;
@@ -143,8 +141,8 @@ check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero
 echo "== nexar_many_comms, 2 nodes x 1 rank, 50 communicators"
 crun --ppn 1 -- -x LD_PRELOAD="$(preload_value "$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so")" "$NEXAR_BUILDDIR/nexar_many_comms" -n 50 \
     -s 8388608 --free || { cat "$log"; fail "nexar_many_comms across nodes failed"; }
-grep "^many_comms" "$log"
-[ "$(grep -c "^many_comms: .* extra_fds=0 .* after_free_fds=0 .* wrong=0$" "$log")" = 2 ] ||
+grep -a "^many_comms" "$log"
+[ "$(grep -ac "^many_comms: .* extra_fds=0 .* after_free_fds=0 .* wrong=0$" "$log")" = 2 ] ||
     fail "live communicators across nodes added file descriptors, or results were wrong"
 check_stats "$log" 2 51
 check_run 4 --ppn 2 -- --cases 160 --max-count 4000 --big-every 40 --seed 32
@@ -184,17 +182,17 @@ for r in 0 1 2 3; do expect_bytes $r hier_calls nonzero; done
 # The cost model times the links at setup and picks per call.
 algorithm=auto
 check_run 4 --ppn 2 -- --cases 120 --max-count 4000 --big-every 40 --seed 38
-grep -q "NEXAR_ALGORITHM=auto picks:" "$log" || fail "auto: no cost model decision in the log"
+grep -aq "NEXAR_ALGORITHM=auto picks:" "$log" || fail "auto: no cost model decision in the log"
 algorithm=ring
 
 # --- Mismatched counts across nodes: MPI_ERR_COUNT everywhere, no hang. ---
 echo "== fault_check count-mismatch, 2 nodes x 2 ranks"
 crun --ppn 2 --keep-going -- "$fault_prog" count-mismatch
 rc=$?
-grep -v '^\[' "$log" | grep -v '^nexar: rank\|mpool.c' | tail -n 8
+grep -av '^\[' "$log" | grep -av '^nexar: rank\|mpool.c' | tail -n 8
 [ $rc = 0 ] || fail "fault_check count-mismatch exited with $rc"
-grep -q "failures=0" "$log" || fail "fault_check count-mismatch across nodes"
-grep -q "ranks passed different counts" "$log" || fail "no clear message for mismatched counts"
+grep -aq "failures=0" "$log" || fail "fault_check count-mismatch across nodes"
+grep -aq "ranks passed different counts" "$log" || fail "no clear message for mismatched counts"
 
 # --- A node dies (SIGKILL: its connections are reset) or hangs (SIGSTOP:
 # they stay open, only NEXAR_TIMEOUT_S can tell) in the middle of a 256 MiB
@@ -214,10 +212,10 @@ for mode in $modes; do
         start=$(date +%s)
         crun --ppn 2 --keep-going -- -x NEXAR_TIMEOUT_S=$timeout_s "$fault_prog" "$mode"
         took=$(($(date +%s) - start))
-        grep -v '^\[' "$log" | grep -v 'mpool.c' | grep "^fault_check\|FAIL" | head -n 6
-        grep -q "fault_check: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||
+        grep -av '^\[' "$log" | grep -av 'mpool.c' | grep -a "^fault_check\|FAIL" | head -n 6
+        grep -aq "fault_check: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||
             fail "$mode: the ranks are not on the expected nodes"
-        grep "FAIL" "$log" && fail "$mode: MPI_COMM_TYPE_SHARED does not group the ranks by node"
+        grep -a "FAIL" "$log" && fail "$mode: MPI_COMM_TYPE_SHARED does not group the ranks by node"
         check_fault_report "$log" "$mode" "$timeout_s" "$took"
     done
 done
@@ -231,16 +229,16 @@ check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero
 algorithm=hier
 check_run 3 --hosts 0:2,1:1 -- --cases 120 --max-count 4000 --big-every 40 --seed 39
 check_bytes "$log" hier_calls zero
-grep -q "hierarchical allreduce ready" "$log" && fail "uneven nodes: the hierarchical allreduce was set up"
+grep -aq "hierarchical allreduce ready" "$log" && fail "uneven nodes: the hierarchical allreduce was set up"
 algorithm=ring
 
 # --- Nothing is left. ---
 "$nxc" down || fail "nexar-cluster down failed"
 ours=""
-left=$(ip netns list | grep -E '^nxc-(node[0-9]+|switch)\b')
+left=$(ip netns list | grep -aE '^nxc-(node[0-9]+|switch)\b')
 [ -z "$left" ] || fail "namespaces left: $left"
 for pid in $holders; do
-    [ -d "/proc/$pid" ] && ! grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && fail "holder $pid still runs"
+    [ -d "/proc/$pid" ] && ! grep -aq '^State:.*Z' "/proc/$pid/status" 2>/dev/null && fail "holder $pid still runs"
 done
 # New objects in the root /dev/shm would mean a rank used the machine's
 # /dev/shm instead of its node's.  (Names that come and go within a second

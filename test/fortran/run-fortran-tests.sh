@@ -22,7 +22,7 @@ san=${NEXAR_SAN_FLAGS:-}  # a sanitizer build needs its runtime in the programs 
 "$MPIFC" $san -fallow-argument-mismatch -w -I"$src" "$src/check_mpif.f90" -o "$work/check_mpif" \
     -L"$libdir" -Wl,-rpath,"$libdir" -Wl,--push-state,--no-as-needed -lnexar_pmpi -Wl,--pop-state ||
     fail "compiling check_mpif.f90 with -lnexar_pmpi"
-ldd "$work/check_mpif" | grep -q libnexar_pmpi || fail "check_mpif is not linked with libnexar_pmpi"
+ldd "$work/check_mpif" | grep -aqE '^\s*libnexar_pmpi\.so' || fail "check_mpif is not linked with libnexar_pmpi"
 
 export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=256K NEXAR_STATS=1
 for v in use_mpi mpi_f08 mpif; do
@@ -35,7 +35,7 @@ for v in use_mpi mpi_f08 mpif; do
         rc=$?
         cat "$work/log"
         [ $rc = 0 ] || fail "check_$v at $np ranks exited with $rc"
-        grep -q "errors=0" "$work/log" || fail "check_$v: wrong results"
+        grep -aq "errors=0" "$work/log" || fail "check_$v: wrong results"
         check_stats "$work/log" "$np" 8
         check_bytes "$work/log" reduce_scatter_calls nonzero
         check_bytes "$work/log" allgather_calls nonzero

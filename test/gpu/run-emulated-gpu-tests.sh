@@ -24,16 +24,17 @@ run() {  # run NP VAR=VALUE... [-- ARGS]
     env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" "$prog" \
         --emulated-gpu --quick "${args[@]}" >"$log" 2>&1
     local rc=$?
-    grep -v '^nexar: rank\|^\[nexar' "$log" | tail -n 20
+    grep -av '^nexar: rank\|^\[nexar' "$log" | tail -n 20
     [ $rc = 0 ] || { tail -n 40 "$log"; fail "allreduce_cuda_check --emulated-gpu at $np ranks exited with $rc"; }
-    grep -q 'device buffers: staged through pinned host memory' "$log" || fail "nexar did not load the emulated GPU"
+    grep -aq 'device buffers: staged through pinned host memory' "$log" || fail "nexar did not load the emulated GPU"
     check_stats "$log" "$np" "$min_ring"
 }
 
 # every_rank FIELD: each rank's FIELD (NEXAR_STATS) is above zero.
 every_rank() {
     local v
-    for v in $(stats_values "$log" "$1"); do [ "$v" -gt 0 ] || fail "$1=$v on a rank: expected calls there"; done
+    read_stats "$log" "$1"
+    for v in "${values[@]}"; do [ "$v" -gt 0 ] || fail "$1=$v on a rank: expected calls there"; done
 }
 
 min_ring=1
@@ -47,7 +48,8 @@ every_rank allgather_calls
 run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
 # Host ranks cannot take the ring: all fall back, device ranks stage through host.
 min_ring=0 run 2 NEXAR_HOST_BUFFERS=0 -- --mixed --no-ring
-for v in $(stats_values "$log" fallback_calls); do
+read_stats "$log" fallback_calls
+for v in "${values[@]}"; do
     [ "$v" -gt 0 ] || fail "fallback_calls=$v on a rank: expected the calls to fall back"
 done
 echo "all emulated-GPU MPI runs passed"

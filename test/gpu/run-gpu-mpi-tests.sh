@@ -19,8 +19,8 @@ run() {  # run NP VAR=VALUE... [-- ARGS]
     echo "== $np ranks ${envs[*]:-} ${args[*]:-}"
     env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" "$prog" "${args[@]}" >"$log" 2>&1
     local rc=$?
-    grep -v '^nexar: rank' "$log" | tail -n 20
-    if grep -q "^SKIP:" "$log"; then exit 77; fi
+    grep -av '^nexar: rank' "$log" | tail -n 20
+    if grep -aq "^SKIP:" "$log"; then exit 77; fi
     [ $rc = 0 ] || fail "allreduce_cuda_check at $np ranks exited with $rc"
     check_stats "$log" "$np" "$min_ring"
 }
@@ -31,12 +31,12 @@ run 4 NEXAR_CUDA_PATH=staged NEXAR_SEGMENT_BYTES=256K
 run 2 NEXAR_CUDA_PATH=auto NEXAR_PIPELINE_DEPTH=2
 # The stage profile: results stay exact, and every rank prints its line.
 run 2 NEXAR_CUDA_PATH=staged NEXAR_GPU_PROFILE=1
-[ "$(grep -c '^nexar: rank [0-9]*: gpu_stages calls=[1-9]' "$log")" = 2 ] ||
+[ "$(grep -ac '^nexar: rank [0-9]*: gpu_stages calls=[1-9]' "$log")" = 2 ] ||
     fail "NEXAR_GPU_PROFILE=1: expected a gpu_stages line from each of the 2 ranks"
 run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
 # Host ranks cannot take the ring: all fall back, device ranks stage through host.
 min_ring=0 run 2 NEXAR_HOST_BUFFERS=0 -- --mixed --no-ring
-if ucx_info -d 2>/dev/null | grep -q "cuda_copy"; then
+if ucx_info -d 2>/dev/null | grep -aq "cuda_copy"; then
     run 2 NEXAR_CUDA_PATH=direct
 else
     echo "(direct path not run: this UCX has no CUDA support; ucx_info -d lists no cuda_copy)"

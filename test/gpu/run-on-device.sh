@@ -55,8 +55,8 @@ if [ "${1:-}" = --prepare ]; then
     # and hwloc runs without them).
     pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
                --no-replaces --no-enhances openmpi-bin libopenmpi3 libucx0 ucx-utils |
-           grep -E '^[a-z0-9]' | sort -u |
-           grep -vE '^(libc6|libc-bin|libgcc-s1|libstdc\+\+6|gcc-12-base|adduser|cdebconf|debconf|dpkg|install-info|passwd|tar|openssh-client|readline-common|libhwloc-plugins|libx11-6|libx11-data|libxau6|libxcb1|libxdmcp6|libxext6|libxnvctrl0|ocl-icd-libopencl1|libpam-modules|libpam-modules-bin|libpam0g|libdebian-installer4|libnewt0.52|libslang2|libtextwrap1|libsemanage-common|libsemanage2|libsepol2|libselinux1|libaudit-common|libaudit1|libcap-ng0|libdb5.3|libacl1|libcrypt1)$')
+           grep -aE '^[a-z0-9]' | sort -u |
+           grep -avE '^(libc6|libc-bin|libgcc-s1|libstdc\+\+6|gcc-12-base|adduser|cdebconf|debconf|dpkg|install-info|passwd|tar|openssh-client|readline-common|libhwloc-plugins|libx11-6|libx11-data|libxau6|libxcb1|libxdmcp6|libxext6|libxnvctrl0|ocl-icd-libopencl1|libpam-modules|libpam-modules-bin|libpam0g|libdebian-installer4|libnewt0.52|libslang2|libtextwrap1|libsemanage-common|libsemanage2|libsepol2|libselinux1|libaudit-common|libaudit1|libcap-ng0|libdb5.3|libacl1|libcrypt1)$')
     (cd "$bundle/debs" && apt-get download $pkgs >/dev/null)
     for f in "${built[@]}"; do
         mkdir -p "$bundle/build/$(dirname "$f")"
@@ -108,7 +108,7 @@ check() {
     tail -n 25 "$out/$name.log"
     local verdict=PASS
     if [ $rc = 124 ] || [ $rc = 137 ]; then verdict="FAIL (timed out after ${limit}s)"
-    elif [ $rc = 77 ]; then verdict="SKIPPED (exit 77: $(grep -m1 SKIP "$out/$name.log"))"
+    elif [ $rc = 77 ]; then verdict="SKIPPED (exit 77: $(grep -a -m1 SKIP "$out/$name.log"))"
     elif [ $rc != 0 ]; then verdict="FAIL (exit $rc)"; fi
     case $verdict in PASS) passed=$((passed + 1)) ;; *) failed=$((failed + 1)) ;; esac
     note "check $name: $verdict in ${took}s"
@@ -148,7 +148,7 @@ export NEXAR_TEST_TIMEOUT=90
     df -h /dev/shm | tail -1
     "$MPIRUN" --version 2>&1 | head -1
     ucx_info -v 2>&1 | head -1
-    for f in "${built[@]}"; do ldd "$f" 2>&1 | grep "not found" | sed "s|^|$f: |"; done
+    for f in "${built[@]}"; do ldd "$f" 2>&1 | grep -a "not found" | sed "s|^|$f: |"; done
 } 2>&1 | tee "$out/machine.txt"
 # Open MPI, UCX and nexar's inboxes all live in /dev/shm; 1 GiB messages need room.
 shm_gb=$(df -BG --output=size /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
@@ -159,7 +159,7 @@ fi
 # ---- the checks.
 check gpu-kernels 150 test/gpu/nexar_gpu_tests
 check kernel-bench 120 ./nexar_gpu_reduce_bench --sizes 64M,1G --csv "$out/kernel-bench.csv"
-[ -f "$out/kernel-bench.log" ] && grep '^check kernel' "$out/kernel-bench.log" | tee -a "$summary"
+[ -f "$out/kernel-bench.log" ] && grep -a '^check kernel' "$out/kernel-bench.log" | tee -a "$summary"
 check gpu-mpi 240 test/gpu/run-gpu-mpi-tests.sh
 check staged-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 \
     bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 64M:1G --csv "$out/staged-ring.csv"
@@ -172,7 +172,7 @@ fi
 for size in 64M 1G; do
     check "stage-profile-$size" 90 env NEXAR_GPU_PROFILE=1 NEXAR_HOST_BUFFERS=0 \
         bench/nexar-osu -np 2 --malloc tuned -d cuda -c -r 1 -m "$size:$size"
-    [ -f "$out/stage-profile-$size.log" ] && grep 'gpu_stages' "$out/stage-profile-$size.log" | sed "s/^/$size: /" | tee -a "$summary"
+    [ -f "$out/stage-profile-$size.log" ] && grep -a 'gpu_stages' "$out/stage-profile-$size.log" | sed "s/^/$size: /" | tee -a "$summary"
 done
 
 # Segment size for device buffers (their default is 4 MiB).

@@ -16,7 +16,7 @@ for f in "$libdir/libnexar_pmpi.so" "$prefix/include/nexar/nexar.h" "$libdir/pkg
     echo "installed $f"
 done
 # The installed cluster benchmark finds its harness beside itself.
-"$stage$prefix/bin/nexar-cluster-bench" --help | grep -q "nexar-cluster-bench" || fail "nexar-cluster-bench --help failed"
+"$stage$prefix/bin/nexar-cluster-bench" --help | grep -aq "nexar-cluster-bench" || fail "nexar-cluster-bench --help failed"
 # With CUDA support, the plugin must sit next to the library (that is where
 # libnexar_pmpi.so looks for it).
 if [ -e "$NEXAR_BUILDDIR/.libs/libnexar_pmpi_cuda.so" ]; then
@@ -33,5 +33,5 @@ flags=$(PKG_CONFIG_PATH="$stage$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$stage
 echo "pkg-config: $flags"
 # shellcheck disable=SC2086
 cc ${NEXAR_SAN_FLAGS:-} "$stage/use.c" -o "$stage/use" $flags $(mpicc --showme:link 2>/dev/null) || fail "compiling against the installed header and library failed"
-LD_LIBRARY_PATH="$stage$libdir" "$stage/use" | grep -q "^nexar [0-9]" || fail "the installed library did not run"
+LD_LIBRARY_PATH="$stage$libdir" "$stage/use" | grep -aq "^nexar [0-9]" || fail "the installed library did not run"
 echo "install test passed"

@@ -20,17 +20,17 @@ run() {  # run NP MODE [VAR=VALUE...]; leaves the output in $log, returns mpirun
 must_pass() {
     run "$@"
     local rc=$?
-    grep -v '^\[' "$log" | grep -v "mpool.c" | tail -n 12
+    grep -av '^\[' "$log" | grep -av "mpool.c" | tail -n 12
     [ $rc = 0 ] || fail "fault_check $2 at $1 ranks exited with $rc"
-    grep -q "failures=0" "$log" || fail "fault_check $2 at $1 ranks"
+    grep -aq "failures=0" "$log" || fail "fault_check $2 at $1 ranks"
 }
 
 must_pass 2 errors
 must_pass 3 errors
 must_pass 2 count-mismatch
 must_pass 3 count-mismatch
-grep -q "ranks passed different counts" "$log" || fail "no clear message for mismatched counts"
-grep -q "ranks passed different recvcounts arrays" "$log" || fail "no clear message for mismatched recvcounts"
+grep -aq "ranks passed different counts" "$log" || fail "no clear message for mismatched counts"
+grep -aq "ranks passed different recvcounts arrays" "$log" || fail "no clear message for mismatched recvcounts"
 must_pass 2 threads
 # The same over UCX: the threads' rings share the process's worker (UCX's
 # multi-thread mode) and its endpoints; only tag ids keep them apart.
@@ -54,7 +54,7 @@ case " ${NEXAR_SAN_FLAGS:-} " in
 esac
 (ulimit -v $limit; must_pass 2 oom "${oom_env[@]}") || exit 1
 (ulimit -v $limit; run 2 oom "${oom_env[@]}")
-grep -q "no memory for .* of ring scratch" "$log" || fail "no warning when scratch cannot be allocated"
+grep -aq "no memory for .* of ring scratch" "$log" || fail "no warning when scratch cannot be allocated"
 
 # A peer that dies, or stops, in the middle of a 256 MiB ring.  Rank 0 must
 # get an error (MPI_ERR_OTHER) within the timeout, then aborts the job.
@@ -74,7 +74,18 @@ for mode in $modes; do
         *) run 2 "$mode" NEXAR_TIMEOUT_S=$timeout_s ;;
     esac
     took=$(($(date +%s) - start))
-    grep -v '^\[' "$log" | grep -v "mpool.c" | head -n 4
+    grep -av '^\[' "$log" | grep -av "mpool.c" | head -n 4
     check_fault_report "$log" "$mode" "$timeout_s" "$took"
 done
+# The check must not pass what it cannot read: this lane's own last report,
+# with its class or its time broken on purpose, fails it.
+broken=$(mktemp)
+sed 's/got class [0-9]*/got class /' "$log" >"$broken"
+(check_fault_report "$broken" "$mode" "$timeout_s" "$took") 2>/dev/null &&
+    { rm -f "$broken"; fail "check_fault_report passed $mode's report without its class"; }
+sed 's/ after [0-9.]* s/ after  s/' "$log" >"$broken"
+(check_fault_report "$broken" "$mode" "$timeout_s" "$took") 2>/dev/null &&
+    { rm -f "$broken"; fail "check_fault_report passed $mode's report without its time"; }
+rm -f "$broken"
+echo "check_fault_report fails $mode's real report with the class or the time removed"
 echo "all fault runs passed"

@@ -21,15 +21,16 @@ lib="$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so"
 new_log
 export NEXAR_HOST_BUFFERS=1 NEXAR_STATS=1 NEXAR_LOG=debug
 
-# value FIELD: FIELD=N of every many_comms line in $log, one a line.
-value() { sed -n "s/^many_comms: rank [0-9]*: .* $1=\([0-9.-]*\).*/\1/p" "$log"; }
-# at_most FIELD LIMIT: every rank's FIELD <= LIMIT.
+# at_most FIELD LIMIT: on each of the 2 ranks' many_comms lines in $log,
+# FIELD is a number (maybe negative or with a fraction) <= LIMIT.
 at_most() {
-    local v n=0
-    while read -r v; do
+    local line n=0
+    while IFS= read -r line; do
         n=$((n + 1))
-        awk -v v="$v" -v l="$2" 'BEGIN { exit !(v <= l) }' || fail "$1=$v, at most $2 allowed"
-    done < <(value "$1")
+        [[ $line =~ \ $1=(-?[0-9]+(\.[0-9]+)?)(\ |$) ]] || fail "no number for $1 in: $line"
+        awk -v v="${BASH_REMATCH[1]}" -v l="$2" 'BEGIN { exit !(v + 0 <= l + 0) }' ||
+            fail "$1=${BASH_REMATCH[1]}, at most $2 allowed"
+    done < <(grep -a '^many_comms: rank [0-9]*: ' "$log")
     [ "$n" = 2 ] || fail "expected 2 many_comms lines, found $n"
 }
 
@@ -42,9 +43,9 @@ run() {  # run COMMS ULIMIT_N [VAR=VALUE...] -- ARGS...
     (ulimit -n "$limit"; env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun 2 --rank-env LD_PRELOAD="$1" "${@:2}"' \
         "$(dirname "$0")/../lib.sh" "$(preload_value "$lib")" "$prog" -n "$comms" "$@") >"$log" 2>&1
     local rc=$?
-    grep "^many_comms\|warning" "$log" | head -n 6
+    grep -a "^many_comms\|warning" "$log" | head -n 6
     [ $rc = 0 ] || fail "many_comms exited with $rc"
-    grep -q "wrong=0" "$log" || fail "wrong results"
+    grep -aq "wrong=0" "$log" || fail "wrong results"
     check_stats "$log" 2 $((comms + 1))
     return 0
 }
@@ -53,7 +54,7 @@ run() {  # run COMMS ULIMIT_N [VAR=VALUE...] -- ARGS...
 # jobs on the machine may have live ones).
 leftovers() {
     local f pid
-    for f in $(ls -A /dev/shm | grep '^nexar-'); do
+    for f in $(ls -A /dev/shm | grep -a '^nexar-'); do
         pid=${f#nexar-}; pid=${pid%%-*}
         kill -0 "$pid" 2>/dev/null || echo "$f"
     done
@@ -70,7 +71,7 @@ at_most after_free_rss_mib 16
 run 40 1024 -- -s 8388608 --rounds 3 --free
 at_most extra_rss_mib 128
 at_most after_free_fds 0
-grep -q "shared-memory inboxes released" "$log" || fail "no context released its inboxes (budget not reached?)"
+grep -aq "shared-memory inboxes released" "$log" || fail "no context released its inboxes (budget not reached?)"
 # Inboxes set up again serve the call that needed them: every call of the
 # three rounds took the ring, none went to MPI.
 check_stats "$log" 2 $((3 * 40 + 1))

@@ -19,15 +19,15 @@ run() {  # run NP [env...] -- ARGS...
     echo "== $np ranks ${envs[*]:-} $*"
     env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" ${wrap:-} "$prog" "$@" >"$log" 2>&1
     local rc=$?
-    grep -v '^nexar: rank' "$log" | tail -n 20
+    grep -av '^nexar: rank' "$log" | tail -n 20
     [ $rc = 0 ] || fail "allreduce_check at $np ranks exited with $rc"
     check_stats "$log" "$np" "$min_ring"
     # Which channels the ring took (path=shm or path=ucx before run): on
     # one node every hop is in shared memory unless NEXAR_SHM=0.
     case ${path:-} in
-        shm) grep -q "; $np of $np ring hops through shared memory" "$log" || fail "not every hop used shared memory"
+        shm) grep -aq "; $np of $np ring hops through shared memory" "$log" || fail "not every hop used shared memory"
              check_bytes "$log" shm_bytes nonzero; check_bytes "$log" ucx_bytes zero ;;
-        ucx) grep -q "ring hops through shared memory" "$log" && fail "NEXAR_SHM=0 still used shared memory"
+        ucx) grep -aq "ring hops through shared memory" "$log" && fail "NEXAR_SHM=0 still used shared memory"
              check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero ;;
     esac
     return 0
@@ -66,7 +66,7 @@ mpi_no_cma=()
 wrap=$wrap path=shm run 2 NEXAR_SHM_COPY=push "${mpi_no_cma[@]}" -- --cases 80 --max-count 20000 --big-every 20 --seed 23 --dumpable 0
 check_bytes "$log" cma_bytes zero
 check_bytes "$log" push_bytes zero
-[ "$(grep -c "same-node hops copy through shared-memory slots only: cannot read a neighbour's memory with CMA: process_vm_readv is not permitted" "$log")" = 2 ] ||
+[ "$(grep -ac "same-node hops copy through shared-memory slots only: cannot read a neighbour's memory with CMA: process_vm_readv is not permitted" "$log")" = 2 ] ||
     fail "the CMA refusal was not reported once per rank"
 # The UCX ring on host buffers.
 path=ucx run 2 NEXAR_SHM=0 -- --cases 300 --max-count 20000 --big-every 25 --seed 17
@@ -107,7 +107,7 @@ check_bytes "$log" cma_bytes nonzero
 # among them (slots with the own block copied along with the slot copy).
 path=shm run 2 NEXAR_LOG=debug NEXAR_STREAM_BYTES=0 -- $ag --count 20000 --cases 200 --big-every 0 --seed 45
 # (An untried choice reads 0.00 ms: the fifth must have a time.)
-grep -o "slots+own [0-9.]* ms)" "$log" | grep -vq "slots+own 0.00 ms)" ||
+grep -ao "slots+own [0-9.]* ms)" "$log" | grep -avq "slots+own 0.00 ms)" ||
     fail "the copy chooser did not try slots+own for an allgather out of place"
 # Everything passes through (threshold above every size): MPI's own results,
 # nexar's 16-bit float ops inside PMPI_Allreduce, against the local reference.

@@ -13,7 +13,7 @@ for spec in "2 5000 4000 250 101" "3 2000 2000 400 102" "4 1000 1000 0 103"; do
     echo "== $1 ranks, $2 allreduces"
     nexar_mpirun "$1" "$prog" --cases "$2" --max-count "$3" --big-every "$4" --seed "$5" >"$log" 2>&1
     rc=$?
-    grep -v '^nexar: rank' "$log" | tail -n 5
+    grep -av '^nexar: rank' "$log" | tail -n 5
     [ $rc = 0 ] || fail "soak at $1 ranks exited with $rc"
     check_stats "$log" "$1" 1
 done

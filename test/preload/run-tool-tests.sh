@@ -14,7 +14,7 @@ linked="$NEXAR_BUILDDIR/test/preload/linked_allreduce"  # a libtool wrapper: it 
 nexar="$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so"
 tool="$NEXAR_BUILDDIR/test/preload/.libs/libstand_in_profiler.so"
 for f in "$nexar" "$tool" "$plain"; do [ -f "$f" ] || fail "$f not built"; done
-grep -q libnexar_pmpi "$NEXAR_BUILDDIR"/test/preload/.libs/*linked_allreduce || fail "$linked must be linked with nexar"
+grep -aq "libnexar_pmpi\.so" "$NEXAR_BUILDDIR"/test/preload/.libs/*linked_allreduce || fail "$linked must be linked with nexar"
 new_log
 np=2
 
@@ -29,9 +29,9 @@ run() {
         bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" \
         "$np" --rank-env LD_PRELOAD="$(preload_value "$preload")" "$prog" "${args[@]}" >"$log" 2>&1
     local rc=$?
-    grep -v '^nexar: rank' "$log" | tail -n 8
+    grep -av '^nexar: rank' "$log" | tail -n 8
     [ $rc = 0 ] || fail "exited with $rc"
-    grep -q "errors=0" "$log" || fail "wrong results"
+    grep -aq "errors=0" "$log" || fail "wrong results"
     check_stats "$log" "$np" "$ring"
 }
 
@@ -39,8 +39,8 @@ run() {
 # MPI_Init once and every call, on every rank.
 every_rank_counted() {
     local want="init=1 allreduce=$1 reduce_scatter_block=${2:-0} allgather=${3:-0}"
-    [ "$(grep -c "^profiler: rank [0-9]*: $want\$" "$log")" = "$np" ] ||
-        fail "the profiler must count '$want' on each of the $np ranks: $(grep '^profiler:' "$log" | tr '\n' ' ')"
+    [ "$(grep -ac "^profiler: rank [0-9]*: $want\$" "$log")" = "$np" ] ||
+        fail "the profiler must count '$want' on each of the $np ranks: $(grep -a '^profiler:' "$log" | tr '\n' ' ')"
 }
 
 # 11 allreduces (9 large), then a reduce-scatter and an allgather (large).
@@ -63,7 +63,7 @@ every_rank_counted 11 1 1
 # nexar says so, once per rank, and naming the tool.
 run "$nexar:$tool" "$plain" 0 PROFILER_SKIP_PMPI=1
 every_rank_counted 11
-[ "$(grep -c "libstand_in_profiler.so, loaded after libnexar_pmpi, did not call PMPI_Allreduce" "$log")" = "$np" ] ||
+[ "$(grep -ac "libstand_in_profiler.so, loaded after libnexar_pmpi, did not call PMPI_Allreduce" "$log")" = "$np" ] ||
     fail "expected one warning per rank about the tool that skips PMPI_Allreduce"
 # The same tool before nexar: nexar sees every call through MPI_Allreduce.
 run "$tool:$nexar" "$plain" 9 PROFILER_SKIP_PMPI=1
@@ -72,6 +72,6 @@ every_rank_counted 11
 # MPI_COMM_WORLD, on every rank, and still prints its stats at the end.
 run "$tool:$nexar" "$plain" 9 PROFILER_INIT_DIRECT=1 NEXAR_LOG=info
 every_rank_counted 11
-[ "$(grep -c "started at the first collective call on MPI_COMM_WORLD" "$log")" = "$np" ] ||
+[ "$(grep -ac "started at the first collective call on MPI_COMM_WORLD" "$log")" = "$np" ] ||
     fail "nexar must say on each rank that it started late"
 echo "all PMPI tool runs passed"

@@ -1,0 +1,97 @@
+#!/bin/bash
+# The whole test suite again on another MPI, in a build of its own beside
+# the in-tree one (which is built for the system's MPI, Open MPI 4.1 on
+# Debian 12).
+#
+#   scripts/mpi-lane.sh mpich [BUILDDIR]      (default: build/mpich)
+#       Debian's MPICH (mpich, libmpich-dev: mpicc.mpich, mpiexec.mpich).
+#   scripts/mpi-lane.sh openmpi5 [BUILDDIR]   (default: build/openmpi5)
+#       Open MPI 5 from NEXAR_OPENMPI5_PREFIX (its installation prefix);
+#       without it, the prebuilt Open MPI 5 tarball that sits beside the
+#       checkout (../shared/mpi/openmpi-5*-x86_64.tar.xz), unpacked into
+#       BUILDDIR/mpi once.
+#
+# Copies the sources (the files git tracks, or the tree without build
+# outputs) into BUILDDIR/src, configures them with the lane's mpicc
+# (configure then takes the mpirun/mpiexec and mpifort beside it), builds
+# without CUDA (the device code does not depend on the MPI, and the GPU
+# tests need a GPU), and runs make check there: every test (the GPU tests
+# skip without a GPU, and say so).  Prints "LANE tests: P passed, F failed,
+# S skipped" and exits non-zero on a failure.  Where the lane's MPI cannot
+# be found it says so in one line and exits 77 (skipped, never a pass).
+set -eu
+cd "$(dirname "$0")/.."
+top=$PWD
+lane=${1:-}
+build=${2:-build/$lane}
+skip() { echo "$lane tests: not run: $*"; exit 77; }
+die() { echo "mpi-lane $lane: $*" >&2; exit 1; }
+
+# find_openmpi5: sets prefix to the Open MPI 5 to test, unpacking the
+# tarball when no prefix is named; skips the lane when there is neither.
+find_openmpi5() {
+    local p=${NEXAR_OPENMPI5_PREFIX:-}
+    if [ -z "$p" ]; then
+        local tarball stamp top_dir
+        tarball=$(ls "$top"/../shared/mpi/openmpi-5*-x86_64.tar.xz 2>/dev/null | tail -n 1)
+        [ -n "$tarball" ] ||
+            skip "no Open MPI 5 (set NEXAR_OPENMPI5_PREFIX to its prefix, or put its tarball in ../shared/mpi/)"
+        [ "$(uname -m)" = x86_64 ] || skip "$(basename "$tarball") is built for x86_64, this machine is $(uname -m)"
+        top_dir=$(tar -tJf "$tarball" | head -n 1)
+        top_dir=${top_dir%%/*}
+        p="$top/$build/mpi/$top_dir"
+        stamp=$(stat -c '%n %s %Y' "$tarball")
+        if [ "$(cat "$build/mpi/.unpacked" 2>/dev/null)" != "$stamp" ]; then
+            rm -rf "$build/mpi"
+            mkdir -p "$build/mpi"
+            tar -xJf "$tarball" -C "$build/mpi" || die "cannot unpack $tarball"
+            echo "$stamp" >"$build/mpi/.unpacked"
+            echo "mpi-lane openmpi5: unpacked $(basename "$tarball") into $build/mpi"
+        fi
+    fi
+    [ -x "$p/bin/mpicc" ] && [ -x "$p/bin/mpirun" ] ||
+        die "$p has no bin/mpicc and bin/mpirun: NEXAR_OPENMPI5_PREFIX must name an Open MPI 5 installation"
+    prefix=$p
+}
+
+case $lane in
+    mpich)
+        command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null ||
+            die "MPICH is not installed (apt-get install mpich libmpich-dev)"
+        mpicc=mpicc.mpich
+        ;;
+    openmpi5)
+        find_openmpi5
+        # A relocated Open MPI finds its data files through these three.
+        export OPAL_PREFIX=$prefix PRTE_PREFIX=$prefix PMIX_INSTALL_PREFIX=$prefix
+        export PATH="$prefix/bin:$PATH"
+        mpicc="$prefix/bin/mpicc"
+        launcher=$(. test/cluster/nexar-cluster && MPIRUN="$prefix/bin/mpirun" nxc_launcher) ||
+            die "cannot run $prefix/bin/mpirun"
+        [ "$launcher" = prrte ] || die "$prefix/bin/mpirun is not Open MPI 5's: $("$prefix/bin/mpirun" --version 2>&1 | head -n 1)"
+        echo "$lane: $("$prefix/bin/mpirun" --version 2>&1 | head -n 1) in $prefix"
+        ;;
+    *) echo "usage: scripts/mpi-lane.sh mpich|openmpi5 [BUILDDIR]" >&2; exit 2 ;;
+esac
+jobs=$(nproc 2>/dev/null || echo 2)
+
+rm -rf "$build/src"
+mkdir -p "$build/src"
+if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    # Tracked files as they are in the working tree (uncommitted edits too).
+    git -C "$top" ls-files -z | (cd "$top" && xargs -0 cp --parents -t "$build/src")
+else
+    tar -C "$top" --exclude=./build --exclude='*.o' --exclude='*.lo' --exclude=.libs --exclude=.deps \
+        --exclude=Makefile --exclude=config.status --exclude=config.log -cf - . | tar -C "$build/src" -xf -
+fi
+. scripts/test-results.sh
+cd "$build/src"
+./autogen.sh >/dev/null
+./configure MPICC="$mpicc" --without-cuda ${CONFIGURE_FLAGS:-} | sed -n '/configuration summary/,$p'
+make -j"$jobs" >/dev/null
+make -j"$jobs" check TESTS= >/dev/null  # build the test programs in parallel
+rc=0
+make check || rc=$?
+count_test_results .
+echo "$lane tests: $pass passed, $fail failed, $skip skipped"
+[ $rc = 0 ] && [ $fail = 0 ] && [ $pass -gt 0 ]

@@ -1,0 +1,84 @@
+#!/bin/bash
+# The log checks of test/lib.sh, on logs made here: each must pass a good
+# log, pass it too when a launcher message in it holds a NUL byte (as one of
+# Open MPI 5's does: plain grep then calls the log binary and prints no
+# line), and fail every log whose line or value it cannot read.  A check
+# that passes what it cannot see would hide the very failures it is for.
+# Runs no MPI job; lib.sh still asks this lane's launcher which it is.
+set -u
+. "$(dirname "$0")/../lib.sh"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+checks=0
+
+# must_pass DESCRIPTION CHECK ARGS... / must_fail DESCRIPTION CHECK ARGS...:
+# the check in a subshell (fail exits), its message kept for the report.
+must_pass() {
+    local what=$1; shift
+    checks=$((checks + 1))
+    ("$@") 2>"$dir/msg" || fail "$what: the check failed a good log: $(cat "$dir/msg")"
+}
+must_fail() {
+    local what=$1; shift
+    checks=$((checks + 1))
+    if ("$@") 2>"$dir/msg"; then fail "$what: the check passed a log it cannot read"; fi
+    grep -aq '^FAIL: ' "$dir/msg" || fail "$what: the check failed without saying why"
+    echo "ok: $what -> $(head -n 1 "$dir/msg")"
+}
+
+# log NAME LINE...: a log file with these lines; \0 in a line is a NUL byte.
+log() {
+    local f="$dir/$1"; shift
+    printf '%b\n' "$@" >"$f"
+    echo "$f"
+}
+# Open MPI 5's abort message ends in a NUL byte.
+nul_line='prterun noticed that process rank 1 with PID 1234 on node vm exited on\0'
+
+# --- check_fault_report FILE MODE TIMEOUT_S TOOK ---
+good=$(log good-fault "== stall, 2 ranks" "fault_check stall: rank 0 got class 16 after 3.02 s")
+must_pass "fault report" check_fault_report "$good" stall 3 5
+f=$(log nul-fault "$nul_line" "fault_check stall: rank 0 got class 16 after 3.02 s" "signal 9 (Killed).")
+must_pass "fault report after a NUL byte" check_fault_report "$f" stall 3 5
+f=$(log no-class "$nul_line" "fault_check stall: rank 0 got class  after 3.02 s")
+must_fail "fault report without a class" check_fault_report "$f" stall 3 5
+f=$(log word-class "fault_check stall: rank 0 got class sixteen after 3.02 s")
+must_fail "fault report with a class that is no number" check_fault_report "$f" stall 3 5
+f=$(log no-time "$nul_line" "fault_check stall: rank 0 got class 16 after  s")
+must_fail "fault report without a time" check_fault_report "$f" stall 3 5
+f=$(log cut-line "fault_check stall: rank 0 got class 16 aft")
+must_fail "fault report cut short" check_fault_report "$f" stall 3 5
+f=$(log no-report "$nul_line" "signal 9 (Killed).")
+must_fail "no fault report" check_fault_report "$f" stall 3 5
+f=$(log two-reports "fault_check stall: rank 0 got class 16 after 3.02 s" "fault_check stall: rank 0 got class 16 after 3.02 s")
+must_fail "two fault reports" check_fault_report "$f" stall 3 5
+f=$(log success "fault_check stall: rank 0 got class 0 after 3.02 s")
+must_fail "a fault report of success" check_fault_report "$f" stall 3 5
+f=$(log late "fault_check stall: rank 0 got class 16 after 9.50 s")
+must_fail "a fault report after the timeout" check_fault_report "$f" stall 3 5
+must_fail "a job time that is no number" check_fault_report "$good" stall 3 ""
+must_fail "another mode's report" check_fault_report "$good" kill 3 5
+
+# --- check_stats FILE NP MIN_RING and check_bytes FILE FIELD zero|nonzero ---
+stats0='nexar: rank 0: ring_calls=9 ring_bytes=100 passthrough_calls=2 fallback_calls=0 shm_bytes=100 ucx_bytes=0'
+stats1='nexar: rank 1: ring_calls=9 ring_bytes=100 passthrough_calls=2 fallback_calls=0 shm_bytes=100 ucx_bytes=0'
+good=$(log good-stats "$stats0" "$nul_line" "$stats1")
+must_pass "stats lines after a NUL byte" check_stats "$good" 2 9
+must_pass "stats bytes" check_bytes "$good" shm_bytes nonzero
+must_pass "stats bytes zero" check_bytes "$good" ucx_bytes zero
+must_pass "one rank's stats" read_stats "$good" ring_calls 1
+must_fail "stats of a rank that is not there" read_stats "$good" ring_calls 2
+must_fail "too few ring calls" check_stats "$good" 2 10
+must_fail "stats lines missing" check_stats "$good" 3 9
+f=$(log no-calls "$stats0" "nexar: rank 1: ring_calls= ring_bytes=100 shm_bytes=100")
+must_fail "stats line without a ring_calls number" check_stats "$f" 2 0
+f=$(log no-field "$stats0" "nexar: rank 1: ring_calls=9 ring_bytes=100 ucx_bytes=0")
+must_fail "stats line without the field" check_bytes "$f" shm_bytes nonzero
+f=$(log prefix-field "$stats0" "nexar: rank 1: ring_calls=9 ring_bytes=100 xshm_bytes=5")
+must_fail "stats line with only a longer field's name" check_bytes "$f" shm_bytes nonzero
+f=$(log word-field "$stats0" "nexar: rank 1: ring_calls=9 shm_bytes=lots")
+must_fail "stats value that is no number" check_bytes "$f" shm_bytes nonzero
+f=$(log no-stats "$nul_line")
+must_fail "no stats lines" check_bytes "$f" shm_bytes zero
+
+echo "all $checks log checks behaved: good logs pass, logs they cannot read fail"
