@@ -6,6 +6,8 @@ packages=(
     g++ make autoconf automake libtool pkg-config   # build
     libopenmpi-dev openmpi-bin                       # MPI (mpicc, mpirun, libmpi)
     mpich libmpich-dev                               # the MPICH lane of the tests (mpicc.mpich, mpiexec.mpich)
+    xz-utils libucx0 libhwloc15 libnuma1 libnl-3-200 libudev1
+        libevent-core-2.1-7 libevent-pthreads-2.1-7  # the Open MPI 5 lane: unpacking its tarball, and what it runs on
     libucx-dev                                       # UCX (ucp)
     libgtest-dev                                     # unit tests
     libbenchmark-dev                                 # make bench

@@ -93,5 +93,7 @@ make -j"$jobs" check TESTS= >/dev/null  # build the test programs in parallel
 rc=0
 make check || rc=$?
 count_test_results .
+# make's own failure (a test it could not even start) is a failure too.
+[ $rc = 0 ] || [ $fail -gt 0 ] || fail=1
 echo "$lane tests: $pass passed, $fail failed, $skip skipped"
 [ $rc = 0 ] && [ $fail = 0 ] && [ $pass -gt 0 ]

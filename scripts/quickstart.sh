@@ -7,17 +7,20 @@
 #                                 machine with a GPU also the GPU kernel and
 #                                 device-buffer benchmarks
 #   scripts/quickstart.sh test    install what is missing, build, and run the
-#                                 whole test suite (make check) on Open MPI,
-#                                 then again on MPICH in build/mpich
-#                                 (scripts/mpich-lane.sh; NEXAR_MPICH_LANE=0
-#                                 skips it)
+#                                 whole test suite (make check) on the system's
+#                                 MPI (Open MPI 4.1), then again on MPICH in
+#                                 build/mpich and on Open MPI 5 in
+#                                 build/openmpi5 (scripts/mpi-lane.sh;
+#                                 NEXAR_MPICH_LANE=0 or NEXAR_OPENMPI5_LANE=0
+#                                 leaves a lane out; NEXAR_OPENMPI5_PREFIX
+#                                 names an Open MPI 5 to use)
 #
 # Builds in the source tree with ./configure's defaults (MPI, UCX and CUDA
 # found on the system); set CONFIGURE_FLAGS to pass more options.
 set -eu
 cd "$(dirname "$0")/.."
 what=${1:-}
-case $what in bench|test) ;; *) sed -n '2,13p' "$0"; exit 2 ;; esac
+case $what in bench|test) ;; *) sed -n '2,16p' "$0"; exit 2 ;; esac
 
 scripts/install-deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -55,20 +58,46 @@ make check || rc=$?
 count_test_results .
 show_failed_logs .
 [ "$total" -gt 0 ] || { echo "quickstart: no test ran" >&2; exit 1; }
-summary="tests: $pass passed, $fail failed"
-[ "$skip" -gt 0 ] && summary="$summary, $skip skipped"
-mpich_rc=0 mpich_summary=""
-if [ "${NEXAR_MPICH_LANE:-1}" != 0 ]; then
+# make's own failure (a test it could not even start) is a failure too.
+[ $rc = 0 ] || [ $fail -gt 0 ] || fail=1
+system_mpi=$(sed -n 's/^MPIRUN = //p' Makefile)
+system_mpi=$("${system_mpi:-mpirun}" --version 2>&1 | sed -n '1s/.*(\(.*\)) \([0-9][0-9.a-z]*\).*/\1 \2/p')
+summaries=("tests: $pass passed, $fail failed, $skip skipped (${system_mpi:-the system MPI})")
+total_pass=$pass total_fail=$fail total_skip=$skip
+
+# run_lane LANE: the suite on another MPI (scripts/mpi-lane.sh), its output
+# in build-LANE.log; adds its summary line and counts.
+lanes_rc=0
+run_lane() {
+    local lane=$1 lane_rc=0 line
     echo
-    echo "## the same suite on MPICH (scripts/mpich-lane.sh)"
-    scripts/mpich-lane.sh > build-mpich.log 2>&1 || mpich_rc=$?
-    grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' build-mpich.log || true
-    if [ $mpich_rc != 0 ]; then
-        tail -n 40 build-mpich.log
-        show_failed_logs build/mpich/src
+    echo "## the same suite on $lane (scripts/mpi-lane.sh $lane)"
+    scripts/mpi-lane.sh "$lane" >"build-$lane.log" 2>&1 || lane_rc=$?
+    grep -aE '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "build-$lane.log" || true
+    line=$(grep -a "^$lane tests:" "build-$lane.log" | tail -n 1)
+    if [ $lane_rc = 77 ]; then
+        echo "$line"
+        summaries+=("$line")
+        return
     fi
-    mpich_summary=$(grep '^mpich tests:' build-mpich.log || echo "mpich tests: the lane failed before running (see build-mpich.log)")
-fi
-echo "$summary (Open MPI)"
-[ -n "$mpich_summary" ] && echo "$mpich_summary"
-[ $rc = 0 ] && [ $fail = 0 ] && [ $mpich_rc = 0 ]
+    if [ $lane_rc != 0 ]; then
+        tail -n 40 "build-$lane.log"
+        show_failed_logs "build/$lane/src"
+        lanes_rc=1
+    fi
+    if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped ]]; then
+        total_pass=$((total_pass + BASH_REMATCH[1]))
+        total_fail=$((total_fail + BASH_REMATCH[2]))
+        total_skip=$((total_skip + BASH_REMATCH[3]))
+    else
+        line="$lane tests: the lane failed before running (see build-$lane.log)"
+        total_fail=$((total_fail + 1))
+    fi
+    summaries+=("$line")
+}
+[ "${NEXAR_MPICH_LANE:-1}" = 0 ] || run_lane mpich
+[ "${NEXAR_OPENMPI5_LANE:-1}" = 0 ] || run_lane openmpi5
+echo
+printf '%s\n' "${summaries[@]}"
+echo "all: $total_pass passed, $total_fail failed, $total_skip skipped"
+[ $rc = 0 ] && [ $fail = 0 ] && [ $lanes_rc = 0 ]

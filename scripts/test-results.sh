@@ -1,4 +1,4 @@
-# Sourced by scripts/quickstart.sh and scripts/mpich-lane.sh.
+# Sourced by scripts/quickstart.sh and scripts/mpi-lane.sh.
 
 # test_results DIR: "RESULT TRS" for every automake result file (*.trs)
 # under DIR, leaving out DIR/build (other lanes' builds); NONE where a
