@@ -12,6 +12,8 @@
 #pragma once
 
 #include <mpi.h>
+
+#include <string>
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>
 #endif
@@ -36,6 +38,25 @@
 #endif
 
 namespace nexar {
+
+// Which MPI a library was built for, or runs on: its family ("Open MPI",
+// "MPICH") and version ("4.1.4"; major 4).  Empty family: not known.
+struct MpiIdentity {
+    std::string family;
+    std::string version;
+    int major = -1;
+};
+
+// The MPI this library was compiled against (mpi.h's version macros).
+MpiIdentity mpi_built_for();
+// The MPI named by MPI_Get_library_version's text ("Open MPI v5.0.10, ...",
+// "MPICH Version: 4.0.2 ..."); an empty family where the text is another's.
+MpiIdentity parse_mpi_library_version(const char* text);
+// Why a library built for `built` should not run on `running`, or "" when it
+// may: another family, or another major version of it.  Open MPI 4.x and
+// 5.x both name their library libmpi.so.40, so a library built for one
+// loads against the other without a word from the dynamic linker.
+std::string mpi_mismatch(const MpiIdentity& built, const MpiIdentity& running);
 
 // The MPI accepts CUDA device pointers itself (asked after MPI_Init).
 inline bool mpi_cuda_aware() {

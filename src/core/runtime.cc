@@ -29,6 +29,19 @@ std::mutex g_lifecycle_mutex;
 // Set while this thread starts the runtime: a call that the MPI makes back
 // into nexar meanwhile must not start it again.
 thread_local bool t_starting = false;
+
+// A library built for another MPI, or another major version of it, can load
+// without a word (Open MPI 4.x and 5.x both name theirs libmpi.so.40), and
+// then misbehave: say so once.
+void warn_if_built_for_another_mpi() {
+    // Sized for any MPI's MPI_MAX_LIBRARY_VERSION_STRING, not only the one
+    // whose mpi.h this was compiled with (Open MPI's 256, MPICH's 8192).
+    static char text[65536];
+    int length = 0;
+    if (PMPI_Get_library_version(text, &length) != MPI_SUCCESS) return;
+    std::string why = mpi_mismatch(mpi_built_for(), parse_mpi_library_version(text));
+    if (!why.empty()) NEXAR_WARN("%s", why.c_str());
+}
 }  // namespace
 
 Runtime* Runtime::get() { return g_runtime.load(std::memory_order_acquire); }
@@ -114,6 +127,7 @@ void Runtime::init(int thread_level) {
         NEXAR_WARN("this rank's NEXAR_* settings differ from rank 0's; rank 0's are used on every rank (%s)",
                    describe(config_).c_str());
     NEXAR_INFO("settings: %s", describe(config_).c_str());
+    if (world_rank_ == 0) warn_if_built_for_another_mpi();
 
     // nexar.h's 16-bit float datatypes work even with nexar disabled.
     init_mpi_types();

@@ -34,6 +34,8 @@ run() {  # run NP EXPECT_MIN_RING VAR=VALUE... [-- MPMD ARGS: they replace "-np 
 
 # 9 calls of 4-8 MiB go to the ring; the 2 small ones pass through.
 run 2 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M
+# On the MPI it was built for, nexar does not tell the user to rebuild it.
+grep -aq "libnexar_pmpi was built for" "$log" && fail "nexar warned of another MPI on its own: $(grep -a 'was built for' "$log")"
 run 3 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1MiB
 run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_ENABLE=0
 # Default settings: host buffers are not taken.
