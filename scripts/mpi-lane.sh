@@ -17,13 +17,16 @@
 # without CUDA (the device code does not depend on the MPI, and the GPU
 # tests need a GPU), and runs make check there: every test (the GPU tests
 # skip without a GPU, and say so).  Prints "LANE tests: P passed, F failed,
-# S skipped" and exits non-zero on a failure.  Where the lane's MPI cannot
-# be found it says so in one line and exits 77 (skipped, never a pass).
-set -eu
+# S skipped" and exits non-zero on a failure.  Where no Open MPI 5 can be
+# found, the openmpi5 lane says so in one line ("openmpi5 tests: not run:
+# ...") and exits 77: skipped, never a pass.  A missing MPICH is a failure:
+# scripts/install-deps.sh installs it.
+set -eu -o pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
 lane=${1:-}
 build=${2:-build/$lane}
+case $build in /*) ;; *) build=$top/$build ;; esac
 skip() { echo "$lane tests: not run: $*"; exit 77; }
 die() { echo "mpi-lane $lane: $*" >&2; exit 1; }
 
@@ -33,13 +36,14 @@ find_openmpi5() {
     local p=${NEXAR_OPENMPI5_PREFIX:-}
     if [ -z "$p" ]; then
         local tarball stamp top_dir
-        tarball=$(ls "$top"/../shared/mpi/openmpi-5*-x86_64.tar.xz 2>/dev/null | tail -n 1)
+        tarball=$( (ls "$top"/../shared/mpi/openmpi-5*-x86_64.tar.xz 2>/dev/null || true) | sort -V | tail -n 1)
         [ -n "$tarball" ] ||
             skip "no Open MPI 5 (set NEXAR_OPENMPI5_PREFIX to its prefix, or put its tarball in ../shared/mpi/)"
         [ "$(uname -m)" = x86_64 ] || skip "$(basename "$tarball") is built for x86_64, this machine is $(uname -m)"
-        top_dir=$(tar -tJf "$tarball" | head -n 1)
+        top_dir=$( (tar -tJf "$tarball" || true) | head -n 1)  # tar may see head leave early
         top_dir=${top_dir%%/*}
-        p="$top/$build/mpi/$top_dir"
+        [ -n "$top_dir" ] || die "cannot read $tarball"
+        p="$build/mpi/$top_dir"
         stamp=$(stat -c '%n %s %Y' "$tarball")
         if [ "$(cat "$build/mpi/.unpacked" 2>/dev/null)" != "$stamp" ]; then
             rm -rf "$build/mpi"
@@ -93,7 +97,9 @@ make -j"$jobs" check TESTS= >/dev/null  # build the test programs in parallel
 rc=0
 make check || rc=$?
 count_test_results .
-# make's own failure (a test it could not even start) is a failure too.
+# make's own failure (a test it could not even start), or no test passing
+# at all, is a failure too.
 [ $rc = 0 ] || [ $fail -gt 0 ] || fail=1
+[ $pass -gt 0 ] || [ $fail -gt 0 ] || fail=1
 echo "$lane tests: $pass passed, $fail failed, $skip skipped"
 [ $rc = 0 ] && [ $fail = 0 ] && [ $pass -gt 0 ]

@@ -13,14 +13,16 @@
 #                                 build/openmpi5 (scripts/mpi-lane.sh;
 #                                 NEXAR_MPICH_LANE=0 or NEXAR_OPENMPI5_LANE=0
 #                                 leaves a lane out; NEXAR_OPENMPI5_PREFIX
-#                                 names an Open MPI 5 to use)
+#                                 names an Open MPI 5 to use; with
+#                                 NEXAR_REQUIRE_ALL_LANES=1, as in CI, a
+#                                 lane that finds no MPI fails)
 #
 # Builds in the source tree with ./configure's defaults (MPI, UCX and CUDA
 # found on the system); set CONFIGURE_FLAGS to pass more options.
 set -eu
 cd "$(dirname "$0")/.."
 what=${1:-}
-case $what in bench|test) ;; *) sed -n '2,16p' "$0"; exit 2 ;; esac
+case $what in bench|test) ;; *) sed -n '2,19p' "$0"; exit 2 ;; esac
 
 scripts/install-deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -76,6 +78,11 @@ run_lane() {
     grep -aE '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' "build-$lane.log" || true
     line=$(grep -a "^$lane tests:" "build-$lane.log" | tail -n 1)
     if [ $lane_rc = 77 ]; then
+        if [ "${NEXAR_REQUIRE_ALL_LANES:-0}" = 1 ]; then
+            line="$line (a failure here: NEXAR_REQUIRE_ALL_LANES=1)"
+            total_fail=$((total_fail + 1))
+            lanes_rc=1
+        fi
         echo "$line"
         summaries+=("$line")
         return

@@ -111,6 +111,7 @@ expect_bytes() {
     case $3 in
         zero) [ "$v" = 0 ] || fail "rank $1 sent $2=$v, expected none" ;;
         nonzero) [ "$v" != 0 ] || fail "rank $1 sent no $2" ;;
+        *) fail "expect_bytes: want zero or nonzero, not '$3'" ;;
     esac
 }
 
@@ -249,4 +250,6 @@ for _ in 1 2; do
     sleep 1
 done
 [ -z "$new" ] || fail "left in /dev/shm: $new"
+left=$(ls -d /tmp/ompi.nxc-node* /tmp/prte.nxc-node* 2>/dev/null)
+[ -z "$left" ] || fail "the nodes' MPI session directories left in /tmp: $left"
 echo "all cluster runs passed in $(($(date +%s) - started)) s"

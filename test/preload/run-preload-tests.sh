@@ -10,7 +10,9 @@ lib="$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so"
 [ -x "$prog" ] || fail "$prog not built"
 # The library's own file name, not "nexar" anywhere: an MPI installed under
 # a folder called nexar-something is no nexar.
-ldd "$prog" | grep -aqE '^\s*libnexar_pmpi\.so' && fail "$prog must not be linked with nexar"
+deps=$(ldd "$prog") || fail "ldd $prog failed"
+echo "$deps" | grep -aqE '^\s*libmpi' || fail "ldd shows no MPI library in $prog: $deps"
+echo "$deps" | grep -aqE '^\s*libnexar_pmpi\.so' && fail "$prog must not be linked with nexar"
 lib=$(preload_value "$lib")
 new_log
 
