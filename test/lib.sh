@@ -124,8 +124,12 @@ check_bytes() {
 
 # check_fault_report FILE MODE TIMEOUT_S TOOK: fault_check MODE's report in
 # FILE, one line "fault_check MODE: rank 0 got class C after S s", says
-# rank 0 got an error (C a number, not 0) within TIMEOUT_S + 1.5 s (S a
-# number), and the whole job took at most 60 s (TOOK).
+# rank 0 got an error (C a number, not 0) within TIMEOUT_S + 2.5 s (S a
+# number), and the whole job took at most 60 s (TOOK).  S counts from the
+# start of the call, and the victims stop only once their own ring has
+# reduced a segment: typically 0.5 s in, but 1.5 s in once on the
+# simulated cluster under load (4 ranks on 2 cores; 4.52 s with a 3 s
+# timeout), so the slack is 2.5 s.  A hang would take the job's limit.
 check_fault_report() {
     local file=$1 mode=$2 timeout_s=$3 took=$4 lines class secs
     lines=$(grep -a "fault_check $mode: rank 0 got class" "$file") || fail "$mode: rank 0 never returned from the ring"
@@ -134,7 +138,7 @@ check_fault_report() {
         fail "$mode: cannot read the class and the time in rank 0's report: '$lines'"
     class=${BASH_REMATCH[1]} secs=${BASH_REMATCH[2]}
     [ "$class" != 0 ] || fail "$mode: the ring reported success with a dead peer"
-    awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= t + 1.5) }' ||
+    awk -v s="$secs" -v t="$timeout_s" 'BEGIN { exit !(s <= t + 2.5) }' ||
         fail "$mode: the error took $secs s, NEXAR_TIMEOUT_S is $timeout_s"
     [[ $took =~ ^[0-9]+$ ]] || fail "$mode: the job's time '$took' is not a number"
     [ "$took" -le 60 ] || fail "$mode: the job took $took s to end"
