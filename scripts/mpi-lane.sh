@@ -17,13 +17,16 @@
 # without CUDA (the device code does not depend on the MPI, and the GPU
 # tests need a GPU), and runs make check there: every test (the GPU tests
 # skip without a GPU, and say so).  Prints "LANE tests: P passed, F failed,
-# S skipped" and exits non-zero on a failure.  Where no Open MPI 5 can be
-# found, the openmpi5 lane says so in one line ("openmpi5 tests: not run:
-# ...") and exits 77: skipped, never a pass.  A missing MPICH is a failure:
-# scripts/install-deps.sh installs it.
+# S skipped" and exits non-zero on a failure.  The openmpi5 lane adds one
+# check of its own after make check: the in-tree build (for Open MPI 4)
+# preloaded into an Open MPI 5 job warns that it should be rebuilt.  Where
+# no Open MPI 5 can be found, the openmpi5 lane says so in one line
+# ("openmpi5 tests: not run: ...") and exits 77: skipped, never a pass.  A
+# missing MPICH is a failure: scripts/install-deps.sh installs it.
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
+system_path=$PATH  # before a lane puts its MPI first
 lane=${1:-}
 build=${2:-build/$lane}
 case $build in /*) ;; *) build=$top/$build ;; esac
@@ -97,6 +100,44 @@ make -j"$jobs" check TESTS= >/dev/null  # build the test programs in parallel
 rc=0
 make check || rc=$?
 count_test_results .
+
+# rebuild_warning_check: the user who moved to Open MPI 5 and kept the
+# library built for Open MPI 4 (the in-tree build, made for the system's
+# MPI): preloaded into an Open MPI 5 job, it says once that it should be
+# rebuilt, and the job still runs right.  Returns 2 where it cannot run.
+rebuild_warning_check() {
+    local old="$top/.libs/libnexar_pmpi.so" old_mpirun log status=0
+    old_mpirun=$(sed -n 's/^MPIRUN = //p' "$top/Makefile" 2>/dev/null || true)
+    if [ ! -f "$old" ] || [ -z "$old_mpirun" ]; then
+        echo "rebuild-warning check: not run: no in-tree build of nexar"; return 2
+    fi
+    # Asked as the system sees it: not through this lane's PATH and prefixes.
+    if ! env -u OPAL_PREFIX -u PRTE_PREFIX -u PMIX_INSTALL_PREFIX PATH="$system_path" "$old_mpirun" --version 2>&1 |
+            grep -aq '(Open MPI) 4\.'; then
+        echo "rebuild-warning check: not run: the in-tree build is not for Open MPI 4"; return 2
+    fi
+    log=$(mktemp)
+    NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_STATS=1 MPIRUN="$prefix/bin/mpirun" \
+        bash -c '. test/lib.sh; nexar_mpirun 2 --rank-env LD_PRELOAD="$0" test/preload/plain_allreduce' "$old" \
+        >"$log" 2>&1 || status=$?
+    (
+        . test/lib.sh
+        [ $status = 0 ] || fail "plain_allreduce with the Open MPI 4 build preloaded exited with $status"
+        [ "$(grep -ac 'libnexar_pmpi was built for Open MPI 4\.[0-9.]* but runs on Open MPI 5\.' "$log")" = 1 ] ||
+            fail "no single warning that the Open MPI 4 build runs on Open MPI 5"
+        grep -aq "errors=0" "$log" || fail "wrong results"
+        check_stats "$log" 2 9
+    ) || status=1
+    grep -a 'was built for\|errors=\|^FAIL' "$log"
+    rm -f "$log"
+    if [ $status = 0 ]; then echo "PASS: rebuild-warning check"; else echo "FAIL: rebuild-warning check"; fi
+    return $status
+}
+if [ "$lane" = openmpi5 ]; then
+    check_rc=0
+    rebuild_warning_check || check_rc=$?
+    case $check_rc in 0) pass=$((pass + 1)) ;; 2) ;; *) fail=$((fail + 1)); rc=1 ;; esac
+fi
 # make's own failure (a test it could not even start), or no test passing
 # at all, is a failure too.
 [ $rc = 0 ] || [ $fail -gt 0 ] || fail=1
