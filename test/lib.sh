@@ -78,17 +78,20 @@ preload_value() {
 # Every check that extracts a value fails when the value is missing or is
 # not a number: a check that cannot see must never pass.
 
+# stats_lines FILE [RANK]: FILE's NEXAR_STATS lines (RANK: only that rank's).
+stats_lines() { grep -a "^nexar: rank ${2:-[0-9]*}: ring_calls=" "$1"; }
+
 # read_stats FILE FIELD [RANK]: sets the array `values` to FIELD's number on
 # each NEXAR_STATS line of FILE, in the order of the lines (RANK: only that
 # rank's line, which must be there once).  Fails the test when there is no
 # such line, or a line has no number for FIELD.
 read_stats() {
-    local file=$1 field=$2 rank=${3:-[0-9]*} line
+    local file=$1 field=$2 line
     values=()
     while IFS= read -r line; do
         [[ $line =~ \ $field=([0-9]+)(\ |$) ]] || fail "no number for $field in this NEXAR_STATS line of $file: $line"
         values+=("${BASH_REMATCH[1]}")
-    done < <(grep -a "^nexar: rank $rank: ring_calls=" "$file")
+    done < <(stats_lines "$file" "${3:-}")
     [ ${#values[@]} -gt 0 ] || fail "no NEXAR_STATS line${3:+ of rank $3} in $file"
     [ -z "${3:-}" ] || [ ${#values[@]} = 1 ] || fail "${#values[@]} NEXAR_STATS lines of rank $3 in $file"
 }

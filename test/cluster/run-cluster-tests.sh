@@ -95,7 +95,7 @@ limited() {
     pid=$!
     if [ -n "$ranks" ] && [ "$NEXAR_MPI_FAMILY" = mpich ]; then
         while kill -0 "$pid" 2>/dev/null; do
-            if [ -z "$since" ] && [ "$(grep -ac '^nexar: rank [0-9]*: ring_calls=' "$log")" -ge "$ranks" ]; then
+            if [ -z "$since" ] && [ "$(stats_lines "$log" | wc -l)" -ge "$ranks" ]; then
                 since=$SECONDS
             fi
             if [ -n "$since" ] && [ $((SECONDS - since)) -ge $finalize_grace_s ]; then

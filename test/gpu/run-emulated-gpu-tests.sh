@@ -48,8 +48,5 @@ every_rank allgather_calls
 run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
 # Host ranks cannot take the ring: all fall back, device ranks stage through host.
 min_ring=0 run 2 NEXAR_HOST_BUFFERS=0 -- --mixed --no-ring
-read_stats "$log" fallback_calls
-for v in "${values[@]}"; do
-    [ "$v" -gt 0 ] || fail "fallback_calls=$v on a rank: expected the calls to fall back"
-done
+every_rank fallback_calls
 echo "all emulated-GPU MPI runs passed"
