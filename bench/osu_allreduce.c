@@ -74,6 +74,7 @@
 
 #include "../test/gpu/cudart_loader.h"
 #include "../test/own_mpi.h"
+#include "parse_bytes.h"
 
 typedef struct {
     uint64_t ring_calls, ring_bytes, passthrough_calls, fallback_calls;
@@ -189,21 +190,6 @@ static void fill(void *buf, size_t n, MPI_Datatype dt, int rank) {
         else if (dt == MPI_FLOAT) ((float *)buf)[i] = (float)v;
         else ((double *)buf)[i] = v;
     }
-}
-
-/* "8388608", "8M", "8MiB", "512K", "1G": powers of 1024; 0 when malformed. */
-static size_t parse_bytes(const char *text) {
-    char *end = NULL;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (end == text) return 0;
-    switch (*end) {
-        case 'K': case 'k': v <<= 10; ++end; break;
-        case 'M': case 'm': v <<= 20; ++end; break;
-        case 'G': case 'g': v <<= 30; ++end; break;
-        default: break;
-    }
-    if (!strcmp(end, "iB") || !strcmp(end, "B")) end += strlen(end);
-    return *end == '\0' || *end == ':' ? (size_t)v : 0;
 }
 
 /* Host buffer of `bytes`: plain malloc, or (thp) 2 MiB-aligned and advised

@@ -20,14 +20,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static inline void *own_mpi_symbol(const char *name) {
+/* NULL where the MPI has no such function. */
+static inline void *own_mpi_symbol_if_any(const char *name) {
     static void *lib = NULL;
     if (!lib) {
         Dl_info info;
         void *anchor = dlsym(RTLD_DEFAULT, "PMPI_Comm_rank");
         if (anchor && dladdr(anchor, &info) && info.dli_fname) lib = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
     }
-    void *f = lib ? dlsym(lib, name) : NULL;
+    return lib ? dlsym(lib, name) : NULL;
+}
+
+static inline void *own_mpi_symbol(const char *name) {
+    void *f = own_mpi_symbol_if_any(name);
     if (!f) {
         fprintf(stderr, "cannot find the MPI library's own %s\n", name);
         abort();

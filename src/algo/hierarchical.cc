@@ -45,76 +45,91 @@ LocalOrder local_order(size_t pieces) {
 
 }  // namespace
 
+bool hierarchical_arguments_valid(const HierarchicalLinks& l, size_t pieces, const RingOptions& local_options,
+                                  const RingOptions& inter_options) {
+    return l.local_out && l.local_in && l.inter_out && l.inter_in && pieces >= 1 &&
+           pieces <= kMaxHierarchicalPieces && ring_arguments_valid(l.local, local_options) &&
+           ring_arguments_valid(l.inter, inter_options);
+}
+
+HierarchicalOperation::HierarchicalOperation(const HierarchicalLinks& links, uint32_t first_sequence, size_t pieces,
+                                             const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                                             const RingOptions& local_options, const RingOptions& inter_options)
+    : l_(links), first_sequence_(first_sequence), pieces_(pieces), count_(count), esz_(datatype_size(type)),
+      send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)), type_(type),
+      local_options_(local_options), inter_options_(inter_options) {}
+
+// Starts the node's next step and the next ring across nodes where their
+// inputs are ready.  Nothing is allocated: the schedule and its flags have
+// fixed sizes.
+void HierarchicalOperation::start_steps() {
+    if (!local_ && next_local_ < 2 * pieces_) {
+        const LocalStep step = local_order(pieces_)[next_local_];
+        if (!step.gather || crossed_[step.piece]) {
+            ++next_local_;
+            const Span piece = chunk_span(count_, pieces_, step.piece);
+            const size_t off = piece.offset * esz_;
+            local_piece_ = step.piece;
+            local_gather_ = step.gather;
+            // The allgather starts from the piece as the rings across nodes left it in recvbuf.
+            local_.emplace(l_.local, first_sequence_ + uint32_t(step.piece), step.gather ? recv_ + off : send_ + off,
+                           recv_ + off, piece.count, type_, local_options_, *l_.local_out, *l_.local_in,
+                           step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
+        }
+    }
+    if (!inter_ && next_inter_ < pieces_ && scattered_[next_inter_]) {
+        inter_piece_ = next_inter_++;
+        const Span mine =
+            hierarchical_inter_span(chunk_span(count_, pieces_, inter_piece_), l_.local.position, l_.local.size);
+        char* chunk = recv_ + mine.offset * esz_;
+        inter_.emplace(l_.inter, first_sequence_ + uint32_t(inter_piece_), chunk, chunk, mine.count, type_,
+                       inter_options_, *l_.inter_out, *l_.inter_in);
+    }
+}
+
+// On failure: the failing operation aborted its channels; stop the other.
+Status HierarchicalOperation::fail(Status s) {
+    if (local_) local_->abort();
+    if (inter_) inter_->abort();
+    return s;
+}
+
+Status HierarchicalOperation::poll(bool* moved, std::string* error) {
+    start_steps();
+    Status s;
+    if (local_) {
+        if (!ok(s = local_->poll(moved, error))) return fail(s);
+        if (local_->finished()) {
+            if (!local_gather_) scattered_[local_piece_] = true;
+            local_.reset();
+        }
+    }
+    if (inter_) {
+        if (!ok(s = inter_->poll(moved, error))) return fail(s);
+        if (inter_->finished()) {
+            crossed_[inter_piece_] = true;
+            inter_.reset();
+        }
+    }
+    return Status::ok;
+}
+
+Status HierarchicalOperation::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
+    Status s;
+    if (local_ && !ok(s = local_->check_stall(idle_since, error))) return fail(s);
+    if (inter_ && !ok(s = inter_->check_stall(idle_since, error))) return fail(s);
+    return Status::ok;
+}
+
 Status hierarchical_allreduce(const HierarchicalLinks& l, uint32_t first_sequence, size_t pieces,
                               const void* sendbuf, void* recvbuf, size_t count, DataType type,
                               const RingOptions& local_options, const RingOptions& inter_options,
                               std::string* error) {
-    if (!l.local_out || !l.local_in || !l.inter_out || !l.inter_in || pieces < 1 || pieces > kMaxHierarchicalPieces ||
-        !ring_arguments_valid(l.local, local_options) || !ring_arguments_valid(l.inter, inter_options))
-        return Status::invalid_argument;
+    if (!hierarchical_arguments_valid(l, pieces, local_options, inter_options)) return Status::invalid_argument;
     std::string ignored;
     if (!error) error = &ignored;
-    const size_t esz = datatype_size(type);
-    const char* send = static_cast<const char*>(sendbuf);
-    char* recv = static_cast<char*>(recvbuf);
-    // Nothing is allocated: the schedule and its flags have fixed sizes.
-    const LocalOrder order = local_order(pieces);
-    const size_t steps = 2 * pieces;
-    std::array<bool, kMaxHierarchicalPieces> scattered{}, crossed{};
-    size_t next_local = 0, next_inter = 0;
-    std::optional<RingOperation> local, inter;
-    size_t local_piece = 0, inter_piece = 0;
-    bool local_gather = false;
-    IdleBackoff idle;
-    Status s;
-    // On failure: the failing operation aborted its channels; stop the other.
-    auto fail = [&](Status st) {
-        if (local) local->abort();
-        if (inter) inter->abort();
-        return st;
-    };
-    while (next_local < steps || local || next_inter < pieces || inter) {
-        if (!local && next_local < steps &&
-            (!order[next_local].gather || crossed[order[next_local].piece])) {
-            const LocalStep& step = order[next_local++];
-            const Span piece = chunk_span(count, pieces, step.piece);
-            const size_t off = piece.offset * esz;
-            local_piece = step.piece;
-            local_gather = step.gather;
-            // The allgather starts from the piece as the rings across nodes left it in recvbuf.
-            local.emplace(l.local, first_sequence + uint32_t(step.piece), step.gather ? recv + off : send + off,
-                          recv + off, piece.count, type, local_options, *l.local_out, *l.local_in,
-                          step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
-        }
-        if (!inter && next_inter < pieces && scattered[next_inter]) {
-            inter_piece = next_inter++;
-            const Span mine =
-                hierarchical_inter_span(chunk_span(count, pieces, inter_piece), l.local.position, l.local.size);
-            char* chunk = recv + mine.offset * esz;
-            inter.emplace(l.inter, first_sequence + uint32_t(inter_piece), chunk, chunk, mine.count, type,
-                          inter_options, *l.inter_out, *l.inter_in);
-        }
-        bool moved = false;
-        if (local) {
-            if (!ok(s = local->poll(&moved, error))) return fail(s);
-            if (local->finished()) {
-                if (!local_gather) scattered[local_piece] = true;
-                local.reset();
-            }
-        }
-        if (inter) {
-            if (!ok(s = inter->poll(&moved, error))) return fail(s);
-            if (inter->finished()) {
-                crossed[inter_piece] = true;
-                inter.reset();
-            }
-        }
-        if (idle.after_round(moved)) {
-            if (local && !ok(s = local->check_stall(idle.idle_since(), error))) return fail(s);
-            if (inter && !ok(s = inter->check_stall(idle.idle_since(), error))) return fail(s);
-        }
-    }
-    return Status::ok;
+    HierarchicalOperation op(l, first_sequence, pieces, sendbuf, recvbuf, count, type, local_options, inter_options);
+    return poll_to_end(op, error);
 }
 
 }  // namespace nexar

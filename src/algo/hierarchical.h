@@ -19,6 +19,9 @@
 // flat ring serves every other placement.  Host buffers only.
 #pragma once
 
+#include <array>
+#include <chrono>
+#include <optional>
 #include <string>
 
 #include "algo/channel.h"
@@ -43,9 +46,48 @@ constexpr size_t kMaxHierarchicalPieces = 4;
 // nodes gets at least a segment per chunk of every piece.
 size_t hierarchical_pieces(size_t count, size_t elem_size, int local_size, int nodes, size_t inter_segment_bytes);
 
-// sendbuf may equal recvbuf.  `local_options` serve phases 1 and 3,
-// `inter_options` phase 2.  Uses sequence numbers first_sequence ..
-// first_sequence + pieces - 1.
+// The hierarchical allreduce in flight: set up by its constructor (which
+// checks nothing: hierarchical_arguments_valid does), moved along by poll()
+// until finished(), like a RingOperation; it drives a ring inside the node
+// and one across nodes at the same time.  Links and buffers are the
+// caller's and must outlive it.  sendbuf may equal recvbuf.
+// `local_options` serve phases 1 and 3, `inter_options` phase 2.  Uses
+// sequence numbers first_sequence .. first_sequence + pieces - 1.
+class HierarchicalOperation {
+public:
+    HierarchicalOperation(const HierarchicalLinks& links, uint32_t first_sequence, size_t pieces,
+                          const void* sendbuf, void* recvbuf, size_t count, DataType type,
+                          const RingOptions& local_options, const RingOptions& inter_options);
+    // Moves along whatever can move; sets *moved when something did.  On
+    // failure *error explains it and every channel has been aborted.
+    Status poll(bool* moved, std::string* error);
+    bool finished() const { return next_local_ >= 2 * pieces_ && !local_ && next_inter_ >= pieces_ && !inter_; }
+    // While nothing moves: RingOperation::check_stall of both rings.
+    Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error);
+
+private:
+    void start_steps();
+    Status fail(Status s);
+
+    HierarchicalLinks l_;
+    uint32_t first_sequence_;
+    size_t pieces_, count_, esz_;
+    const char* send_;
+    char* recv_;
+    DataType type_;
+    RingOptions local_options_, inter_options_;
+    std::array<bool, kMaxHierarchicalPieces> scattered_{}, crossed_{};
+    size_t next_local_ = 0, next_inter_ = 0;
+    std::optional<RingOperation> local_, inter_;
+    size_t local_piece_ = 0, inter_piece_ = 0;
+    bool local_gather_ = false;
+};
+
+// Whether the arguments make a hierarchical allreduce.
+bool hierarchical_arguments_valid(const HierarchicalLinks& links, size_t pieces, const RingOptions& local_options,
+                                  const RingOptions& inter_options);
+
+// The whole call, polled to its end.
 Status hierarchical_allreduce(const HierarchicalLinks& links, uint32_t first_sequence, size_t pieces,
                               const void* sendbuf, void* recvbuf, size_t count, DataType type,
                               const RingOptions& local_options, const RingOptions& inter_options, std::string* error);

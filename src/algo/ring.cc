@@ -171,14 +171,7 @@ Status ring_run(const RingPeers& peers, uint32_t sequence, const void* sendbuf, 
     if (!error) error = &ignored;
     RingOperation ring(peers, sequence, sendbuf, recvbuf, layout, type, options, to_next, from_prev, phases);
     if (own_chunk_out) ring.land_own_chunk_in(own_chunk_out);
-    IdleBackoff idle;
-    Status s;
-    while (!ring.finished()) {
-        bool moved = false;
-        if (!ok(s = ring.poll(&moved, error))) return s;
-        if (idle.after_round(moved) && !ok(s = ring.check_stall(idle.idle_since(), error))) return s;
-    }
-    return Status::ok;
+    return poll_to_end(ring, error);
 }
 
 }  // namespace nexar

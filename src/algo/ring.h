@@ -148,6 +148,21 @@ private:
     std::chrono::steady_clock::time_point idle_since_;
 };
 
+// Polls `op` (a RingOperation, or anything with its poll, finished and
+// check_stall) to its end, giving the core away while nothing moves: the
+// loop of every blocking call.
+template <class Operation>
+Status poll_to_end(Operation& op, std::string* error) {
+    IdleBackoff idle;
+    Status s;
+    while (!op.finished()) {
+        bool moved = false;
+        if (!ok(s = op.poll(&moved, error))) return s;
+        if (idle.after_round(moved) && !ok(s = op.check_stall(idle.idle_since(), error))) return s;
+    }
+    return Status::ok;
+}
+
 // Whether the arguments make a ring (the checks ring_allreduce makes).
 bool ring_arguments_valid(const RingPeers& peers, const RingOptions& options);
 

@@ -4,18 +4,17 @@
 
 namespace nexar {
 
-char* CommContext::work_buffer(size_t bytes) {
-    if (bytes > work_bytes_) {
-        // Huge-page aligned and advised, like the buffers it stands in for.
+char* WorkBuffer::get(size_t bytes) {
+    if (bytes > bytes_) {
         constexpr size_t kAlign = size_t(2) << 20;
         size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
         void* p = nullptr;
         if (posix_memalign(&p, kAlign, rounded) != 0) return nullptr;
         madvise(p, rounded, MADV_HUGEPAGE);
-        work_.reset(static_cast<char*>(p));
-        work_bytes_ = rounded;
+        buffer_.reset(static_cast<char*>(p));
+        bytes_ = rounded;
     }
-    return work_.get();
+    return buffer_.get();
 }
 
 RingPeers CommContext::peers() const {

@@ -35,6 +35,21 @@
 
 namespace nexar {
 
+// A host buffer that grows to the largest size asked for and is kept:
+// huge-page aligned and advised, like the buffers it stands in for.
+class WorkBuffer {
+public:
+    // At least `bytes`; null when memory runs out.
+    char* get(size_t bytes);
+
+private:
+    struct FreeDeleter {
+        void operator()(void* p) const { free(p); }
+    };
+    std::unique_ptr<char, FreeDeleter> buffer_;
+    size_t bytes_ = 0;
+};
+
 class CommContext {
 public:
     // id: this rank's tag id for the communicator (see above).
@@ -173,6 +188,9 @@ public:
     }
 
     uint32_t next_sequence() { return sequence_++; }
+    // The nonblocking calls' agreements count apart (transport/tag.h): they
+    // are numbered at the call's start, rings when they run.
+    uint32_t next_agreement_sequence() { return agreement_sequence_++; }
     // n consecutive sequence numbers for one call; the first is returned.
     uint32_t take_sequences(uint32_t n) {
         uint32_t first = sequence_;
@@ -185,19 +203,26 @@ public:
     struct BlockLayout {
         std::vector<size_t> counts, displs;
         std::vector<Span> spans;
-    };
-    BlockLayout& block_layout() {
-        if (block_layout_.spans.size() != size_t(size_)) {
-            block_layout_.counts.assign(size_t(size_), 0);
-            block_layout_.displs.assign(size_t(size_), 0);
-            block_layout_.spans.assign(size_t(size_), Span());
+        BlockLayout& sized(int ranks) {
+            if (spans.size() != size_t(ranks)) {
+                counts.assign(size_t(ranks), 0);
+                displs.assign(size_t(ranks), 0);
+                spans.assign(size_t(ranks), Span());
+            }
+            return *this;
         }
-        return block_layout_;
-    }
+    };
+    BlockLayout& block_layout() { return block_layout_.sized(size_); }
     // A host buffer of at least `bytes` for a reduce-scatter's partial sums
     // out of place (the receive buffer holds only this rank's block); it
     // grows and is kept.  Null when memory runs out.
-    char* work_buffer(size_t bytes);
+    char* work_buffer(size_t bytes) { return work_.get(bytes); }
+    // The context's own duplicate of the communicator, for the nonblocking
+    // calls' fallbacks (core/nonblocking.h); MPI_COMM_NULL without them.
+    MPI_Comm shadow_comm() const { return shadow_; }
+    void set_shadow_comm(MPI_Comm c) { shadow_ = c; }
+    // Nonblocking calls in flight on it (the runtime keeps its inboxes).
+    std::atomic<int> nonblocking_calls{0};
     // GPU streams, events and slots, created on the first device-buffer call.
     DeviceBuffers& device_buffers(const nexar_device_api* api) {
         if (!device_buffers_) device_buffers_.reset(new DeviceBuffers(api));
@@ -211,6 +236,7 @@ private:
     RingTopology topo_;
     std::vector<uint32_t> tag_ids_;  // by rank
     uint32_t sequence_ = 0;
+    uint32_t agreement_sequence_ = 0;
     bool disabled_ = false;
     bool failed_ = false;
     UcxWorker* worker_ = nullptr;  // the runtime's; outlives every context
@@ -233,11 +259,8 @@ private:
     }
     std::unique_ptr<DeviceBuffers> device_buffers_;
     BlockLayout block_layout_;
-    struct FreeDeleter {
-        void operator()(void* p) const { free(p); }
-    };
-    std::unique_ptr<char, FreeDeleter> work_;
-    size_t work_bytes_ = 0;
+    WorkBuffer work_;
+    MPI_Comm shadow_ = MPI_COMM_NULL;
 };
 
 }  // namespace nexar

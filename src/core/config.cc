@@ -15,7 +15,7 @@ bool operator==(const Config& a, const Config& b) {
            a.host_buffers == b.host_buffers && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
            a.log_level == b.log_level && a.cuda_path == b.cuda_path &&
            a.algorithm == b.algorithm && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
-           a.stream_bytes == b.stream_bytes;
+           a.stream_bytes == b.stream_bytes && a.nonblocking == b.nonblocking && a.progress == b.progress;
 }
 
 namespace {
@@ -129,6 +129,13 @@ bool parse_shm_copy(const char* text, ShmCopySetting* out) {
     return false;
 }
 
+bool parse_progress(const char* text, ProgressMode* out) {
+    if (!text) return false;
+    for (ProgressMode m : {ProgressMode::thread, ProgressMode::calls})
+        if (strcasecmp(text, progress_mode_name(m)) == 0) return *out = m, true;
+    return false;
+}
+
 const char* algorithm_name(Algorithm a) {
     switch (a) {
         case Algorithm::automatic: return "auto";
@@ -199,6 +206,10 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
     if ((v = lookup("NEXAR_STREAM_BYTES")) && !parse_size(v, &c.stream_bytes))
         complain("NEXAR_STREAM_BYTES", v, "a byte count such as 4M, or a huge one (1T) for never",
                  format_bytes(c.stream_bytes));
+    if ((v = lookup("NEXAR_NONBLOCKING")) && !parse_bool(v, &c.nonblocking))
+        complain("NEXAR_NONBLOCKING", v, "1 or 0", "1");
+    if ((v = lookup("NEXAR_PROGRESS")) && !parse_progress(v, &c.progress))
+        complain("NEXAR_PROGRESS", v, "thread or calls", "thread");
     return c;
 }
 
@@ -206,12 +217,12 @@ std::string describe(const Config& c) {
     char buf[400];
     snprintf(buf, sizeof buf,
              "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d shm=%d timeout=%gs stats=%d cuda_path=%s "
-             "algorithm=%s shm_copy=%s gpu_profile=%d stream=%s",
+             "algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s",
              c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
              c.pipeline_depth, c.host_buffers ? 1 : 0, c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
              algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
-             format_bytes(c.stream_bytes).c_str());
+             format_bytes(c.stream_bytes).c_str(), c.nonblocking ? 1 : 0, progress_mode_name(c.progress));
     return buf;
 }
 

@@ -57,6 +57,11 @@ constexpr uint64_t kShmAddressSegmentBytes = 4ull << 20;
 // 4 MiB segments ran 1.6x faster than 1 MiB (README, "Results on a GPU").
 constexpr uint64_t kDeviceSegmentBytes = 4ull << 20;
 
+// Who moves nonblocking calls along (NEXAR_PROGRESS, core/nonblocking.h):
+// a thread of nexar's, or only the application's MPI calls.
+enum class ProgressMode : int { thread = 0, calls = 1 };
+inline const char* progress_mode_name(ProgressMode m) { return m == ProgressMode::thread ? "thread" : "calls"; }
+
 struct Config {
     bool enable = true;                           // NEXAR_ENABLE
     uint64_t threshold_bytes = 8ull << 20;        // NEXAR_THRESHOLD_BYTES
@@ -72,6 +77,8 @@ struct Config {
     ShmCopySetting shm_copy = ShmCopySetting::automatic;  // NEXAR_SHM_COPY
     bool gpu_profile = false;                     // NEXAR_GPU_PROFILE: time the device ring's stages
     uint64_t stream_bytes = 4ull << 20;           // NEXAR_STREAM_BYTES: calls from here stream settled results
+    bool nonblocking = true;                      // NEXAR_NONBLOCKING: take MPI_I* collectives (core/nonblocking.h)
+    ProgressMode progress = ProgressMode::thread;  // NEXAR_PROGRESS
 
     uint64_t shm_segment_bytes() const { return segment_bytes ? segment_bytes : kShmSegmentBytes; }
     uint64_t shm_address_segment_bytes() const { return segment_bytes ? segment_bytes : kShmAddressSegmentBytes; }
@@ -104,6 +111,8 @@ bool parse_cuda_path(const char* text, CudaPath* out);
 bool parse_algorithm(const char* text, Algorithm* out);
 // "auto", "slots", "mixed", "cma".
 bool parse_shm_copy(const char* text, ShmCopySetting* out);
+// "thread", "calls".
+bool parse_progress(const char* text, ProgressMode* out);
 
 using EnvLookup = std::function<const char*(const char*)>;
 

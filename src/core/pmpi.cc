@@ -79,6 +79,115 @@ int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* r
     return own(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
+int iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+               MPI_Request* request) {
+    NEXAR_NEXT(PMPI_Iallreduce, int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*));
+    return own(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+int ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                          MPI_Comm comm, MPI_Request* request) {
+    NEXAR_NEXT(PMPI_Ireduce_scatter_block,
+               int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*));
+    return own(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
+}
+
+int ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm, MPI_Request* request) {
+    NEXAR_NEXT(PMPI_Ireduce_scatter,
+               int (*)(const void*, void*, const int[], MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*));
+    return own(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+}
+
+int iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+    NEXAR_NEXT(PMPI_Iallgather,
+               int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Request*));
+    return own(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+int wait(MPI_Request* request, MPI_Status* status) {
+    NEXAR_NEXT(PMPI_Wait, int (*)(MPI_Request*, MPI_Status*));
+    return own(request, status);
+}
+
+int waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+    NEXAR_NEXT(PMPI_Waitall, int (*)(int, MPI_Request[], MPI_Status[]));
+    return own(count, requests, statuses);
+}
+
+int waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+    NEXAR_NEXT(PMPI_Waitany, int (*)(int, MPI_Request[], int*, MPI_Status*));
+    return own(count, requests, index, status);
+}
+
+int waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+    NEXAR_NEXT(PMPI_Waitsome, int (*)(int, MPI_Request[], int*, int[], MPI_Status[]));
+    return own(incount, requests, outcount, indices, statuses);
+}
+
+int test(MPI_Request* request, int* flag, MPI_Status* status) {
+    NEXAR_NEXT(PMPI_Test, int (*)(MPI_Request*, int*, MPI_Status*));
+    return own(request, flag, status);
+}
+
+int testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+    NEXAR_NEXT(PMPI_Testall, int (*)(int, MPI_Request[], int*, MPI_Status[]));
+    return own(count, requests, flag, statuses);
+}
+
+int testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+    NEXAR_NEXT(PMPI_Testany, int (*)(int, MPI_Request[], int*, int*, MPI_Status*));
+    return own(count, requests, index, flag, status);
+}
+
+int testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+    NEXAR_NEXT(PMPI_Testsome, int (*)(int, MPI_Request[], int*, int[], MPI_Status[]));
+    return own(incount, requests, outcount, indices, statuses);
+}
+
+int request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+    NEXAR_NEXT(PMPI_Request_get_status, int (*)(MPI_Request, int*, MPI_Status*));
+    return own(request, flag, status);
+}
+
+int start(MPI_Request* request) {
+    NEXAR_NEXT(PMPI_Start, int (*)(MPI_Request*));
+    return own(request);
+}
+
+int request_free(MPI_Request* request) {
+    NEXAR_NEXT(PMPI_Request_free, int (*)(MPI_Request*));
+    return own(request);
+}
+
+namespace {
+
+template <class F>
+F first_of(const char* mpi4, const char* mpix) {
+    void* f = dlsym(RTLD_NEXT, mpi4);
+    if (!f) f = dlsym(RTLD_NEXT, mpix);
+    return reinterpret_cast<F>(f);
+}
+
+}  // namespace
+
+AllreduceInitFn allreduce_init() {
+    static const auto f = first_of<AllreduceInitFn>("PMPI_Allreduce_init", "PMPIX_Allreduce_init");
+    return f;
+}
+
+ReduceScatterBlockInitFn reduce_scatter_block_init() {
+    static const auto f =
+        first_of<ReduceScatterBlockInitFn>("PMPI_Reduce_scatter_block_init", "PMPIX_Reduce_scatter_block_init");
+    return f;
+}
+
+AllgatherInitFn allgather_init() {
+    static const auto f = first_of<AllgatherInitFn>("PMPI_Allgather_init", "PMPIX_Allgather_init");
+    return f;
+}
+
 const void* mpi_library_base() {
     static const void* base = [] {
         Dl_info info;

@@ -30,6 +30,36 @@ int reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], M
                    MPI_Comm comm);
 int allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
               MPI_Datatype recvtype, MPI_Comm comm);
+// The nonblocking collectives and the completion calls (shim/request_shim.cc).
+int iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+               MPI_Request* request);
+int ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                          MPI_Comm comm, MPI_Request* request);
+int ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm, MPI_Request* request);
+int iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+               MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request);
+int wait(MPI_Request* request, MPI_Status* status);
+int waitall(int count, MPI_Request requests[], MPI_Status statuses[]);
+int waitany(int count, MPI_Request requests[], int* index, MPI_Status* status);
+int waitsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]);
+int test(MPI_Request* request, int* flag, MPI_Status* status);
+int testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]);
+int testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status);
+int testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]);
+int request_get_status(MPI_Request request, int* flag, MPI_Status* status);
+int start(MPI_Request* request);
+int request_free(MPI_Request* request);
+// The MPI's own persistent collectives' initialization (MPI-4's
+// PMPI_X_init, or Open MPI 4's PMPIX_X_init); null where it has neither.
+using AllreduceInitFn = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, MPI_Request*);
+using ReduceScatterBlockInitFn = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info,
+                                         MPI_Request*);
+using AllgatherInitFn = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Info,
+                                MPI_Request*);
+AllreduceInitFn allreduce_init();
+ReduceScatterBlockInitFn reduce_scatter_block_init();
+AllgatherInitFn allgather_init();
 
 // The shared object that defines the MPI's own PMPI_Allreduce (for telling
 // the MPI's MPI_X from a tool's, shim/allreduce_shim.cc); null if unknown.

@@ -50,33 +50,30 @@ RingPeers inter_peers(const CommContext& ctx) {
 
 }  // namespace
 
-Status run_flat_ring(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
-                     void* recvbuf, const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op,
-                     const RingOptions& opt, std::string* error, char* own_chunk_out) {
+FlatRingRun::FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
+                         void* recvbuf, const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op,
+                         const RingOptions& opt, char* own_chunk_out) {
     const RingLinks links = ctx.links();
     const RingPeers& peers = links.peers;
+    if (!ring_arguments_valid(peers, opt) || layout.ranks() != size_t(peers.size)) return;
     const bool shm_out = use_shm && ctx.send_shm(), shm_in = use_shm && ctx.recv_shm();
-    std::optional<ShmSendChannel> shm_send;
-    std::optional<UcxSendChannel> ucx_send;
-    std::optional<ShmRecvChannel> shm_recv;
-    std::optional<UcxRecvChannel> ucx_recv;
     // The UCX receive side progresses the worker; a UCX send side does when
     // its receive side is shared memory.
     if (shm_out)
-        shm_send.emplace(*ctx.next_inbox(), peers.next_rank, copy);
+        shm_send_.emplace(*ctx.next_inbox(), peers.next_rank, copy);
     else
-        ucx_send.emplace(*links.worker, *links.next, peers.next_rank, opt.depth, ctx.scratch(), engine, shm_in);
+        ucx_send_.emplace(*links.worker, *links.next, peers.next_rank, opt.depth, ctx.scratch(), engine, shm_in);
     if (shm_in)
-        shm_recv.emplace(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), type, op);
+        shm_recv_.emplace(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), type, op);
     else
-        ucx_recv.emplace(*links.worker, links.prev, peers.prev_rank, opt.depth, ctx.scratch(), engine, true);
-    SendChannel& out = shm_out ? static_cast<SendChannel&>(*shm_send) : *ucx_send;
-    RecvChannel& in = shm_in ? static_cast<RecvChannel&>(*shm_recv) : *ucx_recv;
-    Status s =
-        ring_run(peers, ctx.next_sequence(), src, recvbuf, layout, type, opt, out, in, phases, error, own_chunk_out);
-    if (ok(s)) count_bytes(out);  // like ring_calls, successful calls only
-    return s;
+        ucx_recv_.emplace(*links.worker, links.prev, peers.prev_rank, opt.depth, ctx.scratch(), engine, true);
+    out_ = shm_out ? static_cast<SendChannel*>(&*shm_send_) : &*ucx_send_;
+    RecvChannel& in = shm_in ? static_cast<RecvChannel&>(*shm_recv_) : *ucx_recv_;
+    op_.emplace(peers, ctx.next_sequence(), src, recvbuf, layout, type, opt, *out_, in, phases);
+    if (own_chunk_out) op_->land_own_chunk_in(own_chunk_out);
 }
+
+void FlatRingRun::account() const { count_bytes(*out_); }
 
 Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
                       const RingOptions& opt, std::string* error) {
@@ -87,32 +84,32 @@ Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t cou
     return ring_allreduce(peers, sequence, buf, buf, count, type, opt, out, in, error);
 }
 
-Status run_hierarchical(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-                        const RingOptions& local_opt, const RingOptions& inter_opt, std::string* error) {
+HierarchicalRun::HierarchicalRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type,
+                                 ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt)
+    : local_out_(*ctx.next_inbox(), ctx.topology().local_next(ctx.rank())),
+      local_in_(*ctx.inbox(), ctx.topology().local_prev(ctx.rank()), ctx.local_prev_pid(), type, op),
+      engine_(type, op, ctx.scratch(), true),
+      inter_out_(*ctx.worker(), *ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), inter_opt.depth,
+                 ctx.scratch(), engine_, false),
+      inter_in_(*ctx.worker(), ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), inter_opt.depth, ctx.scratch(),
+                engine_, true) {
     HierarchicalLinks h;
     h.local = local_peers(ctx);
     h.inter = inter_peers(ctx);
-    ShmSendChannel local_out(*ctx.next_inbox(), h.local.next_rank);
-    ShmRecvChannel local_in(*ctx.inbox(), h.local.prev_rank, ctx.local_prev_pid(), type, op);
-    HostEngine engine(type, op, ctx.scratch(), true);  // the inter-node rings run in place
-    UcxSendChannel inter_out(*ctx.worker(), *ctx.inter_next(), h.inter.next_rank, inter_opt.depth, ctx.scratch(),
-                             engine, false);
-    UcxRecvChannel inter_in(*ctx.worker(), ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, ctx.scratch(),
-                            engine, true);
-    h.local_out = &local_out;
-    h.local_in = &local_in;
-    h.inter_out = &inter_out;
-    h.inter_in = &inter_in;
+    h.local_out = &local_out_;
+    h.local_in = &local_in_;
+    h.inter_out = &inter_out_;
+    h.inter_in = &inter_in_;
     const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.local.size, h.inter.size,
                                               inter_opt.segment_bytes);
-    Status s = hierarchical_allreduce(h, ctx.take_sequences(uint32_t(pieces)), pieces, src, recvbuf, count, type,
-                                      local_opt, inter_opt, error);
-    if (ok(s)) {
-        count_bytes(local_out);
-        count_bytes(inter_out);
-        process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
-    }
-    return s;
+    if (!hierarchical_arguments_valid(h, pieces, local_opt, inter_opt)) return;
+    op_.emplace(h, ctx.take_sequences(uint32_t(pieces)), pieces, src, recvbuf, count, type, local_opt, inter_opt);
+}
+
+void HierarchicalRun::account() const {
+    count_bytes(local_out_);
+    count_bytes(inter_out_);
+    process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool hierarchical_is_faster_here(const CommContext& ctx, const Config& cfg, size_t bytes) {

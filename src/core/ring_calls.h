@@ -1,39 +1,106 @@
 // The rings a communicator context can run, each wired from the context's
 // channels: the flat ring over the whole communicator (shared memory on the
 // hops inside a node, UCX on the others), and the hierarchical allreduce
-// (algo/hierarchical.h), and the hierarchical allreduce's ring across
-// nodes alone, which the cost probe (core/cost_probe.h) times.  The
-// allreduces add the bytes of successful calls to the stats per channel
-// kind; the probe's rings do not.  The dispatcher decides which one runs.
+// (algo/hierarchical.h), both as runs that a call's task polls
+// (core/collective_task.h), and the hierarchical allreduce's ring across
+// nodes alone, which the cost probe (core/cost_probe.h) times.  The calls'
+// runs add the bytes of successful calls to the stats per channel kind; the
+// probe's rings do not.  The task decides which one runs.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 
+#include "algo/hierarchical.h"
 #include "algo/ring.h"
 #include "core/comm_context.h"
 #include "core/config.h"
 #include "transport/segment_engine.h"
 #include "transport/shm_channel.h"
+#include "transport/ucx_channel.h"
 
 namespace nexar {
+
+// A ring call in flight on a context's channels: built when the call
+// runs (it takes its sequence numbers then), polled until finished()
+// (poll_to_end, algo/ring.h, for a blocking call), then account()ed if it
+// succeeded.  The channels are its own; the buffers, the
+// engine and the context are the caller's and must outlive it.
+class RingCallRun {
+public:
+    virtual ~RingCallRun() = default;
+    // Moves along whatever can move; sets *moved when something did.  On
+    // failure *error explains it and every channel has been aborted.
+    virtual Status poll(bool* moved, std::string* error) = 0;
+    virtual bool finished() const = 0;
+    // While nothing moves: an error when a peer is dead or nothing moved
+    // for longer than the timeout (RingOperation::check_stall).
+    virtual Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) = 0;
+    // After success: the bytes each channel kind carried, to the stats.
+    virtual void account() const = 0;
+};
+
+// A RingCallRun around an operation that its constructor builds (none:
+// arguments no ring takes).  The derived class's channels outlive it.
+template <class Operation>
+class OperationRun : public RingCallRun {
+public:
+    bool valid() const { return op_.has_value(); }
+    Status poll(bool* moved, std::string* error) override { return op_->poll(moved, error); }
+    bool finished() const override { return op_->finished(); }
+    Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) override {
+        return op_->check_stall(idle_since, error);
+    }
+
+protected:
+    std::optional<Operation> op_;  // reset first by the derived destructor: it uses the channels
+};
 
 // The flat ring, running `phases` over `layout`.  use_shm: the hops that
 // have shared-memory inboxes take them (agreed by every rank), moving
 // segments as `copy` says; otherwise every hop is UCX.  `engine` moves the
 // bytes of UCX hops (host or device buffers).  `own_chunk_out`: where the
 // reduce-scatter leaves this rank's chunk (RingOperation::land_own_chunk_in).
-Status run_flat_ring(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
-                     void* recvbuf, const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op,
-                     const RingOptions& opt, std::string* error, char* own_chunk_out = nullptr);
+class FlatRingRun final : public OperationRun<RingOperation> {
+public:
+    // Check `valid` before the first poll.
+    FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src, void* recvbuf,
+                const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op, const RingOptions& opt,
+                char* own_chunk_out = nullptr);
+    ~FlatRingRun() override { op_.reset(); }
+    void account() const override;
+
+private:
+    std::optional<ShmSendChannel> shm_send_;
+    std::optional<UcxSendChannel> ucx_send_;
+    std::optional<ShmRecvChannel> shm_recv_;
+    std::optional<UcxRecvChannel> ucx_recv_;
+    SendChannel* out_ = nullptr;
+};
+
+// The hierarchical allreduce (algo/hierarchical.h) on host buffers.
+// Requires ctx.hier_ready().
+class HierarchicalRun final : public OperationRun<HierarchicalOperation> {
+public:
+    // Check `valid` before the first poll.
+    HierarchicalRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                    const RingOptions& local_opt, const RingOptions& inter_opt);
+    ~HierarchicalRun() override { op_.reset(); }
+    void account() const override;
+
+private:
+    ShmSendChannel local_out_;
+    ShmRecvChannel local_in_;
+    HostEngine engine_;  // the inter-node rings run in place
+    UcxSendChannel inter_out_;
+    UcxRecvChannel inter_in_;
+};
 
 // This local index's ring across the nodes alone, over UCX, in place on
 // host memory (buf); the context's scratch must hold its slots.
 Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
                       const RingOptions& opt, std::string* error);
-// The three phases in one.  Requires ctx.hier_ready().
-Status run_hierarchical(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-                        const RingOptions& local_opt, const RingOptions& inter_opt, std::string* error);
-
 // The cost model's verdict for `bytes` on this context (with the pieces
 // run_hierarchical would cut them into).  Identical on every rank.
 bool hierarchical_is_faster_here(const CommContext& ctx, const Config& cfg, size_t bytes);

@@ -12,6 +12,7 @@
 #include "core/cost_probe.h"
 #include "core/ring_calls.h"
 #include "core/log.h"
+#include "core/nonblocking.h"
 #include "core/mpi_family.h"
 #include "core/pmpi.h"
 #include "core/stats.h"
@@ -56,6 +57,15 @@ void Runtime::start(int thread_level) {
     auto* rt = new Runtime();
     rt->init(thread_level);
     g_runtime.store(rt, std::memory_order_release);
+    // Nonblocking calls cannot set a communicator's ring up (it waits for
+    // the other ranks): MPI_COMM_WORLD's is ready before the first one,
+    // where host buffers may go to the ring (device buffers do not take
+    // nonblocking calls yet).
+    const Config& cfg = rt->config_;
+    if (cfg.enable && cfg.nonblocking && cfg.host_buffers && !rt->device_possible_ && rt->transport_ready()) {
+        std::string error;
+        rt->context_for(MPI_COMM_WORLD, &error);
+    }
 }
 
 Runtime* Runtime::start_late(MPI_Comm comm) {
@@ -87,6 +97,7 @@ void Runtime::stop() {
     g_stopped.store(true);
     Runtime* rt = get();
     if (!rt) return;
+    stop_progress_thread();  // it uses the contexts and the worker
     // Contexts first (they hold endpoints and inboxes); the endpoint cache,
     // the worker and the UCX context go with the runtime, in that order.
     std::vector<MPI_Comm> comms;
@@ -164,17 +175,20 @@ void Runtime::init(int thread_level) {
     // under MPI_THREAD_MULTIPLE several threads may drive rings on it at
     // once, otherwise one at a time.  Creating it proves that UCX can start
     // here (it needs transports).
+    // nexar's progress thread (core/nonblocking.h) drives nonblocking rings
+    // on it while the application's thread runs blocking ones.
     std::string error;
-    Status s = UcxContext::create(multi_thread_, &ucx_, &error, protocol);
-    if (ok(s))
-        s = UcxWorker::create(*ucx_, multi_thread_ ? UcxThreads::multi : UcxThreads::serialized, &worker_, &error);
+    const bool threads = multi_thread_ || (config_.nonblocking && config_.progress == ProgressMode::thread);
+    Status s = UcxContext::create(threads, &ucx_, &error, protocol);
+    if (ok(s)) s = UcxWorker::create(*ucx_, threads ? UcxThreads::multi : UcxThreads::serialized, &worker_, &error);
     if (!ok(s)) {
         worker_.reset();
         ucx_.reset();
         NEXAR_WARN("UCX could not start (%s); every MPI_Allreduce passes through to MPI", error.c_str());
     } else {
         ucx_cuda_ = ucx_supports_cuda(*ucx_);
-        NEXAR_INFO("UCX up (%s, %s CUDA memory%s)", multi_thread_ ? "MPI_THREAD_MULTIPLE" : "single thread",
+        NEXAR_INFO("UCX up (%s, %s CUDA memory%s)",
+                   multi_thread_ ? "MPI_THREAD_MULTIPLE" : threads ? "with nexar's progress thread" : "single thread",
                    ucx_cuda_ ? "moves" : "does not move",
                    protocol.eager_only ? ", eager protocol: the job spans nodes" : "");
     }
@@ -232,9 +246,15 @@ void Runtime::forget(CommContext* ctx) {
         std::lock_guard<std::mutex> reg(registry_mutex_);
         if (!registry_.erase(ctx)) return;
     }
+    // MPI_Comm_free lets pending calls complete: nexar's nonblocking ones
+    // on it complete before their context goes.
+    drain_nonblocking(ctx);
     // A failed ring may have left messages in flight towards this id: it is
     // not handed out again.
     if (!ctx->failed()) release_tag_id(ctx->id());
+    // Freed with its communicator (MPI_Finalize frees what is left).
+    MPI_Comm shadow = ctx->shadow_comm();
+    if (shadow != MPI_COMM_NULL && !g_stopped.load()) PMPI_Comm_free(&shadow);
     delete ctx;  // closes its endpoints
 }
 
@@ -266,7 +286,7 @@ void Runtime::keep_inboxes_within_budget(CommContext* keep) {
     for (CommContext* victim : idle) {
         if (total <= kInboxBudgetBytes / 4 * 3) break;
         std::unique_lock<std::mutex> busy(victim->call_mutex(), std::try_to_lock);
-        if (!busy.owns_lock()) continue;
+        if (!busy.owns_lock() || victim->nonblocking_calls.load() > 0) continue;
         total -= victim->inbox_bytes();
         victim->release_inboxes();
         NEXAR_DEBUG("communicator context %u: shared-memory inboxes released (budget %s)", victim->id(),
@@ -518,6 +538,21 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
                model.shm.bytes_per_s / 1e9, model.net.alpha_s * 1e6, model.net.bytes_per_s / 1e9, when.c_str());
 }
 
+bool Runtime::has_context(MPI_Comm comm) const {
+    void* value = nullptr;
+    int found = 0;
+    return comm_keyval_ != MPI_KEYVAL_INVALID && PMPI_Comm_get_attr(comm, comm_keyval_, &value, &found) == MPI_SUCCESS &&
+           found;
+}
+
+void Runtime::say_once_no_context() {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+        NEXAR_INFO("a nonblocking collective on a communicator that no blocking collective of nexar's has used yet "
+                   "passes through to MPI (setting the ring up would wait for the other ranks); MPI_COMM_WORLD's "
+                   "is set up at MPI_Init");
+}
+
 CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
     void* value = nullptr;
     int found = 0;
@@ -579,6 +614,10 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
             keep_inboxes_within_budget(ctx);
         }
     }
+    // The nonblocking calls' fallbacks go on a duplicate (core/nonblocking.h).
+    MPI_Comm shadow = MPI_COMM_NULL;
+    if (!ctx->disabled() && config_.nonblocking && PMPI_Comm_dup(comm, &shadow) == MPI_SUCCESS)
+        ctx->set_shadow_comm(shadow);
     {
         std::lock_guard<std::mutex> reg(registry_mutex_);
         registry_.insert(ctx);

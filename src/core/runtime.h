@@ -46,6 +46,8 @@ public:
     const Config& config() const { return config_; }
     int world_rank() const { return world_rank_; }
     bool transport_ready() const { return ucx_ != nullptr; }
+    // The MPI gives MPI_THREAD_MULTIPLE: any thread may call it.
+    bool multi_thread() const { return multi_thread_; }
     // The GPU plugin of this rank, or null (memory/device.h).
     const nexar_device_api* device_api() const { return device_api_; }
     // Agreed at start-up: some rank of the job has a GPU plugin, so device
@@ -77,6 +79,10 @@ public:
     // guarantee it).  Never null.  A context that could not connect on some
     // rank comes back disabled() on every rank; *error says why locally.
     CommContext* context_for(MPI_Comm comm, std::string* error);
+    // Whether `comm` has its context already (asking sets none up).
+    bool has_context(MPI_Comm comm) const;
+    // NEXAR_LOG=info, once: a nonblocking call found no context.
+    static void say_once_no_context();
 
 private:
     Runtime() = default;

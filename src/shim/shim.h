@@ -1,12 +1,15 @@
 // Shared by the C and Fortran entry points.
 #pragma once
 
+#include <dlfcn.h>
 #include <mpi.h>
 
+#include <atomic>
 #include <exception>
 
 #include "core/collective.h"
 #include "core/log.h"
+#include "core/pmpi.h"
 #include "core/runtime.h"
 
 namespace nexar {
@@ -30,6 +33,40 @@ int shim_guard(const char* name, MPI_Comm comm, const Dispatch& dispatch) {
     }
     return raise_mpi_error(comm, MPI_ERR_INTERN);
 }
+// The definition of `name` in a library loaded after this one, when it is
+// not the MPI's own: a tool's.  Null when the next one is the MPI's.
+template <class F>
+F tool_after_us(const char* name) {
+    void* next = dlsym(RTLD_NEXT, name);
+    Dl_info info;
+    if (!next || !dladdr(next, &info) || info.dli_fbase == pmpi::mpi_library_base()) return nullptr;
+    return reinterpret_cast<F>(next);
+}
+
+// Set while a tool's MPI_X runs for nexar's MPI_X; its PMPI_X clears it.
+inline thread_local bool t_awaiting_pmpi = false;
+
+inline void reached_pmpi() { t_awaiting_pmpi = false; }
+
+// Calls a tool's MPI_X, and says once if the call never came back through
+// PMPI_X: the tool reaches the MPI some other way, and nexar cannot see it.
+template <class F, class... Args>
+int through_tool(F tool, const char* name, Args... args) {
+    t_awaiting_pmpi = true;
+    const int rc = tool(args...);
+    if (t_awaiting_pmpi) {
+        static std::atomic<bool> said{false};
+        Dl_info info;
+        if (!said.exchange(true))
+            NEXAR_WARN("%s of %s, loaded after libnexar_pmpi, did not call PMPI_%s: nexar cannot take these calls. "
+                       "Preload the tool first (LD_PRELOAD=\"tool.so libnexar_pmpi.so\")",
+                       name, dladdr(reinterpret_cast<void*>(tool), &info) && info.dli_fname ? info.dli_fname : "a tool",
+                       name + 4);
+    }
+    t_awaiting_pmpi = false;
+    return rc;
+}
+
 inline int shim_intercept(const CollectiveCall& call) {
     return shim_guard(call.name, call.comm, [&] { return intercept_collective(call); });
 }

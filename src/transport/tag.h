@@ -74,4 +74,14 @@ constexpr TagFields unpack_tag(uint64_t tag) {
     return f;
 }
 
+// The agreements of nonblocking calls (transport/ucx_exchange.h) travel on
+// their own sequence numbers, with a step no ring has (rings of at most
+// kMaxRingRanks ranks run steps up to kMaxRingRanks - 2): phase 1, step all
+// ones, and the exchange's round in the segment field.
+constexpr uint32_t kAgreementStep = uint32_t(tag_field_mask(kTagStepBits));
+constexpr uint32_t kMaxAgreementRounds = uint32_t(tag_field_mask(kTagSegmentBits)) + 1;
+constexpr uint64_t agreement_tag(uint32_t tag_id, uint32_t sequence, uint32_t round) {
+    return pack_tag(TagFields{tag_id, sequence, 1, kAgreementStep, round});
+}
+
 }  // namespace nexar

@@ -3,8 +3,9 @@
 # `use mpi_f08`, compiled here with the MPI's Fortran wrapper.  Two run
 # with LD_PRELOAD, the mpif.h one is linked with -lnexar_pmpi.  Results must
 # be exact, and NEXAR_STATS must show the ring ran on every rank (the four
-# allreduces, two reduce-scatters and two allgathers of each program are
-# above the threshold).
+# allreduces, two reduce-scatters and two allgathers of each program, and
+# its two nonblocking allreduces and nonblocking allgather, are above the
+# threshold).
 set -u
 . "$(dirname "$0")/../lib.sh"
 src=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +37,7 @@ for v in use_mpi mpi_f08 mpif; do
         cat "$work/log"
         [ $rc = 0 ] || fail "check_$v at $np ranks exited with $rc"
         grep -aq "errors=0" "$work/log" || fail "check_$v: wrong results"
-        check_stats "$work/log" "$np" 8
+        check_stats "$work/log" "$np" 11
         check_bytes "$work/log" reduce_scatter_calls nonzero
         check_bytes "$work/log" allgather_calls nonzero
     done

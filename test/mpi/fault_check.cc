@@ -26,6 +26,10 @@
 //                   result is right
 //   threads         MPI_THREAD_MULTIPLE: threads run allreduces on their own
 //                   communicators at the same time, all results exact
+//   ikill, istall   kill and stall for an MPI_Iallreduce, pstall for a
+//                   persistent allreduce: the request completes with the
+//                   error within NEXAR_TIMEOUT_S, and the other requests of
+//                   the same MPI_Waitall complete
 #include <mpi.h>
 
 #include "../own_mpi.h"
@@ -42,6 +46,7 @@
 #include <vector>
 
 #include "nexar/nexar.h"
+#include "persistent.h"
 
 namespace {
 
@@ -205,7 +210,50 @@ void mode_shared_endpoint() {
 // timeout may end it (ranks may arrive at a collective any time apart).
 // A fixed delay of 20 ms raced with rank 0, which under load could reach
 // the agreement after the victims had stopped.
-void ring_with_victims(bool victim, int sig, const char* name) {
+//
+// `how`: the ring as a blocking MPI_Allreduce, an MPI_Iallreduce or a
+// persistent allreduce started once; the last two are completed by an
+// MPI_Waitall that also holds a send and a receive of rank 0 to itself,
+// which must complete while the ring's request reports the error.
+enum class How { blocking, nonblocking, persistent };
+
+int failed_ring(How how, float* a, int n, const char* name) {
+    if (how == How::blocking) return MPI_Allreduce(MPI_IN_PLACE, a, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Request reqs[3];
+    int rc = MPI_SUCCESS;
+    if (how == How::nonblocking) {
+        rc = MPI_Iallreduce(MPI_IN_PLACE, a, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &reqs[0]);
+    } else {
+#ifdef NB_ALLREDUCE_INIT
+        rc = NB_ALLREDUCE_INIT(MPI_IN_PLACE, a, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &reqs[0]);
+        if (rc == MPI_SUCCESS) rc = MPI_Start(&reqs[0]);
+#else
+        fprintf(stderr, "fault_check %s: this MPI has no persistent collectives\n", name);
+        return MPI_SUCCESS;
+#endif
+    }
+    if (rc != MPI_SUCCESS) return rc;
+    int in = 0, out = 7;
+    MPI_Irecv(&in, 1, MPI_INT, 0, 5, MPI_COMM_SELF, &reqs[1]);
+    MPI_Isend(&out, 1, MPI_INT, 0, 5, MPI_COMM_SELF, &reqs[2]);
+    MPI_Status st[3];
+    for (MPI_Status& x : st) x.MPI_ERROR = MPI_SUCCESS;
+    rc = MPI_Waitall(3, reqs, st);
+    // (Open MPI returns MPI_SUCCESS with a truncated receive's error in its
+    // status only: nexar's persistent requests report failure that way.)
+    if (rc == MPI_SUCCESS && st[0].MPI_ERROR != MPI_SUCCESS) rc = MPI_ERR_IN_STATUS;
+    if (rc == MPI_ERR_IN_STATUS) {
+        // The ring's own error; the others must have completed.
+        if (error_class(st[1].MPI_ERROR) != MPI_SUCCESS || error_class(st[2].MPI_ERROR) != MPI_SUCCESS || in != 7) {
+            fprintf(stderr, "fault_check %s: the other requests of the MPI_Waitall did not complete\n", name);
+            return MPI_SUCCESS;  // reported as success: the check fails
+        }
+        rc = st[0].MPI_ERROR;
+    }
+    return rc;
+}
+
+void ring_with_victims(bool victim, int sig, const char* name, How how = How::blocking) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     const size_t n = size_t(64) << 20;
     std::vector<float> a(n, 1.0f);
@@ -230,7 +278,7 @@ void ring_with_victims(bool victim, int sig, const char* name) {
         }).detach();
     }
     double t0 = MPI_Wtime();
-    int rc = MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    int rc = failed_ring(how, a.data(), int(n), name);
     double took = MPI_Wtime() - t0;
     if (g_rank == 0) {
         // MPICH's launcher drops what it has not forwarded yet once
@@ -243,6 +291,7 @@ void ring_with_victims(bool victim, int sig, const char* name) {
 }
 
 void mode_kill(int sig) { ring_with_victims(g_rank == 1, sig, sig == SIGKILL ? "kill" : "stall"); }
+void mode_nonblocking_kill(int sig, How how, const char* name) { ring_with_victims(g_rank == 1, sig, name, how); }
 
 // Which node each world rank is on: the world rank of its node's leader
 // (rank 0 of its MPI_COMM_TYPE_SHARED communicator).  Ranks with the same
@@ -369,8 +418,11 @@ int main(int argc, char** argv) {
     else if (mode == "threads") mode_threads();
     else if (mode == "shared-endpoint") mode_shared_endpoint();
     else if (mode == "oom") mode_oom();
+    else if (mode == "ikill") mode_nonblocking_kill(SIGKILL, How::nonblocking, "ikill");
+    else if (mode == "istall") mode_nonblocking_kill(SIGSTOP, How::nonblocking, "istall");
+    else if (mode == "pstall") mode_nonblocking_kill(SIGSTOP, How::persistent, "pstall");
     else {
-        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|oom|threads|shared-endpoint\n");
+        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|oom|threads|shared-endpoint|ikill|istall|pstall\n");
         ++g_failures;
     }
     int total = 0;

@@ -61,10 +61,12 @@ grep -aq "no memory for .* of ring scratch" "$log" || fail "no warning when scra
 # Both rings: shared memory (same node) and UCX (NEXAR_SHM=0).
 # On MPICH only the stalled peer: when a process dies, MPICH (ch4:ucx) and
 # its launcher end the job themselves, sometimes before rank 0 can report.
-modes="kill stall kill-ucx stall-ucx"
+# The same for a nonblocking call (i*) and a persistent one (pstall),
+# completed by an MPI_Waitall beside requests that must complete.
+modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall"
 if [ "$NEXAR_MPI_FAMILY" = mpich ]; then
-    modes="stall stall-ucx"
-    echo "(kill and kill-ucx not run: MPICH ends the job itself when a process dies)"
+    modes="stall stall-ucx istall-ucx pstall"
+    echo "(kill, kill-ucx and ikill not run: MPICH ends the job itself when a process dies)"
 fi
 for mode in $modes; do
     timeout_s=3

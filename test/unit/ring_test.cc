@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -26,6 +27,7 @@
 #include "transport/cma.h"
 #include "transport/shm_channel.h"
 #include "transport/ucx_channel.h"
+#include "transport/ucx_exchange.h"
 #include "fake_device.h"
 #include "memory/device.h"
 #include "memory/device_buffers.h"
@@ -1445,4 +1447,80 @@ TEST(RingDeviceEngine, PointerClassification) {
     EXPECT_EQ(classify_pointer(api, h.data(), &dev), MemoryType::host);
     EXPECT_EQ(classify_pointer(nullptr, d, &dev), MemoryType::host) << "no plugin: everything is host";
     api->free_device(d);
+}
+
+// ---------------------------------------------------------------- the agreement over UCX
+
+// Every rank's vector reduced with MIN around the ring, at 2 to 5 ranks; two
+// agreements in flight at once, polled in opposite orders on odd and even
+// ranks, do not mix.
+TEST(UcxRingExchange, EveryRankGetsTheMinimumOfAll) {
+    for (int n : {2, 3, 5}) {
+        std::vector<RankResult> results;
+        run_ranks(n, [n](int r, RingLinks& links) -> RankResult {
+            UcxRingExchange::Ring ring;
+            ring.worker = links.worker;
+            ring.next = links.next;
+            ring.next_rank = links.peers.next_rank;
+            ring.prev_rank = links.peers.prev_rank;
+            ring.ranks = n;
+            ring.send_tag_id = links.peers.send_tag_id;
+            ring.recv_tag_id = links.peers.recv_tag_id;
+            int64_t a[10], b[10];
+            for (int i = 0; i < 10; ++i) a[i] = (r * 7 + i * 3) % 11 - 5, b[i] = -a[i] * 1000 - r;
+            UcxRingExchange first(ring, 1, a, 10, 10), second(ring, 2, b, 10, 10);
+            std::string error;
+            while (!first.finished() || !second.finished()) {
+                bool moved = false;
+                Status s = r % 2 ? second.poll(&moved, &error) : first.poll(&moved, &error);
+                if (ok(s)) s = r % 2 ? first.poll(&moved, &error) : second.poll(&moved, &error);
+                if (!ok(s)) return {s, error};
+            }
+            for (int i = 0; i < 10; ++i) {
+                int64_t want_a = INT64_MAX, want_b = INT64_MAX;
+                for (int q = 0; q < n; ++q) {
+                    const int64_t v = (q * 7 + i * 3) % 11 - 5;
+                    want_a = std::min(want_a, v);
+                    want_b = std::min(want_b, -v * 1000 - q);
+                }
+                if (a[i] != want_a || b[i] != want_b) return {Status::mismatch, "wrong minimum at " + std::to_string(i)};
+            }
+            return {Status::ok, ""};
+        }, &results);
+        for (int r = 0; r < n; ++r) EXPECT_TRUE(ok(results[r].status)) << n << " ranks, rank " << r << ": " << results[r].error;
+    }
+}
+
+// A rank that never takes part: the others fail with a timeout within it
+// (and the exchange's records outlive it safely).
+TEST(UcxRingExchange, AnAbsentPeerTimesOut) {
+    std::vector<RankResult> results;
+    run_ranks(3, [](int r, RingLinks& links) -> RankResult {
+        if (r == 2) return {Status::ok, ""};
+        UcxRingExchange::Ring ring;
+        ring.worker = links.worker;
+        ring.next = links.next;
+        ring.next_rank = links.peers.next_rank;
+        ring.prev_rank = links.peers.prev_rank;
+        ring.ranks = 3;
+        ring.send_tag_id = links.peers.send_tag_id;
+        ring.recv_tag_id = links.peers.recv_tag_id;
+        int64_t v[2] = {r, r};
+        std::string error;
+        const auto t0 = std::chrono::steady_clock::now();
+        Status s = Status::ok;
+        {
+            UcxRingExchange x(ring, 9, v, 2, 0.3);
+            while (ok(s) && !x.finished()) {
+                bool moved = false;
+                s = x.poll(&moved, &error);
+            }
+        }
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (s != Status::timeout) return {Status::invalid_argument, "expected a timeout, got " + error};
+        if (took > 2.0) return {Status::invalid_argument, "the timeout took " + std::to_string(took) + " s"};
+        if (error.find("NEXAR_TIMEOUT_S") == std::string::npos) return {Status::invalid_argument, error};
+        return {Status::ok, ""};
+    }, &results);
+    for (int r = 0; r < 3; ++r) EXPECT_TRUE(ok(results[r].status)) << "rank " << r << ": " << results[r].error;
 }

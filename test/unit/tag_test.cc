@@ -62,3 +62,21 @@ TEST(Tag, DistinctCallsAndSegmentsGiveDistinctTags) {
         EXPECT_NE(pack_tag(a), pack_tag(b));
     }
 }
+
+// A nonblocking call's agreement (transport/ucx_exchange.h) uses a step no
+// ring reaches, so its messages never match a ring's, whatever the two
+// sequence numbers are.
+TEST(Tag, AgreementTagsNeverMeetRingTags) {
+    const uint64_t largest_ring_step = kMaxRingRanks - 2;
+    EXPECT_LT(largest_ring_step, uint64_t(kAgreementStep));
+    for (uint32_t round : {0u, 1u, kMaxAgreementRounds - 1}) {
+        const TagFields f = unpack_tag(agreement_tag(7, 12345, round));
+        EXPECT_EQ(f.context_id, 7u);
+        EXPECT_EQ(f.sequence, 12345u);
+        EXPECT_EQ(f.step, kAgreementStep);
+        EXPECT_EQ(f.segment, round);
+        for (uint32_t phase : {0u, 1u})
+            EXPECT_NE(agreement_tag(7, 12345, round),
+                      pack_tag(TagFields{7, 12345, phase, uint32_t(largest_ring_step), round}));
+    }
+}

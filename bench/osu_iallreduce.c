@@ -1,0 +1,270 @@
+/*
+ * nexar_osu_iallreduce: an osu_iallreduce-style overlap benchmark that
+ * measures the MPI's own nonblocking allreduce (PMPI_Iallreduce and
+ * PMPI_Wait, looked up in the MPI library itself) and the intercepted
+ * MPI_Iallreduce + MPI_Wait (nexar, when libnexar_pmpi is preloaded or
+ * linked) side by side in one run, alternating at every size.
+ *
+ * For each size and side, as OSU does:
+ *   pure comm  t_pure: MPI_Iallreduce followed at once by MPI_Wait;
+ *   overall    t_all:  MPI_Iallreduce, then computation (a spin on the clock,
+ *                      no MPI call) for t_pure, then MPI_Wait;
+ *   compute    t_cpu:  the computation's own time inside the overall one;
+ *   overlap = 100 * (1 - (t_all - t_cpu) / t_pure), at least 0: the share of
+ *   the communication hidden behind the computation.
+ * Every time is the mean over the iterations of the slowest rank's.
+ *
+ *   nexar_osu_iallreduce [-m MIN:MAX] [-i N] [-x N] [-T int|float|double] [--csv FILE]
+ *
+ * --persistent [-r N] instead: for each size, the mean time of a blocking
+ * allreduce and of MPI_Start + MPI_Wait of a persistent one (initialized
+ * once), the MPI's own (PMPI_Allreduce; PMPI_Allreduce_init or Open MPI 4's
+ * PMPIX_Allreduce_init) and nexar's (MPI_Allreduce; MPI_Allreduce_init or
+ * MPIX_Allreduce_init), the best of N alternating repetitions (default 5).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../test/own_mpi.h"
+#include "parse_bytes.h"
+
+static __typeof__(&PMPI_Iallreduce) own_iallreduce;
+static __typeof__(&PMPI_Wait) own_wait;
+static __typeof__(&PMPI_Allreduce) own_allreduce;
+
+static void spin(double seconds) {
+    double t0 = MPI_Wtime();
+    while (MPI_Wtime() - t0 < seconds) {
+    }
+}
+
+static void start(int mpi, const void *s, void *r, int count, MPI_Datatype dt, MPI_Request *req) {
+    if (mpi) own_iallreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD, req);
+    else MPI_Iallreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD, req);
+}
+
+static void finish(int mpi, MPI_Request *req) {
+    if (mpi) own_wait(req, MPI_STATUS_IGNORE);
+    else MPI_Wait(req, MPI_STATUS_IGNORE);
+}
+
+/* The slowest rank's mean. */
+static double slowest(double t) {
+    double m = 0;
+    own_allreduce(&t, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+}
+
+/* Pure communication, then the overall and compute times with `compute` seconds of it. */
+static void measure(int mpi, const void *s, void *r, int count, MPI_Datatype dt, int iters, int warmup,
+                    double compute, double *t_pure, double *t_all, double *t_cpu) {
+    MPI_Request req;
+    for (int i = 0; i < warmup; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, &req);
+    PMPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, &req);
+    *t_pure = slowest((MPI_Wtime() - t0) / iters);
+    if (compute < 0) compute = *t_pure;
+    double all = 0, cpu = 0;
+    for (int i = 0; i < iters; ++i) {
+        PMPI_Barrier(MPI_COMM_WORLD);
+        double a = MPI_Wtime();
+        start(mpi, s, r, count, dt, &req);
+        double c = MPI_Wtime();
+        spin(compute);
+        cpu += MPI_Wtime() - c;
+        finish(mpi, &req);
+        all += MPI_Wtime() - a;
+    }
+    *t_all = slowest(all / iters);
+    *t_cpu = slowest(cpu / iters);
+}
+
+/* --persistent: mean time of a blocking allreduce (MPI's own or nexar's),
+ * or of Start + Wait of a persistent one made once (MPI's own where it has
+ * them, or nexar's); alternating per size, the slowest rank's mean. */
+typedef int (*init_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, MPI_Request *);
+typedef int (*start_fn)(MPI_Request *);
+static init_fn own_init, nexar_init;
+static start_fn own_start;
+
+static double time_blocking(int mpi, const void *s, void *r, int count, MPI_Datatype dt, int iters, int warmup) {
+    for (int i = 0; i < warmup; ++i) {
+        if (mpi) own_allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
+        else MPI_Allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
+    }
+    PMPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) {
+        if (mpi) own_allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
+        else MPI_Allreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD);
+    }
+    return slowest((MPI_Wtime() - t0) / iters);
+}
+
+static double time_persistent(int mpi, const void *s, void *r, int count, MPI_Datatype dt, int iters, int warmup) {
+    init_fn init = mpi ? own_init : nexar_init;
+    if (!init) return 0;
+    MPI_Request req;
+    if (init(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &req) != MPI_SUCCESS) return 0;
+    for (int i = 0; i < warmup; ++i) {
+        if (mpi) own_start(&req), own_wait(&req, MPI_STATUS_IGNORE);
+        else MPI_Start(&req), MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    PMPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) {
+        if (mpi) own_start(&req), own_wait(&req, MPI_STATUS_IGNORE);
+        else MPI_Start(&req), MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    double t = slowest((MPI_Wtime() - t0) / iters);
+    MPI_Request_free(&req);
+    return t;
+}
+
+static void persistent_table(size_t min, size_t max, MPI_Datatype dt, size_t esz, int iters, int reps, int rank,
+                             FILE *csv, char *s, char *r) {
+    if (rank == 0) {
+        printf("# persistent against blocking: mean us per call, best of %d alternating repetitions;\n"
+               "# MPI = the MPI's own PMPI_Allreduce / its persistent allreduce%s, nexar = MPI_Allreduce / "
+               "nexar's persistent allreduce (Start + Wait)\n",
+               reps, own_init ? "" : " (none in this MPI)");
+        printf("# %-10s %12s %12s %12s %12s %10s %10s\n", "Size", "MPI block", "MPI persist", "nexar block",
+               "nexar pers", "pers/block", "vs MPI");
+        if (csv) fprintf(csv, "size_bytes,mpi_blocking_us,mpi_persistent_us,nexar_blocking_us,nexar_persistent_us,"
+                              "nexar_persistent_speedup_over_blocking,nexar_persistent_speedup_over_best_mpi\n");
+    }
+    for (size_t bytes = min; bytes <= max; bytes *= 2) {
+        int count = (int)(bytes / esz);
+        int it = iters > 0 ? iters : bytes >= (1u << 20) ? 100 : 1000;
+        double t[4] = {1e30, 1e30, 1e30, 1e30};
+        for (int rep = 0; rep < reps; ++rep) {
+            double x;
+            if ((x = time_blocking(1, s, r, count, dt, it, it / 10)) < t[0]) t[0] = x;
+            if ((x = time_persistent(1, s, r, count, dt, it, it / 10)) < t[1]) t[1] = x;
+            if ((x = time_blocking(0, s, r, count, dt, it, it / 10)) < t[2]) t[2] = x;
+            if ((x = time_persistent(0, s, r, count, dt, it, it / 10)) < t[3]) t[3] = x;
+        }
+        double best_mpi = t[1] > 0 && t[1] < t[0] ? t[1] : t[0];
+        if (rank == 0) {
+            printf("  %-10zu %12.2f %12.2f %12.2f %12.2f %9.2fx %9.2fx\n", bytes, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6,
+                   t[3] * 1e6, t[2] / t[3], best_mpi / t[3]);
+            if (csv)
+                fprintf(csv, "%zu,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f\n", bytes, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6,
+                        t[3] * 1e6, t[2] / t[3], best_mpi / t[3]);
+            fflush(stdout);
+        }
+    }
+}
+
+static double overlap(double t_pure, double t_all, double t_cpu) {
+    double o = 100.0 * (1.0 - (t_all - t_cpu) / t_pure);
+    return o < 0 ? 0 : o > 100 ? 100 : o;
+}
+
+int main(int argc, char **argv) {
+    size_t min = 1 << 20, max = 16u << 20;
+    int iters = -1, warmup = -1, persistent = 0, reps = 5;
+    const char *type = "float", *csv_path = NULL;
+    MPI_Init(&argc, &argv);
+    own_iallreduce = own_mpi(PMPI_Iallreduce);
+    own_wait = own_mpi(PMPI_Wait);
+    own_allreduce = own_mpi(PMPI_Allreduce);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc) {
+            char *colon = strchr(argv[++i], ':');
+            if (colon) min = parse_bytes(argv[i]), max = parse_bytes(colon + 1);
+            else max = parse_bytes(argv[i]);
+            if (!min || !max) {
+                if (rank == 0) fprintf(stderr, "nexar_osu_iallreduce: -m takes MIN:MAX in bytes (K, M, G allowed)\n");
+                MPI_Finalize();
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "-i") && i + 1 < argc) iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-x") && i + 1 < argc) warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-T") && i + 1 < argc) type = argv[++i];
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+        else if (!strcmp(argv[i], "--persistent")) persistent = 1;
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        else {
+            if (rank == 0)
+                fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-T int|float|double] [--persistent [-r N]] [--csv FILE]\n",
+                        argv[0]);
+            MPI_Finalize();
+            return 2;
+        }
+    }
+    MPI_Datatype dt = !strcmp(type, "int") ? MPI_INT : !strcmp(type, "double") ? MPI_DOUBLE : MPI_FLOAT;
+    size_t esz = dt == MPI_DOUBLE ? 8 : 4;
+    if (min < esz) min = esz;
+    int intercepted = dlsym(RTLD_DEFAULT, "nexar_get_counter") != NULL;
+    char *s = malloc(max), *r = malloc(max);
+    if (!s || !r) {
+        fprintf(stderr, "rank %d: cannot allocate %zu bytes\n", rank, max);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    memset(s, 0, max);
+    memset(r, 0, max);
+    FILE *csv = rank == 0 && csv_path ? fopen(csv_path, "w") : NULL;
+    if (persistent) {
+        own_start = (start_fn)own_mpi_symbol("PMPI_Start");
+        own_init = (init_fn)own_mpi_symbol_if_any("PMPI_Allreduce_init");
+        if (!own_init) own_init = (init_fn)own_mpi_symbol_if_any("PMPIX_Allreduce_init");
+        /* nexar's (or the MPI's, without nexar) as the program would call it. */
+        nexar_init = (init_fn)dlsym(RTLD_DEFAULT, "MPI_Allreduce_init");
+        if (!nexar_init) nexar_init = (init_fn)dlsym(RTLD_DEFAULT, "MPIX_Allreduce_init");
+        if (rank == 0)
+            printf("# nexar persistent collectives: %d ranks, %s%s\n", size, type,
+                   intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
+        persistent_table(min, max, dt, esz, iters, reps, rank, csv, s, r);
+        if (csv) fclose(csv);
+        free(s);
+        free(r);
+        MPI_Finalize();
+        return 0;
+    }
+    if (rank == 0) {
+        printf("# nexar osu_iallreduce-style overlap: %d ranks, %s, out of place; MPI = the MPI's own "
+               "PMPI_Iallreduce + PMPI_Wait, nexar = MPI_Iallreduce + MPI_Wait%s\n",
+               size, type, intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
+        printf("# computation = a spin on the clock for the side's pure communication time, no MPI call in it;\n"
+               "# overlap = 100 (1 - (overall - compute) / pure comm); times in us, slowest rank's mean\n");
+        printf("# %-10s %10s %10s %10s %8s   %10s %10s %10s %8s\n", "Size", "MPI all", "MPI cpu", "MPI comm",
+               "MPI ovl%", "nexar all", "nexar cpu", "nexar comm", "nx ovl%");
+        if (csv) fprintf(csv, "size_bytes,ranks,mpi_overall_us,mpi_compute_us,mpi_comm_us,mpi_overlap_pct,"
+                              "nexar_overall_us,nexar_compute_us,nexar_comm_us,nexar_overlap_pct\n");
+        fflush(stdout);
+    }
+    for (size_t bytes = min; bytes <= max; bytes *= 2) {
+        int count = (int)(bytes / esz);
+        int it = iters > 0 ? iters : bytes >= (8u << 20) ? 20 : bytes >= (1u << 20) ? 50 : 200;
+        int wu = warmup >= 0 ? warmup : it / 5 + 1;
+        double m[3], n[3];
+        measure(1, s, r, count, dt, it, wu, -1, &m[0], &m[1], &m[2]);
+        measure(0, s, r, count, dt, it, wu, -1, &n[0], &n[1], &n[2]);
+        if (rank == 0) {
+            printf("  %-10zu %10.1f %10.1f %10.1f %8.1f   %10.1f %10.1f %10.1f %8.1f\n", bytes, m[1] * 1e6,
+                   m[2] * 1e6, m[0] * 1e6, overlap(m[0], m[1], m[2]), n[1] * 1e6, n[2] * 1e6, n[0] * 1e6,
+                   overlap(n[0], n[1], n[2]));
+            if (csv)
+                fprintf(csv, "%zu,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", bytes, size, m[1] * 1e6, m[2] * 1e6,
+                        m[0] * 1e6, overlap(m[0], m[1], m[2]), n[1] * 1e6, n[2] * 1e6, n[0] * 1e6,
+                        overlap(n[0], n[1], n[2]));
+            fflush(stdout);
+        }
+    }
+    if (csv) fclose(csv);
+    free(s);
+    free(r);
+    MPI_Finalize();
+    return 0;
+}

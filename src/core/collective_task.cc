@@ -1,0 +1,362 @@
+// The steps of one intercepted call (core/collective_task.h).
+//
+// Rules (DESIGN.md section 3): every rank of the communicator must take the
+// same path.  The first checks use only what MPI guarantees to be the same
+// on every rank (communicator, datatype, op, count) and the job-wide
+// configuration (rank 0's, broadcast at init).  Facts that are per rank
+// (where the buffers live, transport up, scratch allocated, earlier failure)
+// are then agreed with one small reduction, which also catches ranks
+// passing different counts and settles which ring (shared memory or UCX)
+// every rank takes.
+#include "core/collective_task.h"
+
+#include <cstring>
+
+#include "core/log.h"
+#include "core/nonblocking.h"
+#include "core/stats.h"
+#include "transport/shm_channel.h"
+
+namespace nexar {
+
+// The checks before any per-rank fact: errors every rank sees alike, and
+// whether the call can go to the ring at all.
+TaskStep CollectiveTask::check_call() {
+    const bool allreduce = call_.kind == Collective::allreduce;
+    if (allreduce && small_allreduce(cfg_, call_.count, call_.sendbuf, call_.recvbuf)) return TaskStep::pass_through;
+    if (call_.comm == MPI_COMM_NULL) return TaskStep::pass_through;  // PMPI reports it
+    // A null buffer with a predefined type cannot be MPI_BOTTOM plus absolute
+    // addresses; Open MPI does not check it and crashes, so report it here.
+    if (allreduce && call_.count > 0 && (!call_.recvbuf || !call_.sendbuf) && known_mpi_datatype(call_.datatype)) {
+        NEXAR_ERROR("%s: %s buffer is NULL with a count of %lld", call_.name,
+                    !call_.recvbuf ? "the receive" : "the send", (long long)call_.count);
+        return fail(MPI_ERR_BUFFER);
+    }
+    if (!allreduce) PMPI_Comm_size(call_.comm, &size_);
+    // A negative count is erroneous; MPICH 4.0 does not check it and
+    // crashes, so report it here, as Open MPI does.
+    if (negative_count(call_, size_)) {
+        NEXAR_ERROR("%s: a count is negative", call_.name);
+        return fail(MPI_ERR_COUNT);
+    }
+    // So is an op MPI does not define on the type (MPI_LAND on MPI_FLOAT):
+    // MPICH 4.0 aborts on it.
+    if (call_.kind != Collective::allgather && mpi_forbids(call_.datatype, call_.op)) {
+        NEXAR_ERROR("%s: MPI does not define this op on this datatype", call_.name);
+        return fail(MPI_ERR_OP);
+    }
+    const uint64_t item_bytes = call_.kind == Collective::allgather ? 1 : max_ring_item_bytes();
+    if (!vector_items(call_, size_, &items_) || (!allreduce && items_ * item_bytes < cfg_.threshold_bytes))
+        return TaskStep::pass_through;
+    if (!statically_eligible(rt_, call_, size_, items_, &element_)) return TaskStep::pass_through;
+    esz_ = datatype_size(element_.type);
+    ring_count_ = size_t(items_) * element_.per_item;
+    bytes_ = ring_count_ * esz_;
+    return TaskStep::agree;
+}
+
+// Where each part of the vector lies: equal chunks for the allreduce, each
+// rank's MPI block for the others (ring elements, chunk order).
+void CollectiveTask::lay_out_blocks() {
+    layout_ = ChunkLayout::equal(ring_count_, size_t(size_));
+    if (call_.kind == Collective::allreduce) return;
+    // A nonblocking call's own: an earlier call's ring may use the context's.
+    blocks_ = nonblocking_ ? &own_blocks_.sized(size_) : &ctx_->block_layout();
+    size_t at = 0;
+    for (int r = 0; r < size_; ++r) {
+        blocks_->counts[size_t(r)] = call_.kind == Collective::allgather
+                                         ? size_t(items_) / size_t(size_)
+                                         : size_t(call_.varying ? call_.recvcounts[r] : call_.count) * element_.per_item;
+        blocks_->displs[size_t(r)] = at;
+        at += blocks_->counts[size_t(r)];
+    }
+    const RingTopology& topo = ctx_->topology();
+    ring_block_layout(size_t(size_), [&](size_t p) { return topo.rank_at(int(p)); }, blocks_->counts.data(),
+                      blocks_->displs.data(), blocks_->spans.data());
+    layout_ = ChunkLayout::blocks(blocks_->spans.data(), size_t(size_));
+}
+
+// This rank's own facts about its buffers, agreed with the call (the
+// allreduce checked its own in check_call).  A NULL buffer that would be
+// read or written is an error on every rank together; buffers the ring
+// cannot take make every rank pass the call through together.
+void CollectiveTask::check_own_buffers() {
+    if (call_.kind == Collective::allreduce) return;
+    const size_t own_bytes = blocks_->counts[size_t(me_)] * esz_;
+    const bool allgather = call_.kind == Collective::allgather;
+    const bool types_ok = !allgather || (known_mpi_datatype(call_.datatype) &&
+                                         (in_place_ || (call_.sendtype == call_.datatype && call_.sendcount == call_.count)));
+    const bool recv_used = allgather || in_place_ ? bytes_ > 0 : own_bytes > 0;
+    const bool send_used = !in_place_ && (allgather ? own_bytes > 0 : bytes_ > 0);
+    if (!types_ok)  // (MPI_BOTTOM use, too)
+        refusal_ = "the allgather's two sides are not one count of one type from the ring's table";
+    else if ((recv_used && !call_.recvbuf) || (send_used && !call_.sendbuf))
+        buffers_ok_ = false;  // (MPI_BOTTOM is NULL in Open MPI and MPICH: absolute addresses need a derived type)
+    else if (!in_place_ && call_.sendbuf == call_.recvbuf && bytes_ > 0)
+        refusal_ = "the send and receive buffers are the same (not MPI_IN_PLACE)";
+}
+
+// What the ring reads and writes.  The allgather runs in recvbuf (its own
+// block out of place: place_own_block).  A reduce-scatter out of place
+// reduces this rank's block straight into recvbuf and its partial sums of
+// the others (3 ranks or more) in a work buffer in the same memory, since
+// recvbuf holds only this rank's block.
+void CollectiveTask::place_ring_buffers() {
+    ring_src_ = src_;
+    ring_recv_ = static_cast<char*>(call_.recvbuf);
+    if (call_.kind == Collective::allgather) ring_src_ = call_.recvbuf;
+    const bool usable = buffers_ok_ && !refusal_ && !*where_.why;
+    if (call_.kind == Collective::reduce_scatter && !in_place_ && usable) {
+        // 2 ranks: no partial sums, only the own block, which lands in recvbuf.
+        own_chunk_out_ = static_cast<char*>(call_.recvbuf);
+        if (size_ > 2 && bytes_ > 0) {
+            ring_recv_ = where_.device()
+                             ? ctx_->device_buffers(rt_.device_api()).device_work(where_.device_id, bytes_, &error_)
+                         : nonblocking_ ? own_work_.get(bytes_)
+                                        : ctx_->work_buffer(bytes_);
+            if (!ring_recv_) {
+                NEXAR_WARN("%s: no memory for the reduce-scatter's partial sums (%s); this call passes through to MPI",
+                           call_.name, error_.c_str());
+                refusal_ = "no memory for the reduce-scatter's partial sums";
+            }
+        }
+    }
+    ring_in_place_ = ring_src_ == ring_recv_;
+    // The shape of the call for the copy chooser: an allgather out of
+    // place moves its own block too.  (A rank whose sendbuf is its own
+    // block of recvbuf runs in place; if only some ranks do, their
+    // choosers learn different shapes and may propose out of step: the
+    // least proposal is still taken, so only the trials suffer.)
+    shape_in_place_ = call_.kind == Collective::allgather ? in_place_ : ring_in_place_;
+    variant_ = copy_variant(call_.kind, shape_in_place_);
+}
+
+// This rank's plan and its part of the agreement.  Made again after a
+// reconnect (it brings released inboxes back), so that every rank's
+// chooser counts the same calls.
+void CollectiveTask::plan_here() {
+    chooses_copy_ = !nonblocking_ && cfg_.shm_copy == ShmCopySetting::automatic && ctx_->any_hop_shm();
+    plan_ = plan_buffers(rt_, *ctx_, call_.kind, where_, ring_src_, ring_recv_, ring_count_, layout_, esz_, opt_,
+                         refusal_, !nonblocking_);
+    if (!plan_.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call_.name, bytes_, plan_.why);
+    const int64_t shape = call_shape(call_, size_, items_);
+    CallAgreement& a = agreement_;
+    a = CallAgreement();
+    a.ready = plan_.ready;
+    a.min_count = shape;
+    a.neg_max_count = -shape;
+    a.shm = plan_.shm;
+    a.hier = plan_.hier;
+    a.inboxes = !ctx_->wants_shm() || ctx_->inboxes_held();
+    proposal_ = proposed_copy(cfg_, *ctx_, call_.kind, bytes_, shape_in_place_);
+    a.shm_copy = int64_t(proposal_.mode);
+    a.neg_new_round = chooses_copy_ && ctx_->copy_chooser().wants_new_round(bytes_, variant_) ? -1 : 0;
+    a.ucx_segment = int64_t(plan_.segment);
+    a.buffers = buffers_ok_;
+}
+
+TaskStep CollectiveTask::plan() {
+    const TaskStep checked = check_call();
+    if (checked != TaskStep::agree) return checked;
+    ctx_ = rt_.context_for(call_.comm, &error_);
+    // A blocking call that may take the ring first completes the
+    // nonblocking calls started before it on its communicator: they come
+    // first in MPI's order, in the context's ring sequence, and in the use
+    // of its scratch.
+    if (!nonblocking_) drain_nonblocking(ctx_);
+    src_ = call_.sendbuf == MPI_IN_PLACE ? call_.recvbuf : call_.sendbuf;
+    if (ctx_->disabled()) {
+        if (!nonblocking_) device_guard_.emplace(rt_.device_api());
+        plan_ = classify_buffers(rt_, src_, call_.recvbuf);
+        return TaskStep::fall_back;
+    }
+    opt_.segment_bytes = cfg_.ucx_segment_bytes();
+    opt_.depth = cfg_.pipeline_depth;
+    opt_.timeout_s = cfg_.timeout_s;
+    // Every ring of a large call streams its settled results (the node
+    // rings of the hierarchical allreduce see one piece each).
+    opt_.stream_results = bytes_ >= cfg_.stream_bytes;
+    if (!nonblocking_) in_call_ = std::unique_lock<std::mutex>(ctx_->call_mutex());
+    rt_.touch(*ctx_);
+    size_ = ctx_->size(), me_ = ctx_->rank();
+    lay_out_blocks();
+    in_place_ = call_.sendbuf == MPI_IN_PLACE;
+    check_own_buffers();
+    // Device work selects the buffers' GPU.
+    if (!nonblocking_) device_guard_.emplace(rt_.device_possible() ? rt_.device_api() : nullptr);
+    where_ = classify_buffers(rt_, src_, call_.recvbuf);
+    place_ring_buffers();
+    plan_here();
+    return TaskStep::agree;
+}
+
+TaskStep CollectiveTask::agreed() {
+    const CallAgreement& a = agreement_;
+    if (!a.buffers) {
+        NEXAR_ERROR("%s: %s buffer is NULL where the call reads or writes it", call_.name,
+                    buffers_ok_ ? "another rank's" : "this rank's");
+        return fail(MPI_ERR_BUFFER);
+    }
+    if (a.min_count != -a.neg_max_count) {
+        if (call_.varying)
+            NEXAR_ERROR("%s: ranks passed different recvcounts arrays; every rank must pass the same", call_.name);
+        else
+            NEXAR_ERROR("%s: ranks passed different counts (from %lld to %lld items); every rank must pass the "
+                        "same count",
+                        call_.name, (long long)a.min_count, (long long)-a.neg_max_count);
+        return fail(MPI_ERR_COUNT);
+    }
+    // Some rank released its inboxes (to stay within the budget): every
+    // rank sets them up again, then plans and agrees afresh (ranks that
+    // still had theirs planned on them and reserved no UCX scratch).  The
+    // context being set up is never released, so this happens once.  (A
+    // nonblocking call falls back instead: the set-up would wait.)
+    if (!a.inboxes && nonblocking_) return TaskStep::fall_back;
+    if (!a.inboxes && !reconnected_) {
+        reconnected_ = true;
+        rt_.reconnect_shm(*ctx_);
+        plan_here();
+        return TaskStep::agree;
+    }
+    if (!a.ready) return TaskStep::fall_back;
+    return TaskStep::run;
+}
+
+// Out of place, the allgather's ring on host memory sends this rank's
+// block from sendbuf and copies each segment into place as it leaves
+// (ring_run): the block is read once and its copy overlaps the transfer.
+// Where this rank fills its successor's slots, the chooser decides whether
+// that copy goes along with the one into the slots or comes first (each
+// won at some sizes: README, Tuning).  Device buffers get the block copied
+// into place first.  Not before the agreement: a call that fails there
+// leaves recvbuf alone.  A GPU copy that fails fails the call; the other
+// ranks' rings then time out.
+Status CollectiveTask::place_own_block() {
+    if (call_.kind != Collective::allgather || in_place_) return Status::ok;
+    const bool fills_slots = agreement_.shm && ctx_->send_shm() && used_.mode == ShmCopy::slots;
+    const size_t own = blocks_->counts[size_t(me_)] * esz_;
+    // A sendbuf inside recvbuf (erroneous in MPI unless it is the own
+    // block, which runs in place) is read before the ring writes.
+    const char* sb = static_cast<const char*>(call_.sendbuf);
+    const char* rb = static_cast<const char*>(call_.recvbuf);
+    const bool overlap = sb < rb + bytes_ && rb < sb + own;
+    if (!plan_.device() && !overlap && (!fills_slots || used_.own_block_with_slots)) {
+        ring_src_ = call_.sendbuf;
+        return Status::ok;
+    }
+    return copy_bytes(rt_, *ctx_, where_, static_cast<char*>(call_.recvbuf) + blocks_->displs[size_t(me_)] * esz_,
+                      call_.sendbuf, own, &error_);
+}
+
+// Every rank agreed on the ring: the chooser's round, the segment size, the
+// algorithm and the copy mode; then the run is built (it takes its
+// sequence numbers now).
+TaskStep CollectiveTask::start_run() {
+    if (agreement_.neg_new_round < 0 && chooses_copy_) {
+        ctx_->copy_chooser().start_new_round(bytes_, variant_);
+        NEXAR_DEBUG("communicator context %u: %s %s calls %s ran slower than their copy mode measured: trying "
+                    "every mode again",
+                    ctx_->id(), format_bytes(bytes_).c_str(), call_.name, shape_in_place_ ? "in place" : "out of place");
+    }
+    // Every rank's slots hold a segment of the size it proposed, so the least.
+    opt_.segment_bytes = size_t(agreement_.ucx_segment);
+    if (plan_.scratch_pending && !ok(reserve_scratch(*ctx_, plan_, opt_.depth))) {
+        error_ = "no memory for the ring's scratch";
+        return result_ = finish_ring(Status::no_memory), TaskStep::done;
+    }
+    if (plan_.device() && plan_.mode == DeviceEngine::Mode::direct) {
+        Status w = ctx_->device_buffers(rt_.device_api()).wait_for_application(&error_);
+        if (!ok(w)) return result_ = finish_ring(w), TaskStep::done;
+    }
+    used_.mode = ShmCopy(agreement_.shm_copy);
+    used_.own_block_with_slots = used_.mode == ShmCopy::slots && proposal_.own_block_with_slots;
+    // Host buffers everywhere (shared memory agreed): the hierarchical
+    // allreduce where it is ready and chosen, else the flat ring with its
+    // same-node hops in shared memory.  Otherwise the flat ring on UCX only.
+    hierarchical_ = call_.kind == Collective::allreduce && agreement_.shm && agreement_.hier &&
+                    wants_hierarchical(cfg_, *ctx_, bytes_);
+    // The copy chooser times the flat ring's whole call, this rank's
+    // allgather block included.
+    timed_ = agreement_.shm && chooses_copy_ && !hierarchical_;
+    if (timed_) t0_ = std::chrono::steady_clock::now();
+    Status s = place_own_block();
+    if (!ok(s)) return result_ = finish_ring(s), TaskStep::done;
+    run_ = build_run();
+    if (!run_) return result_ = finish_ring(Status::invalid_argument), TaskStep::done;
+    return TaskStep::run;
+}
+
+// The agreed algorithm on the agreed channels (null: arguments no ring takes).
+RingCallRun* CollectiveTask::build_run() {
+    const DataType type = element_.type;
+    const ReduceOp op = element_.op;
+    if (hierarchical_) {
+        RingOptions local_opt = opt_;
+        local_opt.segment_bytes = cfg_.shm_segment_bytes();
+        hier_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_);
+        return hier_->valid() ? &*hier_ : nullptr;
+    }
+    if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, call_.kind, used_.mode);
+    SegmentEngine* engine = nullptr;
+    if (plan_.device())
+        engine = &device_engine_.emplace(plan_.mode, type, op, ctx_->device_buffers(rt_.device_api()),
+                                         UCS_MEMORY_TYPE_CUDA, cfg_.gpu_profile);
+    else
+        engine = &host_engine_.emplace(type, op, ctx_->scratch(), ring_in_place_);
+    flat_.emplace(*ctx_, agreement_.shm != 0, used_.mode, *engine, ring_src_, ring_recv_, layout_,
+                  collective_phases(call_.kind), type, op, opt_, own_chunk_out_);
+    return flat_->valid() ? &*flat_ : nullptr;
+}
+
+// In place, a reduce-scatter leaves this rank's block at its place in the
+// vector; MPI wants it at the start of recvbuf.  (Device buffers: through
+// host memory where the two overlap.)
+Status CollectiveTask::move_own_block() {
+    if (call_.kind != Collective::reduce_scatter || !in_place_) return Status::ok;
+    char* block = ring_recv_ + blocks_->displs[size_t(me_)] * esz_;
+    const size_t own = blocks_->counts[size_t(me_)] * esz_;
+    const bool overlap = block != call_.recvbuf && block < static_cast<char*>(call_.recvbuf) + own;
+    if (plan_.device() && overlap) {
+        char* host = ctx_->device_buffers(rt_.device_api()).host_stage(own);
+        Status s = copy_bytes(rt_, *ctx_, where_, host, block, own, &error_);
+        return ok(s) ? copy_bytes(rt_, *ctx_, where_, call_.recvbuf, host, own, &error_) : s;
+    }
+    return copy_bytes(rt_, *ctx_, where_, call_.recvbuf, block, own, &error_);
+}
+
+int CollectiveTask::finish(Status s) {
+    if (ok(s)) run_->account();
+    if (timed_ && ok(s)) {
+        ShmCopyChooser& chooser = ctx_->copy_chooser();
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+        if (chooser.record(bytes_, variant_, used_, seconds))
+            NEXAR_DEBUG("communicator context %u: shared-memory copies for %s %s calls %s: %s", ctx_->id(),
+                        format_bytes(bytes_).c_str(), call_.name, shape_in_place_ ? "in place" : "out of place",
+                        chooser.describe(bytes_, variant_).c_str());
+    }
+    if (ok(s) && !ok(move_own_block())) {
+        NEXAR_ERROR("%s: moving this rank's block to the start of the receive buffer: %s", call_.name,
+                    error_.c_str());
+        return result_ = raise_error(MPI_ERR_OTHER);
+    }
+    return result_ = finish_ring(s);
+}
+
+// Accounts for a finished ring, or reports its failure and retires the
+// communicator's rings (their endpoints or inboxes are out of step).
+int CollectiveTask::finish_ring(Status s) {
+    if (!ok(s)) {
+        ctx_->mark_failed();
+        NEXAR_ERROR("%s of %zu bytes on communicator context %u failed: %s: %s", call_.name, bytes_, ctx_->id(),
+                    status_string(s), error_.c_str());
+        return raise_error(s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
+    }
+    Stats& stats = process_stats();
+    stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
+    stats.ring_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
+    if (call_.kind == Collective::reduce_scatter) stats.reduce_scatter_calls.fetch_add(1, std::memory_order_relaxed);
+    if (call_.kind == Collective::allgather) stats.allgather_calls.fetch_add(1, std::memory_order_relaxed);
+    return MPI_SUCCESS;
+}
+
+}  // namespace nexar

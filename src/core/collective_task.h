@@ -1,0 +1,150 @@
+// One intercepted collective call as a task with resumable steps (DESIGN.md
+// section 7, "start and progress"; UCC's init / post / test / finalize):
+//
+//   1. plan():    the checks MPI makes identical on every rank, the layout,
+//                 what this rank can do with its buffers; local, never waits.
+//   2. agreed():  after the driver has reduced agreement() with MIN over the
+//                 communicator: mismatched counts and NULL buffers become
+//                 errors on every rank together; the ring or a fallback is
+//                 chosen for all; the run is built.
+//   3. run():     the flat ring or the hierarchical allreduce, polled by the
+//                 driver until it finishes.
+//   4. finish():  the last local copy, the copy chooser's timing, the stats,
+//                 and errors through the communicator's handler.
+//
+// The task never calls MPI to wait: the driver owns the agreement's
+// reduction and the pass-throughs.  A blocking call drives one task to its
+// end on the caller's stack (core/dispatch.cc).  The task holds the
+// context's call mutex and the caller's current GPU from plan() until it
+// is destroyed.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "core/call_plan.h"
+#include "core/collective.h"
+#include "core/ring_calls.h"
+#include "core/runtime.h"
+#include "memory/device.h"
+
+namespace nexar {
+
+// What the driver does after a step.
+enum class TaskStep {
+    agree,         // reduce agreement() with MIN over call().comm, then call agreed()
+    run,           // poll run() to its end, then call finish()
+    pass_through,  // not the ring's: the call goes to PMPI as it came
+    fall_back,     // eligible, but some rank cannot take the ring: PMPI (device buffers staged)
+    done,          // over: result() is the call's return code
+};
+
+class CollectiveTask {
+public:
+    // `rt` is started.  An allgather from its own block becomes in place
+    // (own_block_as_in_place): call() is what a pass-through hands MPI.
+    // A nonblocking task (core/nonblocking.h) holds neither the call mutex
+    // nor the current GPU (its steps run inside later MPI calls or on
+    // nexar's progress thread), calls no error handler (raise_error), feeds no
+    // timing to the copy chooser (the application's computation would be
+    // in it), and falls back where a blocking call would set released
+    // inboxes up again (a collective step that would wait).
+    CollectiveTask(Runtime& rt, const CollectiveCall& call, bool nonblocking = false)
+        : rt_(rt), cfg_(rt.config()), call_(own_block_as_in_place(call)), nonblocking_(nonblocking) {}
+    CollectiveTask(const CollectiveTask&) = delete;
+    CollectiveTask& operator=(const CollectiveTask&) = delete;
+
+    const CollectiveCall& call() const { return call_; }
+    // Step 1.  agree, pass_through, fall_back or done.
+    TaskStep plan();
+    // This rank's part of the agreement, to be reduced in place.
+    CallAgreement& agreement() { return agreement_; }
+    static constexpr int agreement_fields() { return kCallAgreementFields; }
+    // Step 2.  agree (again: some rank had released its inboxes, and every
+    // rank set them up again), run, fall_back or done.
+    TaskStep agreed();
+    // Step 3, after agreed() said run: the ring is built (it takes its
+    // sequence numbers and the context's scratch now: a nonblocking call
+    // waits for its turn on the context first).  run or done.
+    TaskStep start_run();
+    // Valid after start_run() said run.  Its errors go to error().
+    RingCallRun& run() { return *run_; }
+    std::string* error() { return &error_; }
+    // Step 4, with the run's status: the call's return code.
+    int finish(Status run_status);
+    int result() const { return result_; }
+
+    // For a fallback: the communicator's context (null before it was
+    // asked for) and where this rank's buffers live.
+    CommContext* context() { return ctx_; }
+    const LocalPlan& buffers() const { return plan_; }
+
+private:
+    TaskStep check_call();
+    void lay_out_blocks();
+    void check_own_buffers();
+    void place_ring_buffers();
+    void plan_here();
+    RingCallRun* build_run();
+    Status place_own_block();
+    Status move_own_block();
+    TaskStep fail(int error_class) { return result_ = raise_error(error_class), TaskStep::done; }
+    // The communicator's error handler, now; a nonblocking call's is called
+    // when its request completes, in an MPI call (the task may be on
+    // nexar's progress thread).
+    int raise_error(int error_class) { return nonblocking_ ? error_class : raise_mpi_error(call_.comm, error_class); }
+    int finish_ring(Status s);
+
+    Runtime& rt_;
+    const Config& cfg_;
+    CollectiveCall call_;
+    const bool nonblocking_;
+    int result_ = MPI_SUCCESS;
+    std::string error_;
+
+    // Step 1: the call's shape.
+    RingElement element_;
+    uint64_t items_ = 0;   // the vector's MPI items (allgather: bytes)
+    size_t esz_ = 0;       // bytes of a ring element
+    size_t ring_count_ = 0, bytes_ = 0;  // ring elements and bytes of the whole vector
+    int size_ = 0, me_ = 0;
+    CommContext* ctx_ = nullptr;
+    RingOptions opt_;
+    std::unique_lock<std::mutex> in_call_;            // no other thread releases the context's inboxes
+    std::optional<CurrentDeviceGuard> device_guard_;  // the application's current GPU comes back
+    ChunkLayout layout_;
+    CommContext::BlockLayout* blocks_ = nullptr;  // reduce-scatter, allgather: each rank's MPI block
+    CommContext::BlockLayout own_blocks_;         // a nonblocking call's
+    WorkBuffer own_work_;                         // a nonblocking reduce-scatter's partial sums
+    bool in_place_ = false;
+    bool buffers_ok_ = true;        // no buffer this rank needs is NULL
+    const char* refusal_ = nullptr;  // why this rank's buffers cannot take the ring
+    LocalPlan where_, plan_;
+    const void* src_ = nullptr;       // what the call reads
+    const void* ring_src_ = nullptr;  // what the ring reads and writes
+    char* ring_recv_ = nullptr;
+    char* own_chunk_out_ = nullptr;  // a reduce-scatter out of place: its block straight into recvbuf
+    bool ring_in_place_ = false, shape_in_place_ = false;
+    int variant_ = 0;             // the copy chooser's name for the call's shape
+    bool chooses_copy_ = false;   // NEXAR_SHM_COPY=auto times this call
+    CopyProposal proposal_;
+    CallAgreement agreement_;
+    bool reconnected_ = false;
+
+    // Step 2: what runs.
+    CopyProposal used_;
+    bool hierarchical_ = false;
+    bool timed_ = false;
+    std::chrono::steady_clock::time_point t0_;
+    std::optional<HostEngine> host_engine_;  // before the runs: their channels use it
+    std::optional<DeviceEngine> device_engine_;
+    std::optional<FlatRingRun> flat_;
+    std::optional<HierarchicalRun> hier_;
+    RingCallRun* run_ = nullptr;
+};
+
+}  // namespace nexar

@@ -1,0 +1,594 @@
+// Nonblocking collectives in flight (core/nonblocking.h).
+#include "core/nonblocking.h"
+
+#include <pthread.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/collective_task.h"
+#include "core/log.h"
+#include "core/pass_through.h"
+#include "core/pmpi.h"
+#include "core/runtime.h"
+#include "core/stats.h"
+#include "transport/tag.h"
+#include "transport/ucx_exchange.h"
+
+namespace nexar {
+
+namespace {
+
+// One nonblocking call: its task and where it stands.
+struct NonblockingCall {
+    enum class Stage {
+        agreeing,  // the agreement is in flight (over UCX, or a PMPI_Iallreduce)
+        decided,   // agreed: waits for its turn on the context (or to post its fallback)
+        running,   // its ring runs
+        ran,       // its ring ended: finish() is next
+        inner,     // its PMPI_I* (a fallback) is in flight
+        complete,  // result is final; the request is completed next, in an MPI call
+    };
+    NonblockingCall(Runtime& rt, const CollectiveCall& call) : task(rt, call, true) {}
+
+    CollectiveTask task;
+    CommContext* ctx = nullptr;
+    Stage stage = Stage::agreeing;
+    TaskStep next = TaskStep::agree;           // once decided: run, fall_back or done
+    std::optional<UcxRingExchange> exchange;   // the agreement over UCX
+    MPI_Request agreement = MPI_REQUEST_NULL;  // ... or over MPI (communicators too large for it)
+    MPI_Request inner = MPI_REQUEST_NULL;
+    MPI_Request request = MPI_REQUEST_NULL;  // the application's (generalized)
+    Status run_status = Status::ok;
+    int result = MPI_SUCCESS;
+    bool raise = false;  // the error goes to the communicator's handler at completion
+    IdleBackoff idle;    // its ring's stall check
+    // A persistent call (MPI_Allreduce_init ...): planned and agreed once;
+    // `request` is its carrier (see persistent calls, below).
+    bool persistent = false;
+    int carrier_tag = 0;
+};
+using CallPtr = std::shared_ptr<NonblockingCall>;
+
+// The generalized request's callbacks.  extra_state is a CallPtr of its own,
+// so the call outlives both the engine's list and the request.
+int query_grequest(void* extra, MPI_Status* status) {
+    const NonblockingCall& c = **static_cast<CallPtr*>(extra);
+    PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    status->MPI_ERROR = c.result;
+    return c.result;
+}
+int free_grequest(void* extra) {
+    delete static_cast<CallPtr*>(extra);
+    return MPI_SUCCESS;
+}
+int cancel_grequest(void*, int) { return MPI_SUCCESS; }  // a started collective cannot be cancelled
+
+// Persistent calls' requests are carriers: a persistent receive of 0 bytes
+// from this process itself, on nexar's own duplicate of MPI_COMM_SELF, with
+// a tag of the call's own.  A real persistent request of the MPI's: every
+// completion call takes it, and leaves it inactive and valid for the next
+// MPI_Start.  MPI_Start starts it with the call; the call completes it with
+// a message to itself, of one int when the call failed (the completion call
+// then returns MPI_ERR_TRUNCATE: the call's own error went to the
+// communicator's handler).
+MPI_Comm carrier_comm() {
+    static MPI_Comm comm = [] {
+        MPI_Comm c = MPI_COMM_NULL;
+        PMPI_Comm_dup(MPI_COMM_SELF, &c);
+        PMPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+        return c;
+    }();
+    return comm;
+}
+
+void complete_carrier(int tag, int result) {
+    int failed = result;
+    PMPI_Send(&failed, result == MPI_SUCCESS ? 0 : 1, MPI_INT, 0, tag, carrier_comm());
+}
+
+// Every call in flight, in the order they were started, and the progress
+// thread that moves them along while the application computes.
+class Engine {
+public:
+    void add(CallPtr c);
+    bool idle() const { return in_flight_.load(std::memory_order_acquire) == 0; }
+    // One round over every call.  `may_call_mpi`: the steps that call MPI
+    // (the agreement over MPI, fallbacks, completing requests) run too.
+    bool progress(bool may_call_mpi);
+    // Whether a call on `comm` (or on `ctx`) is still in flight.
+    bool has(MPI_Comm comm, const CommContext* ctx);
+    bool has_call(const NonblockingCall* c);
+    void stop_thread();
+    void wake_thread();
+
+private:
+    bool step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy, bool may_call_mpi);
+    bool agree_step(NonblockingCall& c, bool may_call_mpi);
+    bool run_step(NonblockingCall& c);
+    void decide(NonblockingCall& c);
+    bool complete_finished(bool may_call_mpi);
+    void thread_main();
+
+    std::mutex mutex_;  // the calls, and one round of progress at a time
+    std::deque<CallPtr> calls_;
+    std::atomic<int> in_flight_{0};
+
+public:
+    std::atomic<uint64_t> completions{0};  // requests completed
+    std::atomic<int> app_waiters{0};       // application threads in wait_progressing
+
+private:
+    // The thread sleeps on wake_ while nothing is in flight, or while an
+    // application thread waits in MPI (it moves the calls itself).
+    std::mutex wake_mutex_;
+    std::condition_variable wake_;
+    std::thread thread_;
+    bool stopping_ = false;
+    bool thread_started_ = false;
+};
+
+Engine& engine() {
+    static Engine* e = new Engine;  // never destroyed: requests may outlive static destructors
+    return *e;
+}
+
+// The call itself on the context's duplicate communicator.
+void post_fall_back(NonblockingCall& c) {
+    CollectiveCall call = c.task.call();
+    call.comm = c.ctx->shadow_comm();
+    process_stats().fallback_calls.fetch_add(1, std::memory_order_relaxed);
+    c.result = post_pmpi_nonblocking(call, &c.inner);
+    c.stage = c.result == MPI_SUCCESS ? NonblockingCall::Stage::inner : NonblockingCall::Stage::complete;
+}
+
+void pause_us(long us) {
+    timespec t{0, us * 1000};
+    nanosleep(&t, nullptr);
+}
+
+}  // namespace
+
+void Engine::add(CallPtr c) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        calls_.push_back(std::move(c));
+        in_flight_.fetch_add(1, std::memory_order_release);
+    }
+    const Runtime* rt = Runtime::get();
+    if (!rt || rt->config().progress != ProgressMode::thread) return;
+    std::lock_guard<std::mutex> lock(wake_mutex_);
+    if (!thread_started_ && !stopping_) {
+        thread_started_ = true;
+        thread_ = std::thread([this] { thread_main(); });
+    }
+    wake_.notify_one();
+}
+
+// After the agreement: what every rank does with the call (the same on all).
+void Engine::decide(NonblockingCall& c) {
+    c.next = c.task.agreed();  // never agree: a nonblocking task falls back instead
+    if (c.next == TaskStep::done) {
+        c.result = c.task.result();
+        c.raise = true;
+        c.stage = NonblockingCall::Stage::complete;
+        return;
+    }
+    c.stage = NonblockingCall::Stage::decided;
+}
+
+bool Engine::agree_step(NonblockingCall& c, bool may_call_mpi) {
+    using Stage = NonblockingCall::Stage;
+    if (c.exchange) {
+        bool moved = false;
+        Status s = c.exchange->poll(&moved, c.task.error());
+        if (!ok(s)) {
+            NEXAR_ERROR("%s on communicator context %u: %s", c.task.call().name, c.ctx->id(), c.task.error()->c_str());
+            c.ctx->mark_failed();
+            c.result = MPI_ERR_OTHER;
+            c.raise = true;
+            c.stage = Stage::complete;
+            return true;
+        }
+        if (c.exchange->finished()) {
+            c.exchange.reset();
+            decide(c);
+            return true;
+        }
+        return moved;
+    }
+    if (!may_call_mpi) return false;
+    int flag = 0;
+    const int rc = pmpi::test(&c.agreement, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        c.result = rc;
+        c.stage = Stage::complete;
+        return true;
+    }
+    if (flag) decide(c);
+    return flag != 0;
+}
+
+bool Engine::run_step(NonblockingCall& c) {
+    bool moved = false;
+    Status s = c.task.run().poll(&moved, c.task.error());
+    if (ok(s) && !c.task.run().finished() && c.idle.after_round(moved))
+        s = c.task.run().check_stall(c.idle.idle_since(), c.task.error());
+    if (!ok(s) || c.task.run().finished()) {
+        c.run_status = s;
+        c.stage = NonblockingCall::Stage::ran;
+        return true;
+    }
+    return moved;
+}
+
+// One round of one call.  earlier_undecided / earlier_busy: a call started
+// before it on the same context is still agreeing / has not finished.
+bool Engine::step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy, bool may_call_mpi) {
+    using Stage = NonblockingCall::Stage;
+    int flag = 0;
+    switch (c.stage) {
+        case Stage::agreeing:
+            // Decisions in start order: fallbacks are posted in it.
+            return !earlier_undecided && agree_step(c, may_call_mpi);
+        case Stage::decided:
+            if (c.next == TaskStep::fall_back) {
+                if (!may_call_mpi) return false;
+                post_fall_back(c);
+                return true;
+            }
+            if (earlier_busy) return false;
+            // Its turn: the context's scratch and ring sequence are free.
+            if (c.task.start_run() == TaskStep::run) {
+                c.stage = Stage::running;
+            } else {
+                c.result = c.task.result();
+                c.raise = true;
+                c.stage = Stage::complete;
+            }
+            return true;
+        case Stage::running: return run_step(c);
+        case Stage::ran:
+            c.result = c.task.finish(c.run_status);
+            c.raise = c.result != MPI_SUCCESS;
+            c.stage = Stage::complete;
+            return true;
+        case Stage::inner: {
+            if (!may_call_mpi) return false;
+            const int rc = pmpi::test(&c.inner, &flag, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) c.result = rc;  // MPI called the handler
+            if (flag || rc != MPI_SUCCESS) c.stage = Stage::complete;
+            return flag || rc != MPI_SUCCESS;
+        }
+        case Stage::complete: return false;
+    }
+    return false;
+}
+
+// Completes, in start order, the requests of the calls that are over.
+bool Engine::complete_finished(bool may_call_mpi) {
+    if (!may_call_mpi) return false;
+    bool any = false;
+    for (auto it = calls_.begin(); it != calls_.end();) {
+        NonblockingCall& c = **it;
+        if (c.stage != NonblockingCall::Stage::complete) {
+            ++it;
+            continue;
+        }
+        if (c.raise) raise_mpi_error(c.task.call().comm, c.result);
+        if (c.ctx) c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
+        if (c.persistent)
+            complete_carrier(c.carrier_tag, c.result);
+        else
+            PMPI_Grequest_complete(c.request);
+        it = calls_.erase(it);
+        in_flight_.fetch_sub(1, std::memory_order_release);
+        completions.fetch_add(1, std::memory_order_release);
+        any = true;
+    }
+    return any;
+}
+
+bool Engine::progress(bool may_call_mpi) {
+    using Stage = NonblockingCall::Stage;
+    if (idle()) return false;
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;  // another thread is at it
+    // Per context: whether an earlier call is undecided, or not finished.
+    struct Seen {
+        const CommContext* ctx;
+        bool undecided, busy;
+    };
+    std::vector<Seen> seen;  // a few contexts at most
+    bool moved = false;
+    for (const CallPtr& c : calls_) {
+        auto it = std::find_if(seen.begin(), seen.end(), [&](const Seen& s) { return s.ctx == c->ctx; });
+        if (it == seen.end()) it = seen.insert(seen.end(), Seen{c->ctx, false, false});
+        moved |= step(*c, it->undecided, it->busy, may_call_mpi);
+        it->undecided |= c->stage == Stage::agreeing;
+        it->busy |= c->stage != Stage::complete;
+    }
+    return complete_finished(may_call_mpi) || moved;
+}
+
+// The progress thread: moves the calls along while any is in flight, and
+// sleeps when none is.  It calls MPI only where MPI_THREAD_MULTIPLE allows
+// it; otherwise the application's next MPI call takes the steps that need
+// MPI (the request's completion among them).  While nothing moves it backs
+// off: the core it shares with the application's computation.
+void Engine::thread_main() {
+    pthread_setname_np(pthread_self(), "nexar-progress");  // in top, ps -L, /proc/PID/task/*/comm
+    const Runtime* rt = Runtime::get();
+    const bool may_call_mpi = rt && rt->multi_thread();
+    unsigned idle_rounds = 0;
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(wake_mutex_);
+            wake_.wait(lock, [&] { return stopping_ || (!idle() && app_waiters.load() == 0); });
+            if (stopping_) return;
+        }
+        if (progress(may_call_mpi)) {
+            idle_rounds = 0;
+            continue;
+        }
+        ++idle_rounds;
+        if (idle_rounds < 64) continue;
+        if (idle_rounds < 256) {
+            std::this_thread::yield();
+            continue;
+        }
+        // Nothing moved for a while: a peer is slow, or what is left needs
+        // an MPI call of the application's.
+        pause_us(idle_rounds < 2048 ? 20 : 200);
+    }
+}
+
+void Engine::wake_thread() {
+    std::lock_guard<std::mutex> lock(wake_mutex_);
+    wake_.notify_one();
+}
+
+void Engine::stop_thread() {
+    {
+        std::lock_guard<std::mutex> lock(wake_mutex_);
+        stopping_ = true;
+        wake_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+}
+
+bool Engine::has_call(const NonblockingCall* call) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const CallPtr& c : calls_)
+        if (c.get() == call) return true;
+    return false;
+}
+
+bool Engine::has(MPI_Comm comm, const CommContext* ctx) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const CallPtr& c : calls_) {
+        if (ctx && c->ctx == ctx) return true;
+        if (comm != MPI_COMM_NULL && c->task.call().comm == comm) return true;
+    }
+    return false;
+}
+
+namespace {
+
+// The agreement of a call that goes to the ring: over UCX where the
+// communicator is small enough for its tags (the progress thread moves it
+// along), else a PMPI_Iallreduce (moved along in MPI calls).
+int post_agreement(NonblockingCall& c) {
+    CommContext& ctx = *c.ctx;
+    CallAgreement& a = c.task.agreement();
+    if (ctx.size() <= int(kMaxAgreementRounds) + 1) {
+        const RingLinks links = ctx.links();
+        UcxRingExchange::Ring ring;
+        ring.worker = links.worker;
+        ring.next = links.next;
+        ring.next_rank = links.peers.next_rank;
+        ring.prev_rank = links.peers.prev_rank;
+        ring.ranks = ctx.size();
+        ring.send_tag_id = ctx.tag_id_of(links.peers.next_rank);
+        ring.recv_tag_id = ctx.id();
+        c.exchange.emplace(ring, ctx.next_agreement_sequence(), reinterpret_cast<int64_t*>(&a),
+                           c.task.agreement_fields(), Runtime::get()->config().timeout_s);
+        return MPI_SUCCESS;
+    }
+    return pmpi::iallreduce(MPI_IN_PLACE, &a, c.task.agreement_fields(), MPI_INT64_T, MPI_MIN, c.task.call().comm,
+                            &c.agreement);
+}
+
+}  // namespace
+
+int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
+    Runtime* rt = Runtime::get();
+    if (!rt) rt = Runtime::start_late(given.comm);
+    // Device buffers are not taken by nonblocking calls yet: in a job where
+    // they may come, every nonblocking call passes through (on every rank).
+    if (!rt || !rt->config().enable || !rt->config().nonblocking || rt->device_possible() || !request)
+        return pass_through_nonblocking(own_block_as_in_place(given), request);
+    // A communicator without a context passes through: setting one up would
+    // wait for the other ranks.  (MPI_COMM_WORLD's is set up at MPI_Init.)
+    if (given.comm == MPI_COMM_NULL || !rt->has_context(given.comm)) {
+        Runtime::say_once_no_context();
+        return pass_through_nonblocking(own_block_as_in_place(given), request);
+    }
+    auto call = std::make_shared<NonblockingCall>(*rt, given);
+    NonblockingCall& c = *call;
+    switch (c.task.plan()) {
+        case TaskStep::agree: break;
+        case TaskStep::done: return raise_mpi_error(given.comm, c.task.result());
+        default: return pass_through_nonblocking(c.task.call(), request);  // a disabled context's, too
+    }
+    c.ctx = c.task.context();
+    int rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
+    if (rc != MPI_SUCCESS) {
+        NEXAR_ERROR("%s: MPI could not make a request for it (error %d)", c.task.call().name, rc);
+        return raise_mpi_error(c.task.call().comm, rc);
+    }
+    c.request = *request;
+    if ((rc = post_agreement(c)) != MPI_SUCCESS) {
+        PMPI_Grequest_complete(*request);
+        PMPI_Request_free(request);
+        return raise_mpi_error(c.task.call().comm, rc);
+    }
+    c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
+    engine().add(call);
+    engine().progress(true);
+    return MPI_SUCCESS;
+}
+
+// ---------------------------------------------------------------- persistent calls
+
+namespace {
+
+// The live persistent calls, by their carrier request.
+struct PersistentRegistry {
+    std::mutex mutex;
+    std::map<MPI_Request, CallPtr> calls;
+    std::set<int> tags;  // carriers' tags in use
+    int next_tag = 1;
+};
+PersistentRegistry& persistent_registry() {
+    static auto* r = new PersistentRegistry;
+    return *r;
+}
+
+CallPtr find_persistent(MPI_Request request) {
+    PersistentRegistry& reg = persistent_registry();
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    auto it = reg.calls.find(request);
+    return it == reg.calls.end() ? nullptr : it->second;
+}
+
+// A tag no live carrier has (MPI guarantees tags up to 32767).
+int take_carrier_tag() {
+    PersistentRegistry& reg = persistent_registry();
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    for (int tries = 0; tries < 32767; ++tries) {
+        const int t = reg.next_tag;
+        reg.next_tag = reg.next_tag % 32767 + 1;
+        if (reg.tags.insert(t).second) return t;
+    }
+    return -1;
+}
+
+}  // namespace
+
+int init_persistent(const CollectiveCall& given, MPI_Request* request, const std::function<int()>& mpi_own) {
+    Runtime* rt = Runtime::get();
+    if (!rt) rt = Runtime::start_late(given.comm);
+    if (!rt || !rt->config().enable || !rt->config().nonblocking || rt->device_possible() || !request ||
+        given.comm == MPI_COMM_NULL)
+        return mpi_own();
+    auto call = std::make_shared<NonblockingCall>(*rt, given);
+    NonblockingCall& c = *call;
+    // Initialization is collective (and may wait): the plan and the
+    // agreement are made here, once, as a blocking call's; the context is
+    // set up here if the communicator has none yet.
+    TaskStep step = c.task.plan();
+    if (step == TaskStep::agree) {
+        pmpi::allreduce(MPI_IN_PLACE, &c.task.agreement(), c.task.agreement_fields(), MPI_INT64_T, MPI_MIN,
+                        c.task.call().comm);
+        step = c.task.agreed();
+    }
+    if (step == TaskStep::done) return raise_mpi_error(given.comm, c.task.result());
+    if (step != TaskStep::run) return mpi_own();  // every rank alike: the MPI's own persistent collective
+    const int tag = take_carrier_tag();
+    int rc = tag < 0 ? MPI_ERR_INTERN : PMPI_Recv_init(nullptr, 0, MPI_INT, 0, tag, carrier_comm(), request);
+    if (rc != MPI_SUCCESS) {
+        NEXAR_ERROR("%s: MPI could not make a persistent request for it (error %d)", c.task.call().name, rc);
+        return raise_mpi_error(given.comm, rc);
+    }
+    c.ctx = c.task.context();
+    c.persistent = true;
+    c.carrier_tag = tag;
+    c.request = *request;
+    c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);  // its inboxes stay while it lives
+    PersistentRegistry& reg = persistent_registry();
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    reg.calls[*request] = call;
+    return MPI_SUCCESS;
+}
+
+int start_request(MPI_Request* request) {
+    CallPtr call = request ? find_persistent(*request) : nullptr;
+    if (!call) return pmpi::start(request);
+    NonblockingCall& c = *call;
+    const int rc = pmpi::start(request);  // the carrier
+    if (rc != MPI_SUCCESS) return rc;
+    c.stage = NonblockingCall::Stage::decided;
+    c.next = TaskStep::run;
+    c.result = MPI_SUCCESS;
+    c.raise = false;
+    c.run_status = Status::ok;
+    c.idle = IdleBackoff();
+    c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
+    engine().add(call);
+    engine().progress(true);
+    return MPI_SUCCESS;
+}
+
+int free_request(MPI_Request* request) {
+    CallPtr call;
+    if (request) {
+        PersistentRegistry& reg = persistent_registry();
+        std::lock_guard<std::mutex> lock(reg.mutex);
+        auto it = reg.calls.find(*request);
+        if (it != reg.calls.end()) {
+            call = it->second;
+            reg.calls.erase(it);
+            reg.tags.erase(call->carrier_tag);
+        }
+    }
+    if (call) {
+        // Freed while started: it completes first (MPI lets it complete).
+        IdleBackoff idle;
+        while (engine().has_call(call.get())) idle.after_round(engine().progress(true));
+        call->ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
+    }
+    return pmpi::request_free(request);
+}
+
+bool progress_nonblocking() { return engine().progress(true); }
+
+uint64_t nonblocking_completions() { return engine().completions.load(std::memory_order_acquire); }
+
+WaitingInMpi::WaitingInMpi() { engine().app_waiters.fetch_add(1); }
+
+WaitingInMpi::~WaitingInMpi() {
+    if (engine().app_waiters.fetch_sub(1) == 1 && !engine().idle()) engine().wake_thread();
+}
+
+bool nonblocking_in_flight() { return !engine().idle(); }
+
+void stop_progress_thread() { engine().stop_thread(); }
+
+void drain_nonblocking(MPI_Comm comm) {
+    if (engine().idle()) return;
+    IdleBackoff idle;
+    while (engine().has(comm, nullptr)) idle.after_round(engine().progress(true));
+}
+
+void drain_nonblocking(const CommContext* ctx) {
+    if (engine().idle()) return;
+    IdleBackoff idle;
+    while (engine().has(MPI_COMM_NULL, ctx)) idle.after_round(engine().progress(true));
+}
+
+}  // namespace nexar

@@ -1,0 +1,317 @@
+// The nonblocking collectives' entry points, and the completion calls that
+// move nexar's nonblocking calls along (core/nonblocking.h).
+//
+// A nonblocking call's request is a generalized request of the MPI's, which
+// MPI completes only when nexar says so.  So every completion call is
+// nexar's as well: while nexar has calls in flight it moves them along
+// first (MPI_Test*, MPI_Request_get_status) or between tests (MPI_Wait*:
+// it waits by testing, and once none of nexar's calls is left in flight,
+// in MPI itself).  With none in flight each goes straight to the MPI's own.
+// MPI_X and PMPI_X are both defined, for tools on either side, as for the
+// collectives (shim/allreduce_shim.cc).
+//
+// The persistent collectives' initialization (MPI-4's MPI_X_init, Open MPI
+// 4's MPIX_X_init), MPI_Start, MPI_Startall and MPI_Request_free are
+// nexar's too: its persistent calls' requests are carriers that MPI_Start
+// must start with the call (core/nonblocking.h).
+#include <mpi.h>
+
+#include "core/collective.h"
+#include "core/nonblocking.h"
+#include "core/pmpi.h"
+#include "shim/shim.h"
+
+namespace nexar {
+
+namespace {
+
+int start_here(const CollectiveCall& c, MPI_Request* request) {
+    return shim_guard(c.name, c.comm, [&] { return start_nonblocking(c, request); });
+}
+
+int iallreduce_here(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                    MPI_Request* request) {
+    CollectiveCall c;
+    c.name = "MPI_Iallreduce";
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = count, c.datatype = datatype, c.op = op, c.comm = comm;
+    return start_here(c, request);
+}
+
+int ireduce_scatter_block_here(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                               MPI_Comm comm, MPI_Request* request) {
+    CollectiveCall c;
+    c.kind = Collective::reduce_scatter, c.name = "MPI_Ireduce_scatter_block";
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = recvcount, c.datatype = datatype, c.op = op, c.comm = comm;
+    return start_here(c, request);
+}
+
+int ireduce_scatter_here(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+                         MPI_Comm comm, MPI_Request* request) {
+    CollectiveCall c;
+    c.kind = Collective::reduce_scatter, c.name = "MPI_Ireduce_scatter";
+    c.varying = true;
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.recvcounts = recvcounts, c.datatype = datatype, c.op = op;
+    c.comm = comm;
+    return start_here(c, request);
+}
+
+int iallgather_here(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+    CollectiveCall c;
+    c.kind = Collective::allgather, c.name = "MPI_Iallgather";
+    c.sendbuf = sendbuf, c.sendcount = sendcount, c.sendtype = sendtype;
+    c.recvbuf = recvbuf, c.count = recvcount, c.datatype = recvtype, c.comm = comm;
+    return start_here(c, request);
+}
+
+// Persistent collectives: nexar's, or where the ring cannot take them (on
+// every rank alike), the MPI's own; an MPI without them says so.
+int no_own_persistent(const char* name, MPI_Comm comm) {
+    NEXAR_ERROR("%s: this MPI has no persistent collectives of its own for nexar to pass the call to", name);
+    return raise_mpi_error(comm, MPI_ERR_OTHER);
+}
+
+int allreduce_init_here(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                        MPI_Info info, MPI_Request* request) {
+    CollectiveCall c;
+    c.name = "MPI_Allreduce_init";
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = count, c.datatype = datatype, c.op = op, c.comm = comm;
+    return shim_guard(c.name, comm, [&] {
+        return init_persistent(c, request, [&] {
+            auto own = pmpi::allreduce_init();
+            return own ? own(sendbuf, recvbuf, count, datatype, op, comm, info, request)
+                       : no_own_persistent(c.name, comm);
+        });
+    });
+}
+
+int reduce_scatter_block_init_here(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype,
+                                   MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    CollectiveCall c;
+    c.kind = Collective::reduce_scatter, c.name = "MPI_Reduce_scatter_block_init";
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = recvcount, c.datatype = datatype, c.op = op, c.comm = comm;
+    return shim_guard(c.name, comm, [&] {
+        return init_persistent(c, request, [&] {
+            auto own = pmpi::reduce_scatter_block_init();
+            return own ? own(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request)
+                       : no_own_persistent(c.name, comm);
+        });
+    });
+}
+
+int allgather_init_here(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                        MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+    CollectiveCall c;
+    c.kind = Collective::allgather, c.name = "MPI_Allgather_init";
+    c.sendbuf = sendbuf, c.sendcount = sendcount, c.sendtype = sendtype;
+    c.recvbuf = recvbuf, c.count = recvcount, c.datatype = recvtype, c.comm = comm;
+    return shim_guard(c.name, comm, [&] {
+        return init_persistent(c, request, [&] {
+            auto own = pmpi::allgather_init();
+            return own ? own(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
+                       : no_own_persistent(c.name, comm);
+        });
+    });
+}
+
+// A completion call: no exception crosses into the caller.
+template <class Body>
+int completion_guard(const char* name, const Body& body) {
+    try {
+        return body();
+    } catch (...) {
+        NEXAR_ERROR("%s: internal error", name);
+    }
+    return raise_mpi_error(MPI_COMM_WORLD, MPI_ERR_INTERN);
+}
+
+int wait_here(MPI_Request* request, MPI_Status* status) {
+    return completion_guard("MPI_Wait", [&] {
+        return wait_progressing([&](int* done) { return pmpi::test(request, done, status); },
+                                [&] { return pmpi::wait(request, status); });
+    });
+}
+
+int waitall_here(int count, MPI_Request requests[], MPI_Status statuses[]) {
+    return completion_guard("MPI_Waitall", [&] {
+        return wait_progressing([&](int* done) { return pmpi::testall(count, requests, done, statuses); },
+                                [&] { return pmpi::waitall(count, requests, statuses); });
+    });
+}
+
+int waitany_here(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+    return completion_guard("MPI_Waitany", [&] {
+        return wait_progressing([&](int* done) { return pmpi::testany(count, requests, index, done, status); },
+                                [&] { return pmpi::waitany(count, requests, index, status); });
+    });
+}
+
+int waitsome_here(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+    return completion_guard("MPI_Waitsome", [&] {
+        return wait_progressing(
+            [&](int* done) {
+                const int rc = pmpi::testsome(incount, requests, outcount, indices, statuses);
+                *done = *outcount != 0;  // some completed, or MPI_UNDEFINED: none active
+                return rc;
+            },
+            [&] { return pmpi::waitsome(incount, requests, outcount, indices, statuses); });
+    });
+}
+
+// The tests move nexar's calls along once, then ask MPI.
+template <class Test>
+int test_here(const char* name, const Test& test) {
+    return completion_guard(name, [&] {
+        progress_nonblocking();
+        return test();
+    });
+}
+
+int test_one_here(MPI_Request* request, int* flag, MPI_Status* status) {
+    return test_here("MPI_Test", [&] { return pmpi::test(request, flag, status); });
+}
+
+int testall_here(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+    return test_here("MPI_Testall", [&] { return pmpi::testall(count, requests, flag, statuses); });
+}
+
+int testany_here(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+    return test_here("MPI_Testany", [&] { return pmpi::testany(count, requests, index, flag, status); });
+}
+
+int testsome_here(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
+    return test_here("MPI_Testsome", [&] { return pmpi::testsome(incount, requests, outcount, indices, statuses); });
+}
+
+int request_get_status_here(MPI_Request request, int* flag, MPI_Status* status) {
+    return test_here("MPI_Request_get_status", [&] { return pmpi::request_get_status(request, flag, status); });
+}
+
+int start_here(MPI_Request* request) {
+    return completion_guard("MPI_Start", [&] { return start_request(request); });
+}
+
+int startall_here(int count, MPI_Request requests[]) {
+    return completion_guard("MPI_Startall", [&] {
+        for (int i = 0; i < count; ++i) {
+            const int rc = start_request(&requests[i]);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+        return MPI_SUCCESS;
+    });
+}
+
+int request_free_here(MPI_Request* request) {
+    return completion_guard("MPI_Request_free", [&] { return free_request(request); });
+}
+
+using IallreduceFn = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*);
+using IreduceScatterBlockFn = int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*);
+using IreduceScatterFn = int (*)(const void*, void*, const int[], MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*);
+using IallgatherFn = int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Request*);
+using WaitFn = int (*)(MPI_Request*, MPI_Status*);
+using WaitallFn = int (*)(int, MPI_Request[], MPI_Status[]);
+using WaitanyFn = int (*)(int, MPI_Request[], int*, MPI_Status*);
+using WaitsomeFn = int (*)(int, MPI_Request[], int*, int[], MPI_Status[]);
+using TestFn = int (*)(MPI_Request*, int*, MPI_Status*);
+using TestallFn = int (*)(int, MPI_Request[], int*, MPI_Status[]);
+using TestanyFn = int (*)(int, MPI_Request[], int*, int*, MPI_Status*);
+using TestsomeFn = int (*)(int, MPI_Request[], int*, int[], MPI_Status[]);
+using RequestGetStatusFn = int (*)(MPI_Request, int*, MPI_Status*);
+using StartFn = int (*)(MPI_Request*);
+using StartallFn = int (*)(int, MPI_Request[]);
+using RequestFreeFn = int (*)(MPI_Request*);
+
+}  // namespace
+}  // namespace nexar
+
+using namespace nexar;
+
+// MPI_X: a tool after nexar sees the call first (it comes back through
+// PMPI_X); PMPI_X: nexar's handling.
+#define NEXAR_ENTRY(Name, Fn, Here, Params, Args)                          \
+    int PMPI_##Name Params {                                               \
+        reached_pmpi();                                                    \
+        return Here Args;                                                  \
+    }                                                                      \
+    int MPI_##Name Params {                                                \
+        static const auto tool = tool_after_us<Fn>("MPI_" #Name);          \
+        if (tool) return through_tool(tool, "MPI_" #Name, NEXAR_UNPAREN Args); \
+        return Here Args;                                                  \
+    }
+#define NEXAR_UNPAREN(...) __VA_ARGS__
+#define NEXAR_ENTRY_X(Name, Fn, Here, Params, Args)                          \
+    int PMPIX_##Name Params {                                                \
+        reached_pmpi();                                                      \
+        return Here Args;                                                    \
+    }                                                                        \
+    int MPIX_##Name Params {                                                 \
+        static const auto tool = tool_after_us<Fn>("MPIX_" #Name);           \
+        if (tool) return through_tool(tool, "MPIX_" #Name, NEXAR_UNPAREN Args); \
+        return Here Args;                                                    \
+    }
+
+extern "C" {
+
+// ---------------------------------------------------------------- nonblocking collectives
+NEXAR_ENTRY(Iallreduce, IallreduceFn, iallreduce_here,
+            (const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+             MPI_Request* request),
+            (sendbuf, recvbuf, count, datatype, op, comm, request))
+NEXAR_ENTRY(Ireduce_scatter_block, IreduceScatterBlockFn, ireduce_scatter_block_here,
+            (const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+             MPI_Request* request),
+            (sendbuf, recvbuf, recvcount, datatype, op, comm, request))
+NEXAR_ENTRY(Ireduce_scatter, IreduceScatterFn, ireduce_scatter_here,
+            (const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
+             MPI_Comm comm, MPI_Request* request),
+            (sendbuf, recvbuf, recvcounts, datatype, op, comm, request))
+NEXAR_ENTRY(Iallgather, IallgatherFn, iallgather_here,
+            (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+             MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request),
+            (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request))
+
+// ---------------------------------------------------------------- completion calls
+NEXAR_ENTRY(Wait, WaitFn, wait_here, (MPI_Request * request, MPI_Status* status), (request, status))
+NEXAR_ENTRY(Waitall, WaitallFn, waitall_here, (int count, MPI_Request requests[], MPI_Status statuses[]),
+            (count, requests, statuses))
+NEXAR_ENTRY(Waitany, WaitanyFn, waitany_here, (int count, MPI_Request requests[], int* index, MPI_Status* status),
+            (count, requests, index, status))
+NEXAR_ENTRY(Waitsome, WaitsomeFn, waitsome_here,
+            (int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]),
+            (incount, requests, outcount, indices, statuses))
+NEXAR_ENTRY(Test, TestFn, test_one_here, (MPI_Request * request, int* flag, MPI_Status* status),
+            (request, flag, status))
+NEXAR_ENTRY(Testall, TestallFn, testall_here, (int count, MPI_Request requests[], int* flag, MPI_Status statuses[]),
+            (count, requests, flag, statuses))
+NEXAR_ENTRY(Testany, TestanyFn, testany_here,
+            (int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status),
+            (count, requests, index, flag, status))
+NEXAR_ENTRY(Testsome, TestsomeFn, testsome_here,
+            (int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]),
+            (incount, requests, outcount, indices, statuses))
+NEXAR_ENTRY(Request_get_status, RequestGetStatusFn, request_get_status_here,
+            (MPI_Request request, int* flag, MPI_Status* status), (request, flag, status))
+
+// ---------------------------------------------------------------- persistent collectives
+// MPI-4's names, and Open MPI 4's MPIX_ ones (mpi-ext.h).
+#define NEXAR_PERSISTENT(Name, Fn, Here, Params, Args) \
+    NEXAR_ENTRY(Name, Fn, Here, Params, Args)          \
+    NEXAR_ENTRY_X(Name, Fn, Here, Params, Args)
+NEXAR_PERSISTENT(Allreduce_init, pmpi::AllreduceInitFn, allreduce_init_here,
+                 (const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                  MPI_Info info, MPI_Request* request),
+                 (sendbuf, recvbuf, count, datatype, op, comm, info, request))
+NEXAR_PERSISTENT(Reduce_scatter_block_init, pmpi::ReduceScatterBlockInitFn, reduce_scatter_block_init_here,
+                 (const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm, MPI_Info info, MPI_Request* request),
+                 (sendbuf, recvbuf, recvcount, datatype, op, comm, info, request))
+NEXAR_PERSISTENT(Allgather_init, pmpi::AllgatherInitFn, allgather_init_here,
+                 (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request),
+                 (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request))
+NEXAR_ENTRY(Start, StartFn, start_here, (MPI_Request * request), (request))
+NEXAR_ENTRY(Startall, StartallFn, startall_here, (int count, MPI_Request requests[]), (count, requests))
+NEXAR_ENTRY(Request_free, RequestFreeFn, request_free_here, (MPI_Request * request), (request))
+
+}  // extern "C"
