@@ -14,13 +14,17 @@
  *   the communication hidden behind the computation.
  * Every time is the mean over the iterations of the slowest rank's.
  *
- *   nexar_osu_iallreduce [-m MIN:MAX] [-i N] [-x N] [-T int|float|double] [--csv FILE]
+ *   nexar_osu_iallreduce [-m MIN:MAX] [-i N] [-x N] [-c] [-T int|float|double] [--csv FILE]
+ *
+ * -c: nexar's result at each size must be exactly MPI's (inputs are small
+ * integers); the program exits 1 where it is not.
  *
  * --persistent [-r N] instead: for each size, the mean time of a blocking
  * allreduce and of MPI_Start + MPI_Wait of a persistent one (initialized
  * once), the MPI's own (PMPI_Allreduce; PMPI_Allreduce_init or Open MPI 4's
  * PMPIX_Allreduce_init) and nexar's (MPI_Allreduce; MPI_Allreduce_init or
- * MPIX_Allreduce_init), the best of N alternating repetitions (default 5).
+ * MPIX_Allreduce_init), and nexar's MPI_Iallreduce waited on at once, the
+ * best of N alternating repetitions (default 5).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -128,36 +132,50 @@ static double time_persistent(int mpi, const void *s, void *r, int count, MPI_Da
     return t;
 }
 
+/* Start + Wait of a nonblocking allreduce, waited on at once. */
+static double time_nonblocking(int mpi, const void *s, void *r, int count, MPI_Datatype dt, int iters, int warmup) {
+    MPI_Request req;
+    for (int i = 0; i < warmup; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, &req);
+    PMPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, &req);
+    return slowest((MPI_Wtime() - t0) / iters);
+}
+
 static void persistent_table(size_t min, size_t max, MPI_Datatype dt, size_t esz, int iters, int reps, int rank,
                              FILE *csv, char *s, char *r) {
     if (rank == 0) {
-        printf("# persistent against blocking: mean us per call, best of %d alternating repetitions;\n"
-               "# MPI = the MPI's own PMPI_Allreduce / its persistent allreduce%s, nexar = MPI_Allreduce / "
-               "nexar's persistent allreduce (Start + Wait)\n",
+        printf("# persistent and nonblocking against blocking: mean us per call, best of %d alternating "
+               "repetitions;\n# MPI = the MPI's own PMPI_Allreduce / its persistent allreduce%s; nexar = "
+               "MPI_Allreduce / MPI_Iallreduce + MPI_Wait at once / nexar's persistent allreduce (Start + Wait);\n"
+               "# nonbl/blk: nonblocking time over blocking (1 = as fast); pers/block, vs MPI: speedups\n",
                reps, own_init ? "" : " (none in this MPI)");
-        printf("# %-10s %12s %12s %12s %12s %10s %10s\n", "Size", "MPI block", "MPI persist", "nexar block",
-               "nexar pers", "pers/block", "vs MPI");
-        if (csv) fprintf(csv, "size_bytes,mpi_blocking_us,mpi_persistent_us,nexar_blocking_us,nexar_persistent_us,"
+        printf("# %-10s %12s %12s %12s %12s %12s %10s %10s %10s\n", "Size", "MPI block", "MPI persist",
+               "nexar block", "nexar nonbl", "nexar pers", "nonbl/blk", "pers/block", "vs MPI");
+        if (csv) fprintf(csv, "size_bytes,mpi_blocking_us,mpi_persistent_us,nexar_blocking_us,nexar_nonblocking_us,"
+                              "nexar_persistent_us,nexar_nonblocking_over_blocking,"
                               "nexar_persistent_speedup_over_blocking,nexar_persistent_speedup_over_best_mpi\n");
     }
     for (size_t bytes = min; bytes <= max; bytes *= 2) {
         int count = (int)(bytes / esz);
         int it = iters > 0 ? iters : bytes >= (1u << 20) ? 100 : 1000;
-        double t[4] = {1e30, 1e30, 1e30, 1e30};
+        /* MPI blocking, MPI persistent, nexar blocking, nexar nonblocking, nexar persistent */
+        double t[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
         for (int rep = 0; rep < reps; ++rep) {
             double x;
             if ((x = time_blocking(1, s, r, count, dt, it, it / 10)) < t[0]) t[0] = x;
             if ((x = time_persistent(1, s, r, count, dt, it, it / 10)) < t[1]) t[1] = x;
             if ((x = time_blocking(0, s, r, count, dt, it, it / 10)) < t[2]) t[2] = x;
-            if ((x = time_persistent(0, s, r, count, dt, it, it / 10)) < t[3]) t[3] = x;
+            if ((x = time_nonblocking(0, s, r, count, dt, it, it / 10)) < t[3]) t[3] = x;
+            if ((x = time_persistent(0, s, r, count, dt, it, it / 10)) < t[4]) t[4] = x;
         }
         double best_mpi = t[1] > 0 && t[1] < t[0] ? t[1] : t[0];
         if (rank == 0) {
-            printf("  %-10zu %12.2f %12.2f %12.2f %12.2f %9.2fx %9.2fx\n", bytes, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6,
-                   t[3] * 1e6, t[2] / t[3], best_mpi / t[3]);
+            printf("  %-10zu %12.2f %12.2f %12.2f %12.2f %12.2f %9.2fx %9.2fx %9.2fx\n", bytes, t[0] * 1e6, t[1] * 1e6,
+                   t[2] * 1e6, t[3] * 1e6, t[4] * 1e6, t[3] / t[2], t[2] / t[4], best_mpi / t[4]);
             if (csv)
-                fprintf(csv, "%zu,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f\n", bytes, t[0] * 1e6, t[1] * 1e6, t[2] * 1e6,
-                        t[3] * 1e6, t[2] / t[3], best_mpi / t[3]);
+                fprintf(csv, "%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f\n", bytes, t[0] * 1e6, t[1] * 1e6,
+                        t[2] * 1e6, t[3] * 1e6, t[4] * 1e6, t[3] / t[2], t[2] / t[4], best_mpi / t[4]);
             fflush(stdout);
         }
     }
@@ -170,7 +188,7 @@ static double overlap(double t_pure, double t_all, double t_cpu) {
 
 int main(int argc, char **argv) {
     size_t min = 1 << 20, max = 16u << 20;
-    int iters = -1, warmup = -1, persistent = 0, reps = 5;
+    int iters = -1, warmup = -1, persistent = 0, reps = 5, validate = 0;
     const char *type = "float", *csv_path = NULL;
     MPI_Init(&argc, &argv);
     own_iallreduce = own_mpi(PMPI_Iallreduce);
@@ -194,10 +212,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) type = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--persistent")) persistent = 1;
+        else if (!strcmp(argv[i], "-c")) validate = 1;
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else {
             if (rank == 0)
-                fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-T int|float|double] [--persistent [-r N]] [--csv FILE]\n",
+                fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-T int|float|double] [--persistent [-r N]] [--csv FILE]\n",
                         argv[0]);
             MPI_Finalize();
             return 2;
@@ -212,8 +231,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rank %d: cannot allocate %zu bytes\n", rank, max);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    memset(s, 0, max);
+    /* Small integers in every type: sums are exact, so -c compares exactly. */
+    for (size_t i = 0; i < max / esz; ++i) {
+        const int v = (int)((i * 7 + (size_t)rank * 13) % 101) - 50;
+        if (dt == MPI_INT) ((int *)s)[i] = v;
+        else if (dt == MPI_DOUBLE) ((double *)s)[i] = v;
+        else ((float *)s)[i] = (float)v;
+    }
     memset(r, 0, max);
+    char *check = validate ? malloc(max) : NULL;
+    long mismatches = 0;
     FILE *csv = rank == 0 && csv_path ? fopen(csv_path, "w") : NULL;
     if (persistent) {
         own_start = (start_fn)own_mpi_symbol("PMPI_Start");
@@ -227,6 +254,7 @@ int main(int argc, char **argv) {
                    intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
         persistent_table(min, max, dt, esz, iters, reps, rank, csv, s, r);
         if (csv) fclose(csv);
+        free(check);
         free(s);
         free(r);
         MPI_Finalize();
@@ -250,7 +278,13 @@ int main(int argc, char **argv) {
         int wu = warmup >= 0 ? warmup : it / 5 + 1;
         double m[3], n[3];
         measure(1, s, r, count, dt, it, wu, -1, &m[0], &m[1], &m[2]);
+        if (check) memcpy(check, r, bytes);
         measure(0, s, r, count, dt, it, wu, -1, &n[0], &n[1], &n[2]);
+        if (check && memcmp(check, r, bytes) != 0) {
+            ++mismatches;
+            fprintf(stderr, "nexar_osu_iallreduce: rank %d: at %zu bytes nexar's result differs from MPI's\n", rank,
+                    bytes);
+        }
         if (rank == 0) {
             printf("  %-10zu %10.1f %10.1f %10.1f %8.1f   %10.1f %10.1f %10.1f %8.1f\n", bytes, m[1] * 1e6,
                    m[2] * 1e6, m[0] * 1e6, overlap(m[0], m[1], m[2]), n[1] * 1e6, n[2] * 1e6, n[0] * 1e6,
@@ -263,8 +297,12 @@ int main(int argc, char **argv) {
         }
     }
     if (csv) fclose(csv);
+    long all_mismatches = 0;
+    own_allreduce(&mismatches, &all_mismatches, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0 && check) printf("# -c: %s\n", all_mismatches ? "nexar's results DIFFER from MPI's" : "every size's result is MPI's");
+    free(check);
     free(s);
     free(r);
     MPI_Finalize();
-    return 0;
+    return all_mismatches ? 1 : 0;
 }

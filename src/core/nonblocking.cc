@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -89,7 +90,7 @@ int cancel_grequest(void*, int) { return MPI_SUCCESS; }  // a started collective
 MPI_Comm carrier_comm() {
     static MPI_Comm comm = [] {
         MPI_Comm c = MPI_COMM_NULL;
-        PMPI_Comm_dup(MPI_COMM_SELF, &c);
+        pmpi::comm_dup(MPI_COMM_SELF, &c);
         PMPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
         return c;
     }();
@@ -309,18 +310,29 @@ bool Engine::progress(bool may_call_mpi) {
     std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return false;  // another thread is at it
     // Per context: whether an earlier call is undecided, or not finished.
+    // Kept on the stack for the usual few contexts (this runs in every
+    // round of every wait); more spill into a vector.
     struct Seen {
         const CommContext* ctx;
         bool undecided, busy;
     };
-    std::vector<Seen> seen;  // a few contexts at most
+    std::array<Seen, 16> near{};
+    size_t n_near = 0;
+    std::vector<Seen> far;
+    auto seen_of = [&](const CommContext* ctx) -> Seen& {
+        for (size_t i = 0; i < n_near; ++i)
+            if (near[i].ctx == ctx) return near[i];
+        for (Seen& s : far)
+            if (s.ctx == ctx) return s;
+        if (n_near < near.size()) return near[n_near++] = Seen{ctx, false, false};
+        return far.emplace_back(Seen{ctx, false, false});
+    };
     bool moved = false;
     for (const CallPtr& c : calls_) {
-        auto it = std::find_if(seen.begin(), seen.end(), [&](const Seen& s) { return s.ctx == c->ctx; });
-        if (it == seen.end()) it = seen.insert(seen.end(), Seen{c->ctx, false, false});
-        moved |= step(*c, it->undecided, it->busy, may_call_mpi);
-        it->undecided |= c->stage == Stage::agreeing;
-        it->busy |= c->stage != Stage::complete;
+        Seen& seen = seen_of(c->ctx);
+        moved |= step(*c, seen.undecided, seen.busy, may_call_mpi);
+        seen.undecided |= c->stage == Stage::agreeing;
+        seen.busy |= c->stage != Stage::complete;
     }
     return complete_finished(may_call_mpi) || moved;
 }

@@ -156,6 +156,31 @@ int start(MPI_Request* request) {
     return own(request);
 }
 
+int comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Comm_dup, int (*)(MPI_Comm, MPI_Comm*));
+    return own(comm, newcomm);
+}
+
+int comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Comm_dup_with_info, int (*)(MPI_Comm, MPI_Info, MPI_Comm*));
+    return own(comm, info, newcomm);
+}
+
+int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Comm_split, int (*)(MPI_Comm, int, int, MPI_Comm*));
+    return own(comm, color, key, newcomm);
+}
+
+int comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Comm_split_type, int (*)(MPI_Comm, int, int, MPI_Info, MPI_Comm*));
+    return own(comm, split_type, key, info, newcomm);
+}
+
+int comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Comm_create, int (*)(MPI_Comm, MPI_Group, MPI_Comm*));
+    return own(comm, group, newcomm);
+}
+
 int request_free(MPI_Request* request) {
     NEXAR_NEXT(PMPI_Request_free, int (*)(MPI_Request*));
     return own(request);

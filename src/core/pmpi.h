@@ -49,6 +49,12 @@ int testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status
 int testsome(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]);
 int request_get_status(MPI_Request request, int* flag, MPI_Status* status);
 int start(MPI_Request* request);
+// Communicator creation (shim/comm_shim.cc).
+int comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
+int comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm);
+int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
+int comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm);
+int comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
 int request_free(MPI_Request* request);
 // The MPI's own persistent collectives' initialization (MPI-4's
 // PMPI_X_init, or Open MPI 4's PMPIX_X_init); null where it has neither.

@@ -61,11 +61,20 @@ void Runtime::start(int thread_level) {
     // the other ranks): MPI_COMM_WORLD's is ready before the first one,
     // where host buffers may go to the ring (device buffers do not take
     // nonblocking calls yet).
-    const Config& cfg = rt->config_;
-    if (cfg.enable && cfg.nonblocking && cfg.host_buffers && !rt->device_possible_ && rt->transport_ready()) {
-        std::string error;
-        rt->context_for(MPI_COMM_WORLD, &error);
-    }
+    rt->prepare_context(MPI_COMM_WORLD);
+}
+
+void Runtime::prepare_context(MPI_Comm comm) {
+    // Every rank decides alike: rank 0's settings, an agreed device_possible_,
+    // and the communicator's own shape.  (A rank without UCX takes part too:
+    // context_for disables the context for all.)
+    if (!config_.enable || !config_.nonblocking || !config_.host_buffers || device_possible_) return;
+    int inter = 0, size = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    PMPI_Comm_size(comm, &size);
+    if (inter || size < 2 || uint64_t(size) > kMaxRingRanks) return;
+    std::string error;
+    context_for(comm, &error);
 }
 
 Runtime* Runtime::start_late(MPI_Comm comm) {
@@ -162,7 +171,7 @@ void Runtime::init(int thread_level) {
     int local_size = 0, world_size = 0, spans = 0;
     MPI_Comm local = MPI_COMM_NULL;
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
-    if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local) ==
+    if (pmpi::comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local) ==
             MPI_SUCCESS && local != MPI_COMM_NULL) {
         PMPI_Comm_size(local, &local_size);
         PMPI_Comm_free(&local);
@@ -374,7 +383,7 @@ namespace {
 RingTopology learn_topology(MPI_Comm comm, int rank, int size) {
     MPI_Comm local = MPI_COMM_NULL;
     int leader = rank;
-    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) == MPI_SUCCESS &&
+    if (pmpi::comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) == MPI_SUCCESS &&
         local != MPI_COMM_NULL) {
         PMPI_Bcast(&leader, 1, MPI_INT, 0, local);  // key = rank: local rank 0 is the lowest
         PMPI_Comm_free(&local);
@@ -548,9 +557,10 @@ bool Runtime::has_context(MPI_Comm comm) const {
 void Runtime::say_once_no_context() {
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
-        NEXAR_INFO("a nonblocking collective on a communicator that no blocking collective of nexar's has used yet "
-                   "passes through to MPI (setting the ring up would wait for the other ranks); MPI_COMM_WORLD's "
-                   "is set up at MPI_Init");
+        NEXAR_INFO("a nonblocking collective on a communicator without a ring of nexar's passes through to MPI "
+                   "(setting the ring up would wait for the other ranks): rings are set up at MPI_Init for "
+                   "MPI_COMM_WORLD, when MPI_Comm_dup, _split, _split_type or _create makes a communicator, and "
+                   "by its first blocking collective that takes the ring");
 }
 
 CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
@@ -616,7 +626,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
     }
     // The nonblocking calls' fallbacks go on a duplicate (core/nonblocking.h).
     MPI_Comm shadow = MPI_COMM_NULL;
-    if (!ctx->disabled() && config_.nonblocking && PMPI_Comm_dup(comm, &shadow) == MPI_SUCCESS)
+    if (!ctx->disabled() && config_.nonblocking && pmpi::comm_dup(comm, &shadow) == MPI_SUCCESS)
         ctx->set_shadow_comm(shadow);
     {
         std::lock_guard<std::mutex> reg(registry_mutex_);

@@ -79,6 +79,10 @@ public:
     // guarantee it).  Never null.  A context that could not connect on some
     // rank comes back disabled() on every rank; *error says why locally.
     CommContext* context_for(MPI_Comm comm, std::string* error);
+    // Sets up the context of `comm` (collective) where nonblocking calls
+    // may take its ring: MPI_COMM_WORLD at MPI_Init, new communicators as
+    // they are made (shim/comm_shim.cc).
+    void prepare_context(MPI_Comm comm);
     // Whether `comm` has its context already (asking sets none up).
     bool has_context(MPI_Comm comm) const;
     // NEXAR_LOG=info, once: a nonblocking call found no context.

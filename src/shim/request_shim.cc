@@ -227,77 +227,53 @@ using RequestFreeFn = int (*)(MPI_Request*);
 
 using namespace nexar;
 
-// MPI_X: a tool after nexar sees the call first (it comes back through
-// PMPI_X); PMPI_X: nexar's handling.
-#define NEXAR_ENTRY(Name, Fn, Here, Params, Args)                          \
-    int PMPI_##Name Params {                                               \
-        reached_pmpi();                                                    \
-        return Here Args;                                                  \
-    }                                                                      \
-    int MPI_##Name Params {                                                \
-        static const auto tool = tool_after_us<Fn>("MPI_" #Name);          \
-        if (tool) return through_tool(tool, "MPI_" #Name, NEXAR_UNPAREN Args); \
-        return Here Args;                                                  \
-    }
-#define NEXAR_UNPAREN(...) __VA_ARGS__
-#define NEXAR_ENTRY_X(Name, Fn, Here, Params, Args)                          \
-    int PMPIX_##Name Params {                                                \
-        reached_pmpi();                                                      \
-        return Here Args;                                                    \
-    }                                                                        \
-    int MPIX_##Name Params {                                                 \
-        static const auto tool = tool_after_us<Fn>("MPIX_" #Name);           \
-        if (tool) return through_tool(tool, "MPIX_" #Name, NEXAR_UNPAREN Args); \
-        return Here Args;                                                    \
-    }
-
 extern "C" {
 
 // ---------------------------------------------------------------- nonblocking collectives
-NEXAR_ENTRY(Iallreduce, IallreduceFn, iallreduce_here,
+NEXAR_SHIM_ENTRY(Iallreduce, IallreduceFn, iallreduce_here,
             (const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
              MPI_Request* request),
             (sendbuf, recvbuf, count, datatype, op, comm, request))
-NEXAR_ENTRY(Ireduce_scatter_block, IreduceScatterBlockFn, ireduce_scatter_block_here,
+NEXAR_SHIM_ENTRY(Ireduce_scatter_block, IreduceScatterBlockFn, ireduce_scatter_block_here,
             (const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
              MPI_Request* request),
             (sendbuf, recvbuf, recvcount, datatype, op, comm, request))
-NEXAR_ENTRY(Ireduce_scatter, IreduceScatterFn, ireduce_scatter_here,
+NEXAR_SHIM_ENTRY(Ireduce_scatter, IreduceScatterFn, ireduce_scatter_here,
             (const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
              MPI_Comm comm, MPI_Request* request),
             (sendbuf, recvbuf, recvcounts, datatype, op, comm, request))
-NEXAR_ENTRY(Iallgather, IallgatherFn, iallgather_here,
+NEXAR_SHIM_ENTRY(Iallgather, IallgatherFn, iallgather_here,
             (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
              MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request),
             (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request))
 
 // ---------------------------------------------------------------- completion calls
-NEXAR_ENTRY(Wait, WaitFn, wait_here, (MPI_Request * request, MPI_Status* status), (request, status))
-NEXAR_ENTRY(Waitall, WaitallFn, waitall_here, (int count, MPI_Request requests[], MPI_Status statuses[]),
+NEXAR_SHIM_ENTRY(Wait, WaitFn, wait_here, (MPI_Request * request, MPI_Status* status), (request, status))
+NEXAR_SHIM_ENTRY(Waitall, WaitallFn, waitall_here, (int count, MPI_Request requests[], MPI_Status statuses[]),
             (count, requests, statuses))
-NEXAR_ENTRY(Waitany, WaitanyFn, waitany_here, (int count, MPI_Request requests[], int* index, MPI_Status* status),
+NEXAR_SHIM_ENTRY(Waitany, WaitanyFn, waitany_here, (int count, MPI_Request requests[], int* index, MPI_Status* status),
             (count, requests, index, status))
-NEXAR_ENTRY(Waitsome, WaitsomeFn, waitsome_here,
+NEXAR_SHIM_ENTRY(Waitsome, WaitsomeFn, waitsome_here,
             (int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]),
             (incount, requests, outcount, indices, statuses))
-NEXAR_ENTRY(Test, TestFn, test_one_here, (MPI_Request * request, int* flag, MPI_Status* status),
+NEXAR_SHIM_ENTRY(Test, TestFn, test_one_here, (MPI_Request * request, int* flag, MPI_Status* status),
             (request, flag, status))
-NEXAR_ENTRY(Testall, TestallFn, testall_here, (int count, MPI_Request requests[], int* flag, MPI_Status statuses[]),
+NEXAR_SHIM_ENTRY(Testall, TestallFn, testall_here, (int count, MPI_Request requests[], int* flag, MPI_Status statuses[]),
             (count, requests, flag, statuses))
-NEXAR_ENTRY(Testany, TestanyFn, testany_here,
+NEXAR_SHIM_ENTRY(Testany, TestanyFn, testany_here,
             (int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status),
             (count, requests, index, flag, status))
-NEXAR_ENTRY(Testsome, TestsomeFn, testsome_here,
+NEXAR_SHIM_ENTRY(Testsome, TestsomeFn, testsome_here,
             (int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]),
             (incount, requests, outcount, indices, statuses))
-NEXAR_ENTRY(Request_get_status, RequestGetStatusFn, request_get_status_here,
+NEXAR_SHIM_ENTRY(Request_get_status, RequestGetStatusFn, request_get_status_here,
             (MPI_Request request, int* flag, MPI_Status* status), (request, flag, status))
 
 // ---------------------------------------------------------------- persistent collectives
 // MPI-4's names, and Open MPI 4's MPIX_ ones (mpi-ext.h).
 #define NEXAR_PERSISTENT(Name, Fn, Here, Params, Args) \
-    NEXAR_ENTRY(Name, Fn, Here, Params, Args)          \
-    NEXAR_ENTRY_X(Name, Fn, Here, Params, Args)
+    NEXAR_SHIM_ENTRY_AS(MPI, Name, Fn, Here, Params, Args) \
+    NEXAR_SHIM_ENTRY_AS(MPIX, Name, Fn, Here, Params, Args)
 NEXAR_PERSISTENT(Allreduce_init, pmpi::AllreduceInitFn, allreduce_init_here,
                  (const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                   MPI_Info info, MPI_Request* request),
@@ -310,8 +286,8 @@ NEXAR_PERSISTENT(Allgather_init, pmpi::AllgatherInitFn, allgather_init_here,
                  (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request),
                  (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request))
-NEXAR_ENTRY(Start, StartFn, start_here, (MPI_Request * request), (request))
-NEXAR_ENTRY(Startall, StartallFn, startall_here, (int count, MPI_Request requests[]), (count, requests))
-NEXAR_ENTRY(Request_free, RequestFreeFn, request_free_here, (MPI_Request * request), (request))
+NEXAR_SHIM_ENTRY(Start, StartFn, start_here, (MPI_Request * request), (request))
+NEXAR_SHIM_ENTRY(Startall, StartallFn, startall_here, (int count, MPI_Request requests[]), (count, requests))
+NEXAR_SHIM_ENTRY(Request_free, RequestFreeFn, request_free_here, (MPI_Request * request), (request))
 
 }  // extern "C"

@@ -58,14 +58,31 @@ int through_tool(F tool, const char* name, Args... args) {
         static std::atomic<bool> said{false};
         Dl_info info;
         if (!said.exchange(true))
-            NEXAR_WARN("%s of %s, loaded after libnexar_pmpi, did not call PMPI_%s: nexar cannot take these calls. "
+            NEXAR_WARN("%s of %s, loaded after libnexar_pmpi, did not call P%s: nexar cannot take these calls. "
                        "Preload the tool first (LD_PRELOAD=\"tool.so libnexar_pmpi.so\")",
                        name, dladdr(reinterpret_cast<void*>(tool), &info) && info.dli_fname ? info.dli_fname : "a tool",
-                       name + 4);
+                       name);
     }
     t_awaiting_pmpi = false;
     return rc;
 }
+
+// Defines PMPI_<Name> (nexar's handling, `Here Args`) and MPI_<Name> (a
+// tool after nexar sees the call first and comes back through PMPI_<Name>)
+// for a call of type `Fn` with parameters `Params`; _AS(MPIX, ...) the
+// same for MPIX_<Name> and PMPIX_<Name>.  Inside extern "C".
+#define NEXAR_SHIM_ENTRY_AS(Prefix, Name, Fn, Here, Params, Args)                        \
+    int P##Prefix##_##Name Params {                                                       \
+        nexar::reached_pmpi();                                                            \
+        return Here Args;                                                                 \
+    }                                                                                     \
+    int Prefix##_##Name Params {                                                          \
+        static const auto tool = nexar::tool_after_us<Fn>(#Prefix "_" #Name);             \
+        if (tool) return nexar::through_tool(tool, #Prefix "_" #Name, NEXAR_SHIM_UNPAREN Args); \
+        return Here Args;                                                                 \
+    }
+#define NEXAR_SHIM_ENTRY(Name, Fn, Here, Params, Args) NEXAR_SHIM_ENTRY_AS(MPI, Name, Fn, Here, Params, Args)
+#define NEXAR_SHIM_UNPAREN(...) __VA_ARGS__
 
 inline int shim_intercept(const CollectiveCall& call) {
     return shim_guard(call.name, call.comm, [&] { return intercept_collective(call); });

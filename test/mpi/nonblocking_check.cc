@@ -19,9 +19,10 @@
 // the same communicator, which nexar orders after it; only with
 // --expect-ring 1: MPI calls it erroneous).  Odd ranks start the
 // two communicators' calls in the opposite order to even ranks.  Then:
-// many calls in flight on one communicator; a call on a communicator
-// without a context (passes through); calls started and waited on in a
-// tight loop; persistent calls (MPI_Allreduce_init, or Open MPI 4's
+// many calls in flight on one communicator; calls started and waited on in a
+// tight loop; calls on a communicator MPI_Comm_split made (nexar sets its
+// ring up then) and on one MPI_Comm_create_group made (no ring: they pass
+// through); persistent calls (MPI_Allreduce_init, or Open MPI 4's
 // MPIX_Allreduce_init, and the like) started many times with new input.
 // Each of these phases counts the calls that took nexar's ring
 // (nexar_get_counter): all of them (--expect-ring 1, the default) or none.
@@ -584,11 +585,22 @@ int main(int argc, char** argv) {
         uint64_t before = ring_calls();
         many_in_flight(a, seed * 7000, 24);
         expect_ring_calls("24 calls in flight", before, expect_ring ? 24 : 0);
-        // No blocking call ever set this one up: its calls pass through.
-        MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+        // MPI_Comm_split sets the new communicator's ring up: its first
+        // calls are nonblocking and take it.
+        MPI_Comm_split(MPI_COMM_WORLD, 0, g_rank, &fresh);  // the checks take world ranks for its ranks
         before = ring_calls();
         many_in_flight(fresh, seed * 9000, 4);
-        expect_ring_calls("a communicator without a context", before, 0);
+        expect_ring_calls("a new communicator from MPI_Comm_split", before, expect_ring ? 4 : 0);
+        MPI_Comm_free(&fresh);
+        // MPI_Comm_create_group does not (it is collective over the group
+        // only, and nexar does not define it): its calls pass through.
+        MPI_Group world_group;
+        MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+        MPI_Comm_create_group(MPI_COMM_WORLD, world_group, 7, &fresh);
+        MPI_Group_free(&world_group);
+        before = ring_calls();
+        many_in_flight(fresh, seed * 9500, 4);
+        expect_ring_calls("a communicator without a ring (MPI_Comm_create_group)", before, 0);
         MPI_Comm_free(&fresh);
         // Started and waited on at once, as a blocking call.
         before = ring_calls();
@@ -604,8 +616,11 @@ int main(int argc, char** argv) {
         before = ring_calls();
         persistent_rounds(a, seed, 12);
         expect_ring_calls("persistent calls", before, expect_ring ? 36 : 0);
-        // On a communicator no blocking call has used: initialization sets it up.
-        MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+        // On a communicator without a ring: initialization sets it up.
+        MPI_Group world_group2;
+        MPI_Comm_group(MPI_COMM_WORLD, &world_group2);
+        MPI_Comm_create_group(MPI_COMM_WORLD, world_group2, 8, &fresh);
+        MPI_Group_free(&world_group2);
         before = ring_calls();
         persistent_rounds(fresh, seed + 7, 3);
         expect_ring_calls("persistent calls on a new communicator", before, expect_ring ? 9 : 0);
