@@ -120,7 +120,7 @@ Status RingOperation::check_stall(std::chrono::steady_clock::time_point idle_sin
     Status s = in_.check_peer(error);
     if (ok(s)) s = out_.check_peer(error);
     if (!ok(s)) return fail(s);
-    if (opt_.timeout_s <= 0) return Status::ok;
+    if (opt_.timeout_s <= 0 || (opt_.patient_start && received() == 0)) return Status::ok;
     double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
     if (idle_s <= opt_.timeout_s) return Status::ok;
     char peers[96], buf[512];

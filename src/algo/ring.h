@@ -51,6 +51,10 @@ struct RingOptions {
     // Copy settled results past the cache (Arrival::stream).  The
     // dispatcher decides per call, from NEXAR_STREAM_BYTES.
     bool stream_results = false;
+    // No timeout before the first message from the predecessor: a ring
+    // started with no agreement before it (a persistent call's MPI_Start)
+    // may wait for a peer that starts later, as MPI's own calls do.
+    bool patient_start = false;
 };
 
 // This rank's place on the ring.

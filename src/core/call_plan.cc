@@ -172,7 +172,7 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx, Collective ki
 // this rank's buffers cannot take the ring (null: they can).
 LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const LocalPlan& where, const void* ring_src,
                        void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz, const RingOptions& opt,
-                       const char* refusal, bool reserve_now) {
+                       const char* refusal, bool nonblocking) {
     LocalPlan p = where;
     if (refusal) return p.why = refusal, p;
     p.segment = p.device() ? rt.config().device_segment_bytes() : opt.segment_bytes;
@@ -180,9 +180,14 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
     if (!rt.transport_ready()) return p.why = "UCX is not running on this rank", p;
     if (ctx.failed()) return p.why = "an earlier ring on this communicator failed", p;
     std::string ep_error;
-    if (!ctx.endpoints_usable() && !ok(rt.refresh_endpoints(ctx, &ep_error))) {
-        NEXAR_WARN("cannot reconnect to a ring neighbour: %s", ep_error.c_str());
-        return p.why = "no endpoint to a ring neighbour", p;
+    if (!ctx.endpoints_usable()) {
+        // Not under a call in flight, whose rings hold the endpoints.
+        if (nonblocking && ctx.nonblocking_calls.load() > 0)
+            return p.why = "no endpoint to a ring neighbour (a call in flight holds the old one)", p;
+        if (!ok(rt.refresh_endpoints(ctx, &ep_error))) {
+            NEXAR_WARN("cannot reconnect to a ring neighbour: %s", ep_error.c_str());
+            return p.why = "no endpoint to a ring neighbour", p;
+        }
     }
     size_t slot = layout_slot_bytes(layout, esz, p.segment);
     if (!p.device()) {
@@ -200,7 +205,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
         // Both hops in shared memory need nothing more.  But where device
         // buffers may come, another rank may hold them and every hop takes
         // UCX (the ranks agree below), so this one must be able to join.
-        if (p.shm && ctx.send_shm() && ctx.recv_shm() && !ctx.hier_ready() && !rt.device_possible())
+        if (p.shm && ctx.send_shm() && ctx.recv_shm() && !ctx.hier_ready() && !rt.device_possible() && !nonblocking)
             return p.ready = true, p;
         // Out of place, every segment lands in recvbuf: only request
         // records are needed.  The hierarchical allreduce's rings across
@@ -209,12 +214,19 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
         if (kind == Collective::allreduce && ctx.hier_ready())
             slot = std::max(slot, hierarchical_slot_bytes(ctx, count, esz, opt.segment_bytes));
         p.scratch_slot = slot;
-        p.scratch_pending = !reserve_now;
-        if (reserve_now && !ok(reserve_scratch(ctx, p, opt.depth))) return p.why = "no memory for ring scratch", p;
+        // A nonblocking call's ring may come after others of this context
+        // that use the scratch: with calls in flight it reserves at its turn
+        // (where memory that runs out then fails the call on this rank, and
+        // the others time out); with none, now, so that a rank short of
+        // memory says so in the agreement, as a blocking call's does.
+        if (nonblocking && ctx.nonblocking_calls.load() > 0)
+            p.scratch_pending = true;
+        else if (!ok(reserve_scratch(ctx, p, opt.depth)))
+            return p.why = "no memory for ring scratch", p;
         p.ready = true;
         return p;
     }
-    if (!reserve_now) return p.why = "nonblocking calls do not take device buffers", p;
+    if (nonblocking) return p.why = "nonblocking calls do not take device buffers", p;
     if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
     std::string error;
     // Request records only: device paths keep their slots in DeviceBuffers.

@@ -96,13 +96,14 @@ CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind,
 size_t shm_call_segment(const Config& cfg, const CommContext& ctx);
 size_t shm_call_segment(const Config& cfg, const CommContext& ctx, Collective kind, ShmCopy mode);
 
-// What this rank can do with the call (see call_plan.cc).  reserve_now:
-// the context's scratch is reserved here (a nonblocking call's must wait
-// for its turn: an earlier call's ring may be using it), else at the
-// ring's start with reserve_scratch; device buffers need it now.
+// What this rank can do with the call (see call_plan.cc).  nonblocking:
+// planned while other calls of the context may be in flight (their rings
+// hold its scratch and endpoints): the scratch is reserved later, at the
+// ring's start (reserve_scratch, plan.scratch_pending), where that
+// allocates nothing; device buffers are refused.
 LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const LocalPlan& where, const void* ring_src,
                        void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz, const RingOptions& opt,
-                       const char* refusal, bool reserve_now = true);
+                       const char* refusal, bool nonblocking = false);
 // The host ring's scratch that `plan` needs, on the context.
 Status reserve_scratch(CommContext& ctx, const LocalPlan& plan, uint32_t depth);
 

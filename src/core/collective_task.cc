@@ -137,7 +137,7 @@ void CollectiveTask::place_ring_buffers() {
 void CollectiveTask::plan_here() {
     chooses_copy_ = !nonblocking_ && cfg_.shm_copy == ShmCopySetting::automatic && ctx_->any_hop_shm();
     plan_ = plan_buffers(rt_, *ctx_, call_.kind, where_, ring_src_, ring_recv_, ring_count_, layout_, esz_, opt_,
-                         refusal_, !nonblocking_);
+                         refusal_, nonblocking_);
     if (!plan_.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call_.name, bytes_, plan_.why);
     const int64_t shape = call_shape(call_, size_, items_);
     CallAgreement& a = agreement_;
@@ -172,11 +172,15 @@ TaskStep CollectiveTask::plan() {
     }
     opt_.segment_bytes = cfg_.ucx_segment_bytes();
     opt_.depth = cfg_.pipeline_depth;
-    opt_.timeout_s = cfg_.timeout_s;
+    // Nonblocking calls moved only inside MPI calls (NEXAR_PROGRESS=calls)
+    // wait for peers that compute: no timeout, only a dead peer ends them.
+    opt_.timeout_s = nonblocking_ && cfg_.progress == ProgressMode::calls ? 0 : cfg_.timeout_s;
     // Every ring of a large call streams its settled results (the node
     // rings of the hierarchical allreduce see one piece each).
     opt_.stream_results = bytes_ >= cfg_.stream_bytes;
-    if (!nonblocking_) in_call_ = std::unique_lock<std::mutex>(ctx_->call_mutex());
+    // No other thread releases this context's inboxes while it is planned
+    // (a nonblocking call lets go once it counts as in flight: end_planning).
+    in_call_ = std::unique_lock<std::mutex>(ctx_->call_mutex());
     rt_.touch(*ctx_);
     size_ = ctx_->size(), me_ = ctx_->rank();
     lay_out_blocks();

@@ -47,8 +47,8 @@ class CollectiveTask {
 public:
     // `rt` is started.  An allgather from its own block becomes in place
     // (own_block_as_in_place): call() is what a pass-through hands MPI.
-    // A nonblocking task (core/nonblocking.h) holds neither the call mutex
-    // nor the current GPU (its steps run inside later MPI calls or on
+    // A nonblocking task (core/nonblocking.h) holds the call mutex only while
+    // it is planned, and not the current GPU (its steps run inside later MPI calls or on
     // nexar's progress thread), calls no error handler (raise_error), feeds no
     // timing to the copy chooser (the application's computation would be
     // in it), and falls back where a blocking call would set released
@@ -61,6 +61,12 @@ public:
     const CollectiveCall& call() const { return call_; }
     // Step 1.  agree, pass_through, fall_back or done.
     TaskStep plan();
+    // A nonblocking task holds the context's call mutex from plan() until
+    // this (the engine calls it once the call counts as in flight).
+    void end_planning() { in_call_ = std::unique_lock<std::mutex>(); }
+    // A persistent call's rings start with no agreement before them: they
+    // wait for peers that start later (RingOptions::patient_start).
+    void make_persistent() { opt_.patient_start = true; }
     // This rank's part of the agreement, to be reduced in place.
     CallAgreement& agreement() { return agreement_; }
     static constexpr int agreement_fields() { return kCallAgreementFields; }

@@ -73,8 +73,8 @@ public:
     bool disabled() const { return disabled_; }
     void disable() { disabled_ = true; }
     // Failed: a ring on it failed on this rank; its endpoints are suspect.
-    bool failed() const { return failed_; }
-    void mark_failed() { failed_ = true; }
+    bool failed() const { return failed_.load(std::memory_order_acquire); }
+    void mark_failed() { failed_.store(true, std::memory_order_release); }  // (the progress thread too)
 
     // The process's worker, which the endpoints are made on.
     void use_worker(UcxWorker* worker) { worker_ = worker; }
@@ -238,7 +238,7 @@ private:
     uint32_t sequence_ = 0;
     uint32_t agreement_sequence_ = 0;
     bool disabled_ = false;
-    bool failed_ = false;
+    std::atomic<bool> failed_{false};
     UcxWorker* worker_ = nullptr;  // the runtime's; outlives every context
     Peer next_, prev_;  // the same endpoint when prev == next (2 ranks)
     Peer inter_next_, inter_prev_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -110,7 +111,9 @@ public:
     bool idle() const { return in_flight_.load(std::memory_order_acquire) == 0; }
     // One round over every call.  `may_call_mpi`: the steps that call MPI
     // (the agreement over MPI, fallbacks, completing requests) run too.
-    bool progress(bool may_call_mpi);
+    // wait_for_lock: wait for another thread's round rather than skip it
+    // (an MPI_Test must see what that round finished).
+    bool progress(bool may_call_mpi, bool wait_for_lock = false);
     // Whether a call on `comm` (or on `ctx`) is still in flight.
     bool has(MPI_Comm comm, const CommContext* ctx);
     bool has_call(const NonblockingCall* c);
@@ -122,7 +125,8 @@ private:
     bool agree_step(NonblockingCall& c, bool may_call_mpi);
     bool run_step(NonblockingCall& c);
     void decide(NonblockingCall& c);
-    bool complete_finished(bool may_call_mpi);
+    std::vector<CallPtr> take_finished();
+    void complete(std::vector<CallPtr>& done);
     void thread_main();
 
     std::mutex mutex_;  // the calls, and one round of progress at a time
@@ -141,6 +145,7 @@ private:
     std::thread thread_;
     bool stopping_ = false;
     bool thread_started_ = false;
+    bool deep_asleep_ = false;  // in an untimed wait: add() must wake it
 };
 
 Engine& engine() {
@@ -177,7 +182,9 @@ void Engine::add(CallPtr c) {
         thread_started_ = true;
         thread_ = std::thread([this] { thread_main(); });
     }
-    wake_.notify_one();
+    // A thread dozing (thread_main) looks again within kDoze by itself:
+    // no system call per call for a program that starts calls in a loop.
+    if (deep_asleep_) wake_.notify_one();
 }
 
 // After the agreement: what every rank does with the call (the same on all).
@@ -281,34 +288,44 @@ bool Engine::step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy,
 }
 
 // Completes, in start order, the requests of the calls that are over.
-bool Engine::complete_finished(bool may_call_mpi) {
-    if (!may_call_mpi) return false;
-    bool any = false;
+// Takes the calls that are over out of the list, in start order.
+std::vector<CallPtr> Engine::take_finished() {
+    std::vector<CallPtr> done;
     for (auto it = calls_.begin(); it != calls_.end();) {
-        NonblockingCall& c = **it;
-        if (c.stage != NonblockingCall::Stage::complete) {
+        if ((*it)->stage != NonblockingCall::Stage::complete) {
             ++it;
             continue;
         }
+        done.push_back(std::move(*it));
+        it = calls_.erase(it);
+    }
+    return done;
+}
+
+// Completes their requests, outside the engine's lock: an error handler
+// may call MPI, and nexar, again.
+void Engine::complete(std::vector<CallPtr>& done) {
+    for (CallPtr& call : done) {
+        NonblockingCall& c = *call;
         if (c.raise) raise_mpi_error(c.task.call().comm, c.result);
         if (c.ctx) c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
         if (c.persistent)
             complete_carrier(c.carrier_tag, c.result);
         else
             PMPI_Grequest_complete(c.request);
-        it = calls_.erase(it);
         in_flight_.fetch_sub(1, std::memory_order_release);
         completions.fetch_add(1, std::memory_order_release);
-        any = true;
     }
-    return any;
 }
 
-bool Engine::progress(bool may_call_mpi) {
+bool Engine::progress(bool may_call_mpi, bool wait_for_lock) {
     using Stage = NonblockingCall::Stage;
     if (idle()) return false;
-    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;  // another thread is at it
+    std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+    if (wait_for_lock)
+        lock.lock();
+    else if (!lock.try_lock())
+        return false;  // another thread is at it
     // Per context: whether an earlier call is undecided, or not finished.
     // Kept on the stack for the usual few contexts (this runs in every
     // round of every wait); more spill into a vector.
@@ -332,9 +349,16 @@ bool Engine::progress(bool may_call_mpi) {
         Seen& seen = seen_of(c->ctx);
         moved |= step(*c, seen.undecided, seen.busy, may_call_mpi);
         seen.undecided |= c->stage == Stage::agreeing;
-        seen.busy |= c->stage != Stage::complete;
+        // A later ring waits only for earlier calls that (may) run a ring on
+        // the context: a fallback runs in MPI, on the duplicate.
+        seen.busy |= c->stage == Stage::agreeing || c->stage == Stage::running || c->stage == Stage::ran ||
+                     (c->stage == Stage::decided && c->next == TaskStep::run);
     }
-    return complete_finished(may_call_mpi) || moved;
+    if (!may_call_mpi) return moved;
+    std::vector<CallPtr> done = take_finished();
+    lock.unlock();
+    complete(done);
+    return moved || !done.empty();
 }
 
 // The progress thread: moves the calls along while any is in flight, and
@@ -342,17 +366,38 @@ bool Engine::progress(bool may_call_mpi) {
 // it; otherwise the application's next MPI call takes the steps that need
 // MPI (the request's completion among them).  While nothing moves it backs
 // off: the core it shares with the application's computation.
+//
+// With nothing for it to do, it dozes: waits of kDoze, for up to kDozeFor
+// after it last had work, so that a program starting calls one after
+// another pays no wake-up (a system call, and a switch on the core it
+// shares with the application) per call; then it sleeps until woken.
+namespace {
+constexpr auto kDoze = std::chrono::microseconds(500);
+constexpr auto kDozeFor = std::chrono::milliseconds(200);
+}  // namespace
+
 void Engine::thread_main() {
     pthread_setname_np(pthread_self(), "nexar-progress");  // in top, ps -L, /proc/PID/task/*/comm
     const Runtime* rt = Runtime::get();
     const bool may_call_mpi = rt && rt->multi_thread();
     unsigned idle_rounds = 0;
+    auto last_work = std::chrono::steady_clock::now();
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(wake_mutex_);
-            wake_.wait(lock, [&] { return stopping_ || (!idle() && app_waiters.load() == 0); });
+            const auto has_work = [&] { return stopping_ || (!idle() && app_waiters.load() == 0); };
+            while (!has_work()) {
+                if (std::chrono::steady_clock::now() - last_work < kDozeFor) {
+                    wake_.wait_for(lock, kDoze);
+                } else {
+                    deep_asleep_ = true;
+                    wake_.wait(lock);
+                    deep_asleep_ = false;
+                }
+            }
             if (stopping_) return;
         }
+        last_work = std::chrono::steady_clock::now();
         if (progress(may_call_mpi)) {
             idle_rounds = 0;
             continue;
@@ -417,8 +462,10 @@ int post_agreement(NonblockingCall& c) {
         ring.ranks = ctx.size();
         ring.send_tag_id = ctx.tag_id_of(links.peers.next_rank);
         ring.recv_tag_id = ctx.id();
+        // Moved only in MPI calls, a peer that computes delays it: no timeout.
+        const Config& cfg = Runtime::get()->config();
         c.exchange.emplace(ring, ctx.next_agreement_sequence(), reinterpret_cast<int64_t*>(&a),
-                           c.task.agreement_fields(), Runtime::get()->config().timeout_s);
+                           c.task.agreement_fields(), cfg.progress == ProgressMode::calls ? 0 : cfg.timeout_s);
         return MPI_SUCCESS;
     }
     return pmpi::iallreduce(MPI_IN_PLACE, &a, c.task.agreement_fields(), MPI_INT64_T, MPI_MIN, c.task.call().comm,
@@ -448,18 +495,23 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
         default: return pass_through_nonblocking(c.task.call(), request);  // a disabled context's, too
     }
     c.ctx = c.task.context();
-    int rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
-    if (rc != MPI_SUCCESS) {
-        NEXAR_ERROR("%s: MPI could not make a request for it (error %d)", c.task.call().name, rc);
-        return raise_mpi_error(c.task.call().comm, rc);
-    }
-    c.request = *request;
-    if ((rc = post_agreement(c)) != MPI_SUCCESS) {
-        PMPI_Grequest_complete(*request);
-        PMPI_Request_free(request);
-        return raise_mpi_error(c.task.call().comm, rc);
-    }
+    // In flight from here: the runtime keeps its context's inboxes.
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
+    c.task.end_planning();
+    int rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
+    if (rc == MPI_SUCCESS) {
+        c.request = *request;
+        if ((rc = post_agreement(c)) != MPI_SUCCESS) {
+            PMPI_Grequest_complete(*request);
+            pmpi::request_free(request);
+        }
+    } else {
+        NEXAR_ERROR("%s: MPI could not make a request for it (error %d)", c.task.call().name, rc);
+    }
+    if (rc != MPI_SUCCESS) {
+        c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
+        return raise_mpi_error(c.task.call().comm, rc);
+    }
     engine().add(call);
     engine().progress(true);
     return MPI_SUCCESS;
@@ -532,6 +584,8 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     c.carrier_tag = tag;
     c.request = *request;
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);  // its inboxes stay while it lives
+    c.task.end_planning();
+    c.task.make_persistent();
     PersistentRegistry& reg = persistent_registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
     reg.calls[*request] = call;
@@ -572,12 +626,13 @@ int free_request(MPI_Request* request) {
         // Freed while started: it completes first (MPI lets it complete).
         IdleBackoff idle;
         while (engine().has_call(call.get())) idle.after_round(engine().progress(true));
-        call->ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
+        if (call->ctx->nonblocking_calls.fetch_sub(1) == 1)
+            if (Runtime* rt = Runtime::get()) rt->release_orphan(call->ctx);
     }
     return pmpi::request_free(request);
 }
 
-bool progress_nonblocking() { return engine().progress(true); }
+bool progress_nonblocking(bool wait_for_lock) { return engine().progress(true, wait_for_lock); }
 
 uint64_t nonblocking_completions() { return engine().completions.load(std::memory_order_acquire); }
 

@@ -67,7 +67,9 @@ int free_request(MPI_Request* request);
 
 // Moves every nonblocking call in flight along as far as it goes without
 // waiting.  True when something moved.  Cheap when none is in flight.
-bool progress_nonblocking();
+// wait_for_lock: if another thread is moving them, wait for its round to
+// end and take one more, rather than return at once.
+bool progress_nonblocking(bool wait_for_lock = false);
 
 // Whether a nonblocking call of nexar is in flight in this process.
 bool nonblocking_in_flight();
@@ -102,21 +104,23 @@ uint64_t nonblocking_completions();
 // waits in MPI.
 template <class Test, class Block>
 int wait_progressing(const Test& test, const Block& block) {
-    WaitingInMpi waiting;
-    IdleBackoff idle;
-    uint64_t asked_at = ~uint64_t(0);
-    for (unsigned round = 0;; ++round) {
-        if (!nonblocking_in_flight()) return block();
-        const bool moved = progress_nonblocking();
-        const uint64_t completions = nonblocking_completions();
-        if (completions != asked_at || round % 64 == 0) {
-            asked_at = completions;
-            int done = 0;
-            const int rc = test(&done);
-            if (rc != MPI_SUCCESS || done) return rc;
+    {
+        WaitingInMpi waiting;  // not while blocked in MPI below: the thread must then move the calls
+        IdleBackoff idle;
+        uint64_t asked_at = ~uint64_t(0);
+        for (unsigned round = 0; nonblocking_in_flight(); ++round) {
+            const bool moved = progress_nonblocking();
+            const uint64_t completions = nonblocking_completions();
+            if (completions != asked_at || round % 64 == 0) {
+                asked_at = completions;
+                int done = 0;
+                const int rc = test(&done);
+                if (rc != MPI_SUCCESS || done) return rc;
+            }
+            idle.after_round(moved);
         }
-        idle.after_round(moved);
     }
+    return block();
 }
 
 }  // namespace nexar

@@ -128,6 +128,8 @@ Runtime::~Runtime() {
     std::lock_guard<std::mutex> reg(registry_mutex_);
     for (CommContext* c : registry_) delete c;  // only if MPI never called the delete callbacks
     registry_.clear();
+    for (CommContext* c : orphans_) delete c;  // persistent requests never freed
+    orphans_.clear();
 }
 
 void Runtime::init(int thread_level) {
@@ -258,6 +260,25 @@ void Runtime::forget(CommContext* ctx) {
     // MPI_Comm_free lets pending calls complete: nexar's nonblocking ones
     // on it complete before their context goes.
     drain_nonblocking(ctx);
+    // A persistent request made on it outlives the communicator (MPI keeps
+    // what a request needs): the context goes with the last one.
+    if (ctx->nonblocking_calls.load() > 0) {
+        std::lock_guard<std::mutex> reg(registry_mutex_);
+        orphans_.insert(ctx);
+        return;
+    }
+    retire(ctx);
+}
+
+void Runtime::release_orphan(CommContext* ctx) {
+    {
+        std::lock_guard<std::mutex> reg(registry_mutex_);
+        if (!orphans_.erase(ctx)) return;
+    }
+    retire(ctx);
+}
+
+void Runtime::retire(CommContext* ctx) {
     // A failed ring may have left messages in flight towards this id: it is
     // not handed out again.
     if (!ctx->failed()) release_tag_id(ctx->id());

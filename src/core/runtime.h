@@ -83,6 +83,9 @@ public:
     // may take its ring: MPI_COMM_WORLD at MPI_Init, new communicators as
     // they are made (shim/comm_shim.cc).
     void prepare_context(MPI_Comm comm);
+    // The last persistent request on a context whose communicator was
+    // freed is gone: the context goes too.  (No-op for any other context.)
+    void release_orphan(CommContext* ctx);
     // Whether `comm` has its context already (asking sets none up).
     bool has_context(MPI_Comm comm) const;
     // NEXAR_LOG=info, once: a nonblocking call found no context.
@@ -100,6 +103,7 @@ private:
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     static int on_self_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     void forget(CommContext* ctx);
+    void retire(CommContext* ctx);
     void keep_inboxes_within_budget(CommContext* keep);
 
     Config config_;
@@ -132,6 +136,7 @@ private:
     size_t last_tag_id_ = 0;
     std::mutex registry_mutex_;
     std::set<CommContext*> registry_;
+    std::set<CommContext*> orphans_;  // communicator freed, persistent requests still on it
 };
 
 // Raises `error_class` on `comm` the way MPI does: the communicator's error

@@ -162,7 +162,7 @@ int waitsome_here(int incount, MPI_Request requests[], int* outcount, int indice
 template <class Test>
 int test_here(const char* name, const Test& test) {
     return completion_guard(name, [&] {
-        progress_nonblocking();
+        progress_nonblocking(true);
         return test();
     });
 }

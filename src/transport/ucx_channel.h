@@ -31,6 +31,7 @@ public:
     // Makes room for `depth` slots of `slot_bytes` each.  Fresh memory is
     // touched once here so page faults never land inside a ring.
     Status reserve(size_t slot_bytes, uint32_t depth);
+
     char* slot(uint32_t i) { return buffer_ + size_t(i) * slot_bytes_; }
     UcxRequest* send_request(uint32_t i) { return &send_requests_[i]; }
     UcxRequest* recv_request(uint32_t i) { return &recv_requests_[i]; }

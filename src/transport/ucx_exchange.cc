@@ -78,6 +78,7 @@ Status UcxRingExchange::poll(bool* moved, std::string* error) {
         ucx_release(&rec_->send);
         ucx_release(&rec_->recv);
         posted_ = false;
+        heard_ = true;
         for (int i = 0; i < words_; ++i) values_[i] = std::min(values_[i], rec_->in[i]);
         ++round_;
         *moved = true;
@@ -95,7 +96,7 @@ Status UcxRingExchange::poll(bool* moved, std::string* error) {
         return Status::peer_failure;
     }
     const double idle = std::chrono::duration<double>(now - last_moved_).count();
-    if (timeout_s_ > 0 && idle > timeout_s_) {
+    if (timeout_s_ > 0 && heard_ && idle > timeout_s_) {
         char buf[200];
         snprintf(buf, sizeof buf,
                  "no agreement for %.1f s (NEXAR_TIMEOUT_S): waiting on rank %d or rank %d (round %d of %d)", idle,

@@ -40,7 +40,9 @@ public:
     UcxRingExchange& operator=(const UcxRingExchange&) = delete;
 
     // Moves along; sets *moved when something did.  Errors: a failed
-    // endpoint, a failed transfer, or no message for longer than the timeout.
+    // endpoint, a failed transfer, or, once the predecessor has been heard
+    // from, no message for longer than the timeout.  (Before, ranks may
+    // start the call any time apart, as with MPI's own collectives.)
     Status poll(bool* moved, std::string* error);
     bool finished() const { return round_ >= ring_.ranks - 1; }
 
@@ -58,6 +60,7 @@ private:
     double timeout_s_;
     int round_ = 0;
     bool posted_ = false;  // this round's send and receive
+    bool heard_ = false;   // a message from the predecessor arrived
     std::unique_ptr<Records> rec_;
     std::chrono::steady_clock::time_point last_moved_;
 };

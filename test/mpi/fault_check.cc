@@ -242,15 +242,17 @@ int failed_ring(How how, float* a, int n, const char* name) {
     // (Open MPI returns MPI_SUCCESS with a truncated receive's error in its
     // status only: nexar's persistent requests report failure that way.)
     if (rc == MPI_SUCCESS && st[0].MPI_ERROR != MPI_SUCCESS) rc = MPI_ERR_IN_STATUS;
-    if (rc == MPI_ERR_IN_STATUS) {
-        // The ring's own error; the others must have completed.
-        if (error_class(st[1].MPI_ERROR) != MPI_SUCCESS || error_class(st[2].MPI_ERROR) != MPI_SUCCESS || in != 7) {
-            fprintf(stderr, "fault_check %s: the other requests of the MPI_Waitall did not complete\n", name);
-            return MPI_SUCCESS;  // reported as success: the check fails
-        }
-        rc = st[0].MPI_ERROR;
+    // The ring's own error, in its status; the others must have completed.
+    // Anything else is reported as success, which the check fails.
+    if (rc != MPI_ERR_IN_STATUS) {
+        fprintf(stderr, "fault_check %s: MPI_Waitall returned %d, not MPI_ERR_IN_STATUS\n", name, rc);
+        return MPI_SUCCESS;
     }
-    return rc;
+    if (error_class(st[1].MPI_ERROR) != MPI_SUCCESS || error_class(st[2].MPI_ERROR) != MPI_SUCCESS || in != 7) {
+        fprintf(stderr, "fault_check %s: the other requests of the MPI_Waitall did not complete\n", name);
+        return MPI_SUCCESS;
+    }
+    return st[0].MPI_ERROR;
 }
 
 void ring_with_victims(bool victim, int sig, const char* name, How how = How::blocking) {
