@@ -287,7 +287,6 @@ bool Engine::step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy,
     return false;
 }
 
-// Completes, in start order, the requests of the calls that are over.
 // Takes the calls that are over out of the list, in start order.
 std::vector<CallPtr> Engine::take_finished() {
     std::vector<CallPtr> done;
