@@ -2,8 +2,9 @@
 # The README's two commands.
 #
 #   scripts/quickstart.sh bench   install what is missing, build, and run the
-#                                 osu-style benchmark (MPI vs nexar, 2 ranks)
-#                                 and the mpi4py gradient exchange; on a
+#                                 osu-style benchmark (MPI vs nexar, 2 ranks),
+#                                 the nonblocking overlap and persistent
+#                                 tables and the mpi4py gradient exchange; on a
 #                                 machine with a GPU also the GPU kernel and
 #                                 device-buffer benchmarks
 #   scripts/quickstart.sh test    install what is missing, build, and run the
@@ -22,7 +23,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 what=${1:-}
-case $what in bench|test) ;; *) sed -n '2,19p' "$0"; exit 2 ;; esac
+case $what in bench|test) ;; *) sed -n '2,20p' "$0"; exit 2 ;; esac
 
 scripts/install-deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -36,6 +37,12 @@ make -j"$jobs"
 if [ "$what" = bench ]; then
     bench/nexar-osu -np 2 --malloc all -c -m 1048576:268435456 --csv bench/results.csv --plot bench/busbw.png
     echo "CSV: bench/results-{default,tuned,thp}.csv; plots: bench/busbw-{default,tuned,thp}.png"
+    echo
+    echo "## nonblocking: MPI_Iallreduce's overlap with computation, MPI and nexar"
+    NEXAR_THRESHOLD_BYTES=0 bench/nexar-overlap -np 2 -c -m 64K:16M --csv bench/overlap.csv
+    echo "## persistent and nonblocking against blocking"
+    NEXAR_THRESHOLD_BYTES=0 bench/nexar-overlap -np 2 --persistent -m 4K:16M -r 3 --csv bench/persistent.csv
+    echo "CSV: bench/overlap.csv, bench/persistent.csv"
     echo
     echo "## a real client: mpi4py + numpy gradient exchange, without and with nexar"
     bench/nexar-mpi4py-bench --runs 3 --csv bench/mpi4py-grad.csv
