@@ -39,6 +39,36 @@ struct CollectiveCall {
     MPI_Comm comm = MPI_COMM_NULL;
 };
 
+// The description of each collective's call, one place for the blocking,
+// nonblocking and persistent entry points alike (`name` for messages).
+inline CollectiveCall allreduce_call(const char* name, const void* sendbuf, void* recvbuf, int64_t count,
+                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    CollectiveCall c;
+    c.name = name;
+    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = count, c.datatype = datatype, c.op = op, c.comm = comm;
+    return c;
+}
+inline CollectiveCall reduce_scatter_block_call(const char* name, const void* sendbuf, void* recvbuf, int recvcount,
+                                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    CollectiveCall c = allreduce_call(name, sendbuf, recvbuf, recvcount, datatype, op, comm);
+    c.kind = Collective::reduce_scatter;
+    return c;
+}
+inline CollectiveCall reduce_scatter_call(const char* name, const void* sendbuf, void* recvbuf, const int recvcounts[],
+                                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    CollectiveCall c = reduce_scatter_block_call(name, sendbuf, recvbuf, 0, datatype, op, comm);
+    c.varying = true;
+    c.recvcounts = recvcounts;
+    return c;
+}
+inline CollectiveCall allgather_call(const char* name, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                                     void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+    CollectiveCall c = allreduce_call(name, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, comm);
+    c.kind = Collective::allgather;
+    c.sendcount = sendcount, c.sendtype = sendtype;
+    return c;
+}
+
 // Which halves of the ring a collective runs.
 inline RingPhases collective_phases(Collective c) {
     return c == Collective::allreduce ? RingPhases::allreduce

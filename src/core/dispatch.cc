@@ -33,11 +33,9 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_D
         process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
         return pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
     }
-    CollectiveCall call;
-    call.sendbuf = sendbuf, call.recvbuf = recvbuf, call.count = count, call.datatype = dt, call.op = op;
-    call.comm = comm;
+    CollectiveCall call =
+        allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt, op, comm);
     call.large_count = large_count;
-    if (large_count) call.name = "MPI_Allreduce_c";
     return intercept_collective(call);
 }
 

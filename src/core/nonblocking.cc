@@ -114,13 +114,23 @@ public:
     // wait_for_lock: wait for another thread's round rather than skip it
     // (an MPI_Test must see what that round finished).
     bool progress(bool may_call_mpi, bool wait_for_lock = false);
-    // Whether a call on `comm` (or on `ctx`) is still in flight.
-    bool has(MPI_Comm comm, const CommContext* ctx);
-    bool has_call(const NonblockingCall* c);
+    // Moves the calls along until none that `match` is in flight.
+    template <class Match>
+    void drain(const Match& match) {
+        IdleBackoff idle;
+        while (!idle_of(match)) idle.after_round(progress(true));
+    }
     void stop_thread();
     void wake_thread();
 
 private:
+    template <class Match>
+    bool idle_of(const Match& match) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (const CallPtr& c : calls_)
+            if (match(*c)) return false;
+        return true;
+    }
     bool step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy, bool may_call_mpi);
     bool agree_step(NonblockingCall& c, bool may_call_mpi);
     bool run_step(NonblockingCall& c);
@@ -427,22 +437,6 @@ void Engine::stop_thread() {
     if (thread_.joinable()) thread_.join();
 }
 
-bool Engine::has_call(const NonblockingCall* call) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const CallPtr& c : calls_)
-        if (c.get() == call) return true;
-    return false;
-}
-
-bool Engine::has(MPI_Comm comm, const CommContext* ctx) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const CallPtr& c : calls_) {
-        if (ctx && c->ctx == ctx) return true;
-        if (comm != MPI_COMM_NULL && c->task.call().comm == comm) return true;
-    }
-    return false;
-}
-
 namespace {
 
 // The agreement of a call that goes to the ring: over UCX where the
@@ -623,8 +617,7 @@ int free_request(MPI_Request* request) {
     }
     if (call) {
         // Freed while started: it completes first (MPI lets it complete).
-        IdleBackoff idle;
-        while (engine().has_call(call.get())) idle.after_round(engine().progress(true));
+        engine().drain([&](const NonblockingCall& c) { return &c == call.get(); });
         if (call->ctx->nonblocking_calls.fetch_sub(1) == 1)
             if (Runtime* rt = Runtime::get()) rt->release_orphan(call->ctx);
     }
@@ -645,16 +638,8 @@ bool nonblocking_in_flight() { return !engine().idle(); }
 
 void stop_progress_thread() { engine().stop_thread(); }
 
-void drain_nonblocking(MPI_Comm comm) {
-    if (engine().idle()) return;
-    IdleBackoff idle;
-    while (engine().has(comm, nullptr)) idle.after_round(engine().progress(true));
-}
-
 void drain_nonblocking(const CommContext* ctx) {
-    if (engine().idle()) return;
-    IdleBackoff idle;
-    while (engine().has(MPI_COMM_NULL, ctx)) idle.after_round(engine().progress(true));
+    if (!engine().idle()) engine().drain([&](const NonblockingCall& c) { return c.ctx == ctx; });
 }
 
 }  // namespace nexar

@@ -77,9 +77,8 @@ bool nonblocking_in_flight();
 // Stops the progress thread (MPI_Finalize, before the contexts go).
 void stop_progress_thread();
 
-// Completes every nonblocking call on `comm` (before a blocking collective
-// on it, which MPI orders after them) or on `ctx` (before the context goes).
-void drain_nonblocking(MPI_Comm comm);
+// Completes every nonblocking call on `ctx`: before a blocking collective
+// that takes its ring (MPI orders it after them), before the context goes.
 void drain_nonblocking(const CommContext* ctx);
 
 // While an application thread waits in one of nexar's completion calls it

@@ -80,29 +80,19 @@ int allreduce_here(const void* sendbuf, void* recvbuf, int64_t count, MPI_Dataty
 
 int reduce_scatter_block_here(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                               MPI_Comm comm) {
-    CollectiveCall c;
-    c.kind = Collective::reduce_scatter, c.name = "MPI_Reduce_scatter_block";
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = recvcount, c.datatype = datatype, c.op = op, c.comm = comm;
-    return shim_intercept(c);
+    return shim_intercept(
+        reduce_scatter_block_call("MPI_Reduce_scatter_block", sendbuf, recvbuf, recvcount, datatype, op, comm));
 }
 
 int reduce_scatter_here(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
                         MPI_Comm comm) {
-    CollectiveCall c;
-    c.kind = Collective::reduce_scatter, c.name = "MPI_Reduce_scatter";
-    c.varying = true;
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.recvcounts = recvcounts, c.datatype = datatype, c.op = op;
-    c.comm = comm;
-    return shim_intercept(c);
+    return shim_intercept(reduce_scatter_call("MPI_Reduce_scatter", sendbuf, recvbuf, recvcounts, datatype, op, comm));
 }
 
 int allgather_here(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                    MPI_Datatype recvtype, MPI_Comm comm) {
-    CollectiveCall c;
-    c.kind = Collective::allgather, c.name = "MPI_Allgather";
-    c.sendbuf = sendbuf, c.sendcount = sendcount, c.sendtype = sendtype;
-    c.recvbuf = recvbuf, c.count = recvcount, c.datatype = recvtype, c.comm = comm;
-    return shim_intercept(c);
+    return shim_intercept(
+        allgather_call("MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
 }
 
 using InitFn = int (*)(int*, char***);

@@ -31,87 +31,61 @@ int start_here(const CollectiveCall& c, MPI_Request* request) {
 
 int iallreduce_here(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                     MPI_Request* request) {
-    CollectiveCall c;
-    c.name = "MPI_Iallreduce";
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = count, c.datatype = datatype, c.op = op, c.comm = comm;
-    return start_here(c, request);
+    return start_here(allreduce_call("MPI_Iallreduce", sendbuf, recvbuf, count, datatype, op, comm), request);
 }
 
 int ireduce_scatter_block_here(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,
                                MPI_Comm comm, MPI_Request* request) {
-    CollectiveCall c;
-    c.kind = Collective::reduce_scatter, c.name = "MPI_Ireduce_scatter_block";
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = recvcount, c.datatype = datatype, c.op = op, c.comm = comm;
-    return start_here(c, request);
+    return start_here(
+        reduce_scatter_block_call("MPI_Ireduce_scatter_block", sendbuf, recvbuf, recvcount, datatype, op, comm),
+        request);
 }
 
 int ireduce_scatter_here(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op op,
                          MPI_Comm comm, MPI_Request* request) {
-    CollectiveCall c;
-    c.kind = Collective::reduce_scatter, c.name = "MPI_Ireduce_scatter";
-    c.varying = true;
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.recvcounts = recvcounts, c.datatype = datatype, c.op = op;
-    c.comm = comm;
-    return start_here(c, request);
+    return start_here(reduce_scatter_call("MPI_Ireduce_scatter", sendbuf, recvbuf, recvcounts, datatype, op, comm),
+                      request);
 }
 
 int iallgather_here(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                     MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
-    CollectiveCall c;
-    c.kind = Collective::allgather, c.name = "MPI_Iallgather";
-    c.sendbuf = sendbuf, c.sendcount = sendcount, c.sendtype = sendtype;
-    c.recvbuf = recvbuf, c.count = recvcount, c.datatype = recvtype, c.comm = comm;
-    return start_here(c, request);
+    return start_here(
+        allgather_call("MPI_Iallgather", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), request);
 }
 
 // Persistent collectives: nexar's, or where the ring cannot take them (on
-// every rank alike), the MPI's own; an MPI without them says so.
-int no_own_persistent(const char* name, MPI_Comm comm) {
-    NEXAR_ERROR("%s: this MPI has no persistent collectives of its own for nexar to pass the call to", name);
-    return raise_mpi_error(comm, MPI_ERR_OTHER);
+// every rank alike), the MPI's own (`own`, with `args`); an MPI without
+// them says so.
+template <class Own, class... Args>
+int init_here(const CollectiveCall& c, MPI_Request* request, Own own, Args... args) {
+    return shim_guard(c.name, c.comm, [&] {
+        return init_persistent(c, request, [&] {
+            if (own) return own(args...);
+            NEXAR_ERROR("%s: this MPI has no persistent collectives of its own for nexar to pass the call to",
+                        c.name);
+            return raise_mpi_error(c.comm, MPI_ERR_OTHER);
+        });
+    });
 }
 
 int allreduce_init_here(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                         MPI_Info info, MPI_Request* request) {
-    CollectiveCall c;
-    c.name = "MPI_Allreduce_init";
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = count, c.datatype = datatype, c.op = op, c.comm = comm;
-    return shim_guard(c.name, comm, [&] {
-        return init_persistent(c, request, [&] {
-            auto own = pmpi::allreduce_init();
-            return own ? own(sendbuf, recvbuf, count, datatype, op, comm, info, request)
-                       : no_own_persistent(c.name, comm);
-        });
-    });
+    return init_here(allreduce_call("MPI_Allreduce_init", sendbuf, recvbuf, count, datatype, op, comm), request,
+                     pmpi::allreduce_init(), sendbuf, recvbuf, count, datatype, op, comm, info, request);
 }
 
 int reduce_scatter_block_init_here(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype,
                                    MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-    CollectiveCall c;
-    c.kind = Collective::reduce_scatter, c.name = "MPI_Reduce_scatter_block_init";
-    c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = recvcount, c.datatype = datatype, c.op = op, c.comm = comm;
-    return shim_guard(c.name, comm, [&] {
-        return init_persistent(c, request, [&] {
-            auto own = pmpi::reduce_scatter_block_init();
-            return own ? own(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request)
-                       : no_own_persistent(c.name, comm);
-        });
-    });
+    return init_here(
+        reduce_scatter_block_call("MPI_Reduce_scatter_block_init", sendbuf, recvbuf, recvcount, datatype, op, comm),
+        request, pmpi::reduce_scatter_block_init(), sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
 }
 
 int allgather_init_here(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                         MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-    CollectiveCall c;
-    c.kind = Collective::allgather, c.name = "MPI_Allgather_init";
-    c.sendbuf = sendbuf, c.sendcount = sendcount, c.sendtype = sendtype;
-    c.recvbuf = recvbuf, c.count = recvcount, c.datatype = recvtype, c.comm = comm;
-    return shim_guard(c.name, comm, [&] {
-        return init_persistent(c, request, [&] {
-            auto own = pmpi::allgather_init();
-            return own ? own(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
-                       : no_own_persistent(c.name, comm);
-        });
-    });
+    return init_here(
+        allgather_call("MPI_Allgather_init", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm), request,
+        pmpi::allgather_init(), sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
 }
 
 // A completion call: no exception crosses into the caller.
@@ -187,7 +161,7 @@ int request_get_status_here(MPI_Request request, int* flag, MPI_Status* status) 
     return test_here("MPI_Request_get_status", [&] { return pmpi::request_get_status(request, flag, status); });
 }
 
-int start_here(MPI_Request* request) {
+int start_request_here(MPI_Request* request) {
     return completion_guard("MPI_Start", [&] { return start_request(request); });
 }
 
@@ -286,7 +260,7 @@ NEXAR_PERSISTENT(Allgather_init, pmpi::AllgatherInitFn, allgather_init_here,
                  (const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request* request),
                  (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request))
-NEXAR_SHIM_ENTRY(Start, StartFn, start_here, (MPI_Request * request), (request))
+NEXAR_SHIM_ENTRY(Start, StartFn, start_request_here, (MPI_Request * request), (request))
 NEXAR_SHIM_ENTRY(Startall, StartallFn, startall_here, (int count, MPI_Request requests[]), (count, requests))
 NEXAR_SHIM_ENTRY(Request_free, RequestFreeFn, request_free_here, (MPI_Request * request), (request))
 
