@@ -380,9 +380,22 @@ bool Engine::progress(bool may_call_mpi, bool wait_for_lock) {
 // after it last had work, so that a program starting calls one after
 // another pays no wake-up (a system call, and a switch on the core it
 // shares with the application) per call; then it sleeps until woken.
+//
+// While calls are in flight and nothing moves, it naps (kNapUs; the
+// kernel's timer slack makes that about 70 us) rather than yields: a
+// thread that sleeps is scheduled ahead of the application's computation
+// when it wakes, one that spins or yields shares the core with it and
+// waits its turn.  Across 2 simulated nodes at 2 Gbit/s that took the
+// overlap at 1-4 MiB from 41-66 % to 78-98 % (README).  After kNapFor
+// without a move (a peer that has not started the call) the naps grow to
+// kLongNapUs.
 namespace {
 constexpr auto kDoze = std::chrono::microseconds(500);
 constexpr auto kDozeFor = std::chrono::milliseconds(200);
+constexpr unsigned kSpinRounds = 64;
+constexpr long kNapUs = 20;
+constexpr long kLongNapUs = 200;
+constexpr auto kNapFor = std::chrono::milliseconds(20);
 }  // namespace
 
 void Engine::thread_main() {
@@ -391,6 +404,7 @@ void Engine::thread_main() {
     const bool may_call_mpi = rt && rt->multi_thread();
     unsigned idle_rounds = 0;
     auto last_work = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point idle_since;
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(wake_mutex_);
@@ -411,15 +425,12 @@ void Engine::thread_main() {
             idle_rounds = 0;
             continue;
         }
-        ++idle_rounds;
-        if (idle_rounds < 64) continue;
-        if (idle_rounds < 256) {
-            std::this_thread::yield();
-            continue;
-        }
-        // Nothing moved for a while: a peer is slow, or what is left needs
-        // an MPI call of the application's.
-        pause_us(idle_rounds < 2048 ? 20 : 200);
+        if (++idle_rounds < kSpinRounds) continue;
+        // Nothing moved for a while: a transfer is on the wire, a peer is
+        // slow, or what is left needs an MPI call of the application's.
+        const auto now = std::chrono::steady_clock::now();
+        if (idle_rounds == kSpinRounds) idle_since = now;
+        pause_us(now - idle_since < kNapFor ? kNapUs : kLongNapUs);
     }
 }
 
