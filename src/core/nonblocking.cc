@@ -32,6 +32,52 @@ namespace nexar {
 
 namespace {
 
+// The derived datatypes of a call whose fallback may be posted later than
+// the call was made (after the agreement), by when MPI lets the
+// application have freed them: the call holds duplicates of its own, from
+// its start until it completes.  (Only the allgather's can reach the
+// agreement: the other collectives' ring takes predefined types alone, and
+// a call with any other passes through at its start.)  Released inside an
+// MPI call: the engine completes calls only there.
+class HeldTypes {
+public:
+    HeldTypes() = default;
+    HeldTypes(const HeldTypes&) = delete;
+    HeldTypes& operator=(const HeldTypes&) = delete;
+    ~HeldTypes() { release(); }
+    // Replaces *type with a duplicate where it is derived.
+    void hold(MPI_Datatype* type) {
+        int ints = 0, addresses = 0, types = 0, combiner = MPI_COMBINER_NAMED;
+        if (*type == MPI_DATATYPE_NULL || n_ == kMax ||
+            PMPI_Type_get_envelope(*type, &ints, &addresses, &types, &combiner) != MPI_SUCCESS ||
+            combiner == MPI_COMBINER_NAMED)
+            return;
+        MPI_Datatype dup = MPI_DATATYPE_NULL;
+        if (PMPI_Type_dup(*type, &dup) != MPI_SUCCESS) return;  // the call keeps the application's
+        *type = held_[n_++] = dup;
+    }
+    void release() {
+        while (n_ > 0) PMPI_Type_free(&held_[--n_]);
+    }
+
+private:
+    static constexpr int kMax = 2;
+    MPI_Datatype held_[kMax] = {MPI_DATATYPE_NULL, MPI_DATATYPE_NULL};
+    int n_ = 0;
+};
+
+// An allgather's call with its derived types held (HeldTypes).
+CollectiveCall holding_types(const CollectiveCall& given, HeldTypes& held) {
+    CollectiveCall call = given;
+    if (call.kind != Collective::allgather) return call;
+    held.hold(&call.datatype);
+    if (given.sendtype == given.datatype)
+        call.sendtype = call.datatype;
+    else
+        held.hold(&call.sendtype);
+    return call;
+}
+
 // One nonblocking call: its task and where it stands.
 struct NonblockingCall {
     enum class Stage {
@@ -42,8 +88,12 @@ struct NonblockingCall {
         inner,     // its PMPI_I* (a fallback) is in flight
         complete,  // result is final; the request is completed next, in an MPI call
     };
-    NonblockingCall(Runtime& rt, const CollectiveCall& call) : task(rt, call, true) {}
+    // hold_types: a nonblocking call's (a persistent one's fallback is the
+    // MPI's own persistent call, made at its initialization).
+    NonblockingCall(Runtime& rt, const CollectiveCall& call, bool hold_types)
+        : task(rt, hold_types ? holding_types(call, held_types) : call, true) {}
 
+    HeldTypes held_types;  // before the task: it is made with them
     CollectiveTask task;
     CommContext* ctx = nullptr;
     Stage stage = Stage::agreeing;
@@ -322,6 +372,7 @@ void Engine::complete(std::vector<CallPtr>& done) {
             complete_carrier(c.carrier_tag, c.result);
         else
             PMPI_Grequest_complete(c.request);
+        c.held_types.release();
         in_flight_.fetch_sub(1, std::memory_order_release);
         completions.fetch_add(1, std::memory_order_release);
     }
@@ -491,7 +542,7 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
         Runtime::say_once_no_context();
         return pass_through_nonblocking(own_block_as_in_place(given), request);
     }
-    auto call = std::make_shared<NonblockingCall>(*rt, given);
+    auto call = std::make_shared<NonblockingCall>(*rt, given, true);
     NonblockingCall& c = *call;
     switch (c.task.plan()) {
         case TaskStep::agree: break;
@@ -564,7 +615,7 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     if (!rt || !rt->config().enable || !rt->config().nonblocking || rt->device_possible() || !request ||
         given.comm == MPI_COMM_NULL)
         return mpi_own();
-    auto call = std::make_shared<NonblockingCall>(*rt, given);
+    auto call = std::make_shared<NonblockingCall>(*rt, given, false);
     NonblockingCall& c = *call;
     // Initialization is collective (and may wait): the plan and the
     // agreement are made here, once, as a blocking call's; the context is
