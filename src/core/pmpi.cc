@@ -181,6 +181,46 @@ int comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
     return own(comm, group, newcomm);
 }
 
+int comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Comm_create_group, int (*)(MPI_Comm, MPI_Group, int, MPI_Comm*));
+    return own(comm, group, tag, newcomm);
+}
+
+int intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Intercomm_merge, int (*)(MPI_Comm, int, MPI_Comm*));
+    return own(intercomm, high, newcomm);
+}
+
+int cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Cart_create, int (*)(MPI_Comm, int, const int[], const int[], int, MPI_Comm*));
+    return own(comm, ndims, dims, periods, reorder, newcomm);
+}
+
+int cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Cart_sub, int (*)(MPI_Comm, const int[], MPI_Comm*));
+    return own(comm, remain_dims, newcomm);
+}
+
+int graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Graph_create, int (*)(MPI_Comm, int, const int[], const int[], int, MPI_Comm*));
+    return own(comm, nnodes, index, edges, reorder, newcomm);
+}
+
+int dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[], const int destinations[],
+                      const int weights[], MPI_Info info, int reorder, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Dist_graph_create,
+               int (*)(MPI_Comm, int, const int[], const int[], const int[], const int[], MPI_Info, int, MPI_Comm*));
+    return own(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm);
+}
+
+int dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[], const int sourceweights[],
+                               int outdegree, const int destinations[], const int destweights[], MPI_Info info,
+                               int reorder, MPI_Comm* newcomm) {
+    NEXAR_NEXT(PMPI_Dist_graph_create_adjacent, int (*)(MPI_Comm, int, const int[], const int[], int, const int[],
+                                                        const int[], MPI_Info, int, MPI_Comm*));
+    return own(comm, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, newcomm);
+}
+
 int request_free(MPI_Request* request) {
     NEXAR_NEXT(PMPI_Request_free, int (*)(MPI_Request*));
     return own(request);

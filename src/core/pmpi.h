@@ -55,6 +55,16 @@ int comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm);
 int comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm);
 int comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
+int comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm);
+int intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newcomm);
+int cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm* newcomm);
+int cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm);
+int graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder, MPI_Comm* newcomm);
+int dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[], const int destinations[],
+                      const int weights[], MPI_Info info, int reorder, MPI_Comm* newcomm);
+int dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[], const int sourceweights[],
+                               int outdegree, const int destinations[], const int destweights[], MPI_Info info,
+                               int reorder, MPI_Comm* newcomm);
 int request_free(MPI_Request* request);
 // The MPI's own persistent collectives' initialization (MPI-4's
 // PMPI_X_init, or Open MPI 4's PMPIX_X_init); null where it has neither.

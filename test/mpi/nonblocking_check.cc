@@ -643,15 +643,42 @@ int main(int argc, char** argv) {
         many_in_flight(fresh, seed * 9000, 4);
         expect_ring_calls("a new communicator from MPI_Comm_split", before, expect_ring ? 4 : 0);
         MPI_Comm_free(&fresh);
-        // MPI_Comm_create_group does not (it is collective over the group
-        // only, and nexar does not define it): its calls pass through.
+        // So do MPI_Comm_create_group (collective over the group only) and
+        // the topologies.
         MPI_Group world_group;
         MPI_Comm_group(MPI_COMM_WORLD, &world_group);
         MPI_Comm_create_group(MPI_COMM_WORLD, world_group, 7, &fresh);
         MPI_Group_free(&world_group);
         before = ring_calls();
         many_in_flight(fresh, seed * 9500, 4);
-        expect_ring_calls("a communicator without a ring (MPI_Comm_create_group)", before, 0);
+        expect_ring_calls("a new communicator from MPI_Comm_create_group", before, expect_ring ? 4 : 0);
+        MPI_Comm_free(&fresh);
+        const int dims[1] = {g_size}, periods[1] = {0}, remain[1] = {1};
+        MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &fresh);  // not reordered: world ranks
+        MPI_Comm sub;
+        MPI_Cart_sub(fresh, remain, &sub);
+        before = ring_calls();
+        many_in_flight(fresh, seed * 9600, 4);
+        many_in_flight(sub, seed * 9700, 4);
+        expect_ring_calls("new communicators from MPI_Cart_create and MPI_Cart_sub", before, expect_ring ? 8 : 0);
+        MPI_Comm_free(&sub);
+        MPI_Comm_free(&fresh);
+        // MPI_Comm_idup returns before the communicator exists: its
+        // nonblocking calls pass through until a blocking collective has
+        // set its ring up.
+        MPI_Request idup;
+        MPI_Comm_idup(MPI_COMM_WORLD, &fresh, &idup);
+        MPI_Wait(&idup, MPI_STATUS_IGNORE);
+        before = ring_calls();
+        many_in_flight(fresh, seed * 9800, 4);
+        expect_ring_calls("a communicator from MPI_Comm_idup, before a blocking call", before, 0);
+        std::vector<float> ones(1 << 14, 1.0f), sums(1 << 14);
+        MPI_Allreduce(ones.data(), sums.data(), int(ones.size()), MPI_FLOAT, MPI_SUM, fresh);
+        ++g_checks;
+        if (sums[0] != float(g_size) || sums.back() != float(g_size)) ++g_errors;
+        before = ring_calls();
+        many_in_flight(fresh, seed * 9900, 4);
+        expect_ring_calls("a communicator from MPI_Comm_idup, after a blocking call", before, expect_ring ? 4 : 0);
         MPI_Comm_free(&fresh);
         derived_type_allgather(a, seed * 13000);
         // Started and waited on at once, as a blocking call.
