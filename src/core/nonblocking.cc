@@ -110,6 +110,8 @@ struct NonblockingCall {
     // `request` is its carrier (see persistent calls, below).
     bool persistent = false;
     int carrier_tag = 0;
+    // A persistent call's failure, until a completion call has reported it.
+    std::atomic<int> unreported_error{MPI_SUCCESS};
 };
 using CallPtr = std::shared_ptr<NonblockingCall>;
 
@@ -135,9 +137,11 @@ int cancel_grequest(void*, int) { return MPI_SUCCESS; }  // a started collective
 // a tag of the call's own.  A real persistent request of the MPI's: every
 // completion call takes it, and leaves it inactive and valid for the next
 // MPI_Start.  MPI_Start starts it with the call; the call completes it with
-// a message to itself, of one int when the call failed (the completion call
-// then returns MPI_ERR_TRUNCATE: the call's own error went to the
-// communicator's handler).
+// a message to itself, of one int when the call failed: MPI then completes
+// it with MPI_ERR_TRUNCATE, which Open MPI's MPI_Waitall leaves in the
+// status alone.  So nexar's completion calls replace it with the call's own
+// error (take_persistent_error), which also went to the communicator's
+// handler.
 MPI_Comm carrier_comm() {
     static MPI_Comm comm = [] {
         MPI_Comm c = MPI_COMM_NULL;
@@ -368,8 +372,10 @@ void Engine::complete(std::vector<CallPtr>& done) {
         NonblockingCall& c = *call;
         if (c.raise) raise_mpi_error(c.task.call().comm, c.result);
         if (c.ctx) c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
-        if (c.persistent)
+        if (c.persistent) {
+            c.unreported_error.store(c.result, std::memory_order_release);
             complete_carrier(c.carrier_tag, c.result);
+        }
         else
             PMPI_Grequest_complete(c.request);
         c.held_types.release();
@@ -580,6 +586,7 @@ namespace {
 struct PersistentRegistry {
     std::mutex mutex;
     std::map<MPI_Request, CallPtr> calls;
+    std::atomic<size_t> live{0};  // calls.size(), read without the mutex
     std::set<int> tags;  // carriers' tags in use
     int next_tag = 1;
 };
@@ -590,6 +597,7 @@ PersistentRegistry& persistent_registry() {
 
 CallPtr find_persistent(MPI_Request request) {
     PersistentRegistry& reg = persistent_registry();
+    if (reg.live.load(std::memory_order_acquire) == 0) return nullptr;
     std::lock_guard<std::mutex> lock(reg.mutex);
     auto it = reg.calls.find(request);
     return it == reg.calls.end() ? nullptr : it->second;
@@ -644,6 +652,7 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     PersistentRegistry& reg = persistent_registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
     reg.calls[*request] = call;
+    reg.live.store(reg.calls.size(), std::memory_order_release);
     return MPI_SUCCESS;
 }
 
@@ -656,6 +665,7 @@ int start_request(MPI_Request* request) {
     c.stage = NonblockingCall::Stage::decided;
     c.next = TaskStep::run;
     c.result = MPI_SUCCESS;
+    c.unreported_error.store(MPI_SUCCESS, std::memory_order_relaxed);
     c.raise = false;
     c.run_status = Status::ok;
     c.idle = IdleBackoff();
@@ -674,6 +684,7 @@ int free_request(MPI_Request* request) {
         if (it != reg.calls.end()) {
             call = it->second;
             reg.calls.erase(it);
+            reg.live.store(reg.calls.size(), std::memory_order_release);
             reg.tags.erase(call->carrier_tag);
         }
     }
@@ -684,6 +695,12 @@ int free_request(MPI_Request* request) {
             if (Runtime* rt = Runtime::get()) rt->release_orphan(call->ctx);
     }
     return pmpi::request_free(request);
+}
+
+int take_persistent_error(MPI_Request request) {
+    if (request == MPI_REQUEST_NULL) return MPI_SUCCESS;
+    CallPtr call = find_persistent(request);
+    return call ? call->unreported_error.exchange(MPI_SUCCESS, std::memory_order_acq_rel) : MPI_SUCCESS;
 }
 
 bool progress_nonblocking(bool wait_for_lock) { return engine().progress(true, wait_for_lock); }

@@ -99,36 +99,85 @@ int completion_guard(const char* name, const Body& body) {
     return raise_mpi_error(MPI_COMM_WORLD, MPI_ERR_INTERN);
 }
 
+// A persistent call of nexar's that failed completes its carrier with an
+// error the MPIs report unevenly (core/nonblocking.h): a completion call
+// gives the call's own error in its place.  One request completed:
+int report_one(MPI_Request request, MPI_Status* status, int rc) {
+    const int error = take_persistent_error(request);
+    if (error == MPI_SUCCESS) return rc;
+    if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = error;
+    return error;
+}
+
+// `n` requests completed, the k-th of them requests[index(k)] with its
+// status in statuses[k]: MPI_ERR_IN_STATUS where one failed (the call's
+// own error where the statuses are ignored).
+template <class Index>
+int report_many(int n, const Index& index, MPI_Request requests[], MPI_Status statuses[], int rc) {
+    int first_error = MPI_SUCCESS;
+    for (int k = 0; k < n; ++k) {
+        const int error = take_persistent_error(requests[index(k)]);
+        if (error == MPI_SUCCESS) continue;
+        if (statuses != MPI_STATUSES_IGNORE) {
+            // MPI fills the statuses' errors only for MPI_ERR_IN_STATUS.
+            if (first_error == MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)
+                for (int j = 0; j < n; ++j) statuses[j].MPI_ERROR = MPI_SUCCESS;
+            statuses[k].MPI_ERROR = error;
+        }
+        if (first_error == MPI_SUCCESS) first_error = error;
+    }
+    if (first_error == MPI_SUCCESS) return rc;
+    return statuses != MPI_STATUSES_IGNORE ? MPI_ERR_IN_STATUS : first_error;
+}
+
+int report_all(int count, MPI_Request requests[], MPI_Status statuses[], int rc) {
+    return report_many(count, [](int k) { return k; }, requests, statuses, rc);
+}
+
+int report_some(const int* outcount, const int indices[], MPI_Request requests[], MPI_Status statuses[], int rc) {
+    if (*outcount == MPI_UNDEFINED) return rc;
+    return report_many(*outcount, [&](int k) { return indices[k]; }, requests, statuses, rc);
+}
+
+int report_any(const int* index, MPI_Request requests[], MPI_Status* status, int rc) {
+    return *index == MPI_UNDEFINED ? rc : report_one(requests[*index], status, rc);
+}
+
 int wait_here(MPI_Request* request, MPI_Status* status) {
     return completion_guard("MPI_Wait", [&] {
-        return wait_progressing([&](int* done) { return pmpi::test(request, done, status); },
-                                [&] { return pmpi::wait(request, status); });
+        const int rc = wait_progressing([&](int* done) { return pmpi::test(request, done, status); },
+                                        [&] { return pmpi::wait(request, status); });
+        return report_one(*request, status, rc);
     });
 }
 
 int waitall_here(int count, MPI_Request requests[], MPI_Status statuses[]) {
     return completion_guard("MPI_Waitall", [&] {
-        return wait_progressing([&](int* done) { return pmpi::testall(count, requests, done, statuses); },
-                                [&] { return pmpi::waitall(count, requests, statuses); });
+        const int rc = wait_progressing([&](int* done) { return pmpi::testall(count, requests, done, statuses); },
+                                        [&] { return pmpi::waitall(count, requests, statuses); });
+        return report_all(count, requests, statuses, rc);
     });
 }
 
 int waitany_here(int count, MPI_Request requests[], int* index, MPI_Status* status) {
     return completion_guard("MPI_Waitany", [&] {
-        return wait_progressing([&](int* done) { return pmpi::testany(count, requests, index, done, status); },
-                                [&] { return pmpi::waitany(count, requests, index, status); });
+        const int rc =
+            wait_progressing([&](int* done) { return pmpi::testany(count, requests, index, done, status); },
+                             [&] { return pmpi::waitany(count, requests, index, status); });
+        return report_any(index, requests, status, rc);
     });
 }
 
 int waitsome_here(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
     return completion_guard("MPI_Waitsome", [&] {
-        return wait_progressing(
+        const int rc = wait_progressing(
             [&](int* done) {
                 const int rc = pmpi::testsome(incount, requests, outcount, indices, statuses);
                 *done = *outcount != 0;  // some completed, or MPI_UNDEFINED: none active
                 return rc;
             },
             [&] { return pmpi::waitsome(incount, requests, outcount, indices, statuses); });
+        return report_some(outcount, indices, requests, statuses, rc);
     });
 }
 
@@ -142,21 +191,35 @@ int test_here(const char* name, const Test& test) {
 }
 
 int test_one_here(MPI_Request* request, int* flag, MPI_Status* status) {
-    return test_here("MPI_Test", [&] { return pmpi::test(request, flag, status); });
+    return test_here("MPI_Test", [&] {
+        const int rc = pmpi::test(request, flag, status);
+        return *flag ? report_one(*request, status, rc) : rc;
+    });
 }
 
 int testall_here(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
-    return test_here("MPI_Testall", [&] { return pmpi::testall(count, requests, flag, statuses); });
+    return test_here("MPI_Testall", [&] {
+        const int rc = pmpi::testall(count, requests, flag, statuses);
+        return *flag ? report_all(count, requests, statuses, rc) : rc;
+    });
 }
 
 int testany_here(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
-    return test_here("MPI_Testany", [&] { return pmpi::testany(count, requests, index, flag, status); });
+    return test_here("MPI_Testany", [&] {
+        const int rc = pmpi::testany(count, requests, index, flag, status);
+        return *flag ? report_any(index, requests, status, rc) : rc;
+    });
 }
 
 int testsome_here(int incount, MPI_Request requests[], int* outcount, int indices[], MPI_Status statuses[]) {
-    return test_here("MPI_Testsome", [&] { return pmpi::testsome(incount, requests, outcount, indices, statuses); });
+    return test_here("MPI_Testsome", [&] {
+        const int rc = pmpi::testsome(incount, requests, outcount, indices, statuses);
+        return report_some(outcount, indices, requests, statuses, rc);
+    });
 }
 
+// (The request stays active: its error is reported by the call that
+// completes it.)
 int request_get_status_here(MPI_Request request, int* flag, MPI_Status* status) {
     return test_here("MPI_Request_get_status", [&] { return pmpi::request_get_status(request, flag, status); });
 }
