@@ -137,11 +137,12 @@ int cancel_grequest(void*, int) { return MPI_SUCCESS; }  // a started collective
 // a tag of the call's own.  A real persistent request of the MPI's: every
 // completion call takes it, and leaves it inactive and valid for the next
 // MPI_Start.  MPI_Start starts it with the call; the call completes it with
-// a message to itself, of one int when the call failed: MPI then completes
-// it with MPI_ERR_TRUNCATE, which Open MPI's MPI_Waitall leaves in the
-// status alone.  So nexar's completion calls replace it with the call's own
-// error (take_persistent_error), which also went to the communicator's
-// handler.
+// an empty message to itself, also when the call failed: nexar's completion
+// calls then give the call's error in the carrier's place
+// (take_persistent_error), which also went to the communicator's handler.
+// (Completing the carrier with an error of MPI's own, say a message too long
+// for it, fares badly: Open MPI's MPI_Wait then sets a persistent request
+// to MPI_REQUEST_NULL, and its MPI_Waitall returns MPI_SUCCESS.)
 MPI_Comm carrier_comm() {
     static MPI_Comm comm = [] {
         MPI_Comm c = MPI_COMM_NULL;
@@ -152,10 +153,7 @@ MPI_Comm carrier_comm() {
     return comm;
 }
 
-void complete_carrier(int tag, int result) {
-    int failed = result;
-    PMPI_Send(&failed, result == MPI_SUCCESS ? 0 : 1, MPI_INT, 0, tag, carrier_comm());
-}
+void complete_carrier(int tag) { PMPI_Send(nullptr, 0, MPI_INT, 0, tag, carrier_comm()); }
 
 // Every call in flight, in the order they were started, and the progress
 // thread that moves them along while the application computes.
@@ -374,7 +372,7 @@ void Engine::complete(std::vector<CallPtr>& done) {
         if (c.ctx) c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
         if (c.persistent) {
             c.unreported_error.store(c.result, std::memory_order_release);
-            complete_carrier(c.carrier_tag, c.result);
+            complete_carrier(c.carrier_tag);
         }
         else
             PMPI_Grequest_complete(c.request);

@@ -63,8 +63,8 @@ int init_persistent(const CollectiveCall& call, MPI_Request* request, const std:
 int start_request(MPI_Request* request);
 // After a completion call completed `request`: the error of nexar's
 // persistent call whose run failed (once per run), else MPI_SUCCESS.  Its
-// carrier completes with an error the MPIs report unevenly (nonblocking.cc):
-// the completion calls give this one instead.
+// carrier completes successfully all the same (nonblocking.cc): the
+// completion calls give this error instead.
 int take_persistent_error(MPI_Request request);
 // MPI_Request_free of any request: a persistent call of nexar's lets go of
 // what it holds (waiting for it first if it was started).

@@ -99,9 +99,9 @@ int completion_guard(const char* name, const Body& body) {
     return raise_mpi_error(MPI_COMM_WORLD, MPI_ERR_INTERN);
 }
 
-// A persistent call of nexar's that failed completes its carrier with an
-// error the MPIs report unevenly (core/nonblocking.h): a completion call
-// gives the call's own error in its place.  One request completed:
+// A persistent call of nexar's completes its carrier request successfully
+// even when it failed (core/nonblocking.h): a completion call gives the
+// call's error in its place.  One request completed:
 int report_one(MPI_Request request, MPI_Status* status, int rc) {
     const int error = take_persistent_error(request);
     if (error == MPI_SUCCESS) return rc;
