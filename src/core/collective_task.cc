@@ -274,14 +274,21 @@ TaskStep CollectiveTask::start_run() {
     }
     used_.mode = ShmCopy(agreement_.shm_copy);
     used_.own_block_with_slots = used_.mode == ShmCopy::slots && proposal_.own_block_with_slots;
-    // Host buffers everywhere (shared memory agreed): the hierarchical
-    // allreduce where it is ready and chosen, else the flat ring with its
-    // same-node hops in shared memory.  Otherwise the flat ring on UCX only.
-    hierarchical_ = call_.kind == Collective::allreduce && agreement_.shm && agreement_.hier &&
+    // Host buffers everywhere (shared memory agreed): a small allreduce on
+    // one node takes the one-shot, a larger one the hierarchical allreduce
+    // where it is ready and chosen, else the flat ring with its same-node
+    // hops in shared memory.  Otherwise the flat ring on UCX only.  (Every
+    // input here is alike on every rank: the boards are ready on all or
+    // none, the count is agreed.)  The one-shot's limit is on what each
+    // rank reads from the others' boards, which grows with the ranks.
+    const bool allreduce = call_.kind == Collective::allreduce;
+    one_shot_ = allreduce && agreement_.shm && ctx_->boards_ready() &&
+                uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
+    hierarchical_ = allreduce && !one_shot_ && agreement_.shm && agreement_.hier &&
                     wants_hierarchical(cfg_, *ctx_, bytes_);
     // The copy chooser times the flat ring's whole call, this rank's
     // allgather block included.
-    timed_ = agreement_.shm && chooses_copy_ && !hierarchical_;
+    timed_ = agreement_.shm && chooses_copy_ && !hierarchical_ && !one_shot_;
     if (timed_) t0_ = std::chrono::steady_clock::now();
     Status s = place_own_block();
     if (!ok(s)) return result_ = finish_ring(s), TaskStep::done;
@@ -294,6 +301,10 @@ TaskStep CollectiveTask::start_run() {
 RingCallRun* CollectiveTask::build_run() {
     const DataType type = element_.type;
     const ReduceOp op = element_.op;
+    if (one_shot_) {
+        one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
+        return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;
+    }
     if (hierarchical_) {
         RingOptions local_opt = opt_;
         local_opt.segment_bytes = cfg_.shm_segment_bytes();

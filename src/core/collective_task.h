@@ -7,8 +7,8 @@
 //                 communicator: mismatched counts and NULL buffers become
 //                 errors on every rank together; the ring or a fallback is
 //                 chosen for all; the run is built.
-//   3. run():     the flat ring or the hierarchical allreduce, polled by the
-//                 driver until it finishes.
+//   3. run():     the flat ring, the hierarchical allreduce or the one-shot
+//                 allreduce, polled by the driver until it finishes.
 //   4. finish():  the last local copy, the copy chooser's timing, the stats,
 //                 and errors through the communicator's handler.
 //
@@ -144,12 +144,14 @@ private:
     // Step 2: what runs.
     CopyProposal used_;
     bool hierarchical_ = false;
+    bool one_shot_ = false;
     bool timed_ = false;
     std::chrono::steady_clock::time_point t0_;
     std::optional<HostEngine> host_engine_;  // before the runs: their channels use it
     std::optional<DeviceEngine> device_engine_;
     std::optional<FlatRingRun> flat_;
     std::optional<HierarchicalRun> hier_;
+    std::optional<OneShotRun> one_shot_run_;
     RingCallRun* run_ = nullptr;
 };
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "algo/cost_model.h"
+#include "algo/one_shot.h"
 #include "algo/ring.h"
 #include "algo/topology.h"
 #include "memory/device_buffers.h"
@@ -223,6 +224,19 @@ public:
     void set_shadow_comm(MPI_Comm c) { shadow_ = c; }
     // Nonblocking calls in flight on it (the runtime keeps its inboxes).
     std::atomic<int> nonblocking_calls{0};
+    // The one-shot allreduce's boards (algo/one_shot.h), where every rank
+    // shares this node: this rank's own and every other's, by rank, set up
+    // collectively by the runtime (Runtime::connect_boards) and kept for
+    // the context's life.  Ready on every rank or on none.
+    void set_boards(std::vector<std::unique_ptr<ShmInbox>> boards, std::vector<OneShotBoard> views) {
+        boards_ = std::move(boards);
+        board_views_ = std::move(views);
+    }
+    bool boards_ready() const { return !board_views_.empty(); }
+    const std::vector<OneShotBoard>& boards() const { return board_views_; }
+    ShmInbox& board(int rank) { return *boards_[size_t(rank)]; }
+    // The next one-shot call's sequence number (from 1; every rank counts alike).
+    uint64_t next_one_shot() { return ++one_shot_sequence_; }
     // GPU streams, events and slots, created on the first device-buffer call.
     DeviceBuffers& device_buffers(const nexar_device_api* api) {
         if (!device_buffers_) device_buffers_.reset(new DeviceBuffers(api));
@@ -261,6 +275,9 @@ private:
     BlockLayout block_layout_;
     WorkBuffer work_;
     MPI_Comm shadow_ = MPI_COMM_NULL;
+    std::vector<std::unique_ptr<ShmInbox>> boards_;  // by rank
+    std::vector<OneShotBoard> board_views_;
+    uint64_t one_shot_sequence_ = 0;
 };
 
 }  // namespace nexar

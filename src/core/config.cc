@@ -15,7 +15,8 @@ bool operator==(const Config& a, const Config& b) {
            a.host_buffers == b.host_buffers && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
            a.log_level == b.log_level && a.cuda_path == b.cuda_path &&
            a.algorithm == b.algorithm && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
-           a.stream_bytes == b.stream_bytes && a.nonblocking == b.nonblocking && a.progress == b.progress;
+           a.stream_bytes == b.stream_bytes && a.nonblocking == b.nonblocking && a.progress == b.progress &&
+           a.one_shot_bytes == b.one_shot_bytes;
 }
 
 namespace {
@@ -210,19 +211,25 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         complain("NEXAR_NONBLOCKING", v, "1 or 0", "1");
     if ((v = lookup("NEXAR_PROGRESS")) && !parse_progress(v, &c.progress))
         complain("NEXAR_PROGRESS", v, "thread or calls", "thread");
+    if ((v = lookup("NEXAR_ONE_SHOT_BYTES")) &&
+        (!parse_size(v, &c.one_shot_bytes) || c.one_shot_bytes > kMaxOneShotBytes)) {
+        c.one_shot_bytes = kOneShotBytes;
+        complain("NEXAR_ONE_SHOT_BYTES", v, "a byte count from 0 (never) to 1M", format_bytes(kOneShotBytes));
+    }
     return c;
 }
 
 std::string describe(const Config& c) {
-    char buf[400];
+    char buf[440];
     snprintf(buf, sizeof buf,
              "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d shm=%d timeout=%gs stats=%d cuda_path=%s "
-             "algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s",
+             "algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
              c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
              c.pipeline_depth, c.host_buffers ? 1 : 0, c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
              algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
-             format_bytes(c.stream_bytes).c_str(), c.nonblocking ? 1 : 0, progress_mode_name(c.progress));
+             format_bytes(c.stream_bytes).c_str(), c.nonblocking ? 1 : 0, progress_mode_name(c.progress),
+             format_bytes(c.one_shot_bytes).c_str());
     return buf;
 }
 

@@ -41,6 +41,17 @@ inline const char* shm_copy_setting_name(ShmCopySetting s) {
     return s == ShmCopySetting::automatic ? "auto" : shm_copy_name(ShmCopy(int(s)));
 }
 
+// The one-shot allreduce's default limit: on this project's VM, 2 ranks,
+// it beat the ring's persistent call 1.3-7x from 8 to 32 KiB and lost at
+// 64 KiB (a bare exchange: 14.4 us against the ring's 12.3; README, "Small
+// calls").  Most a setting may ask for: every rank of the node maps every
+// other rank's two slots of it.
+constexpr uint64_t kOneShotBytes = 32ull << 10;
+constexpr uint64_t kMaxOneShotBytes = 1ull << 20;
+// Ranks a one-shot call may span: each reads every other rank's input, so
+// its cost grows with them.
+constexpr uint32_t kMaxOneShotRanks = 16;
+
 // Default segment sizes, chosen with bench/nexar-sweep (README, "Tuning"):
 // the shared-memory ring wants segments that stay in cache, the UCX ring
 // fewer and larger messages.
@@ -79,6 +90,11 @@ struct Config {
     uint64_t stream_bytes = 4ull << 20;           // NEXAR_STREAM_BYTES: calls from here stream settled results
     bool nonblocking = true;                      // NEXAR_NONBLOCKING: take MPI_I* collectives (core/nonblocking.h)
     ProgressMode progress = ProgressMode::thread;  // NEXAR_PROGRESS
+    // NEXAR_ONE_SHOT_BYTES: an allreduce on a communicator whose ranks share
+    // one node takes the one-shot (algo/one_shot.h) where its vector times
+    // the other ranks (what each rank reads from their boards) is at most
+    // this; 0: never.
+    uint64_t one_shot_bytes = kOneShotBytes;
 
     uint64_t shm_segment_bytes() const { return segment_bytes ? segment_bytes : kShmSegmentBytes; }
     uint64_t shm_address_segment_bytes() const { return segment_bytes ? segment_bytes : kShmAddressSegmentBytes; }

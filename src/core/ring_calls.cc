@@ -1,6 +1,7 @@
 #include "core/ring_calls.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "algo/hierarchical.h"
@@ -74,6 +75,56 @@ FlatRingRun::FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEn
 }
 
 void FlatRingRun::account() const { count_bytes(*out_); }
+
+OneShotRun::OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                       const RingOptions& opt)
+    : ctx_(ctx), op_(ctx.boards(), ctx.rank(), ctx.next_one_shot(), src, recvbuf, count, type, op), opt_(opt),
+      bytes_(count * datatype_size(type)) {}
+
+// Failed here: the other ranks stop waiting for this one (check_stall).
+Status OneShotRun::fail(Status s) {
+    ctx_.board(ctx_.rank()).mark_broken();
+    return s;
+}
+
+Status OneShotRun::poll(bool* moved, std::string* error) {
+    Status s = op_.poll(moved, error);
+    return ok(s) ? s : fail(s);
+}
+
+Status OneShotRun::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
+    char buf[256];
+    for (int r = 0; r < ctx_.size(); ++r) {
+        ShmInbox& board = ctx_.board(r);
+        if (r != ctx_.rank() && board.broken()) {
+            snprintf(buf, sizeof buf, "a one-shot allreduce on rank %d failed: the error is in rank %d's log", r, r);
+            *error = buf;
+            return fail(Status::peer_failure);
+        }
+    }
+    const int late = op_.waiting_for();
+    if (late < 0) return Status::ok;
+    const pid_t pid = ctx_.board(late).owner_pid();
+    if (late != ctx_.rank() && process_gone(pid)) {
+        snprintf(buf, sizeof buf, "rank %d (process %d) has exited before its part of a one-shot allreduce", late,
+                 int(pid));
+        *error = buf;
+        return fail(Status::peer_failure);
+    }
+    if (opt_.timeout_s <= 0 || (opt_.patient_start && !op_.any_peer_arrived())) return Status::ok;
+    const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
+    if (idle_s <= opt_.timeout_s) return Status::ok;
+    snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): the one-shot allreduce waits for rank %d",
+             idle_s, late);
+    *error = buf;
+    return fail(Status::timeout);
+}
+
+void OneShotRun::account() const {
+    Stats& stats = process_stats();
+    stats.shm_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
+    stats.one_shot_calls.fetch_add(1, std::memory_order_relaxed);
+}
 
 Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
                       const RingOptions& opt, std::string* error) {

@@ -1,7 +1,8 @@
 // The rings a communicator context can run, each wired from the context's
 // channels: the flat ring over the whole communicator (shared memory on the
-// hops inside a node, UCX on the others), and the hierarchical allreduce
-// (algo/hierarchical.h), both as runs that a call's task polls
+// hops inside a node, UCX on the others), the hierarchical allreduce
+// (algo/hierarchical.h) and, for small vectors on one node, the one-shot
+// allreduce on the context's boards (algo/one_shot.h), all as runs that a call's task polls
 // (core/collective_task.h), and the hierarchical allreduce's ring across
 // nodes alone, which the cost probe (core/cost_probe.h) times.  The calls'
 // runs add the bytes of successful calls to the stats per channel kind; the
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "algo/hierarchical.h"
+#include "algo/one_shot.h"
 #include "algo/ring.h"
 #include "core/comm_context.h"
 #include "core/config.h"
@@ -95,6 +97,29 @@ private:
     HostEngine engine_;  // the inter-node rings run in place
     UcxSendChannel inter_out_;
     UcxRecvChannel inter_in_;
+};
+
+// The one-shot allreduce (algo/one_shot.h) on the context's boards.
+// Requires ctx.boards_ready(); takes the context's next one-shot sequence.
+class OneShotRun final : public RingCallRun {
+public:
+    // Check `valid` before the first poll.
+    OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
+               const RingOptions& opt);
+    bool valid() const { return op_.valid(); }
+    Status poll(bool* moved, std::string* error) override;
+    bool finished() const override { return op_.finished(); }
+    // A peer that exited or gave up; no move for NEXAR_TIMEOUT_S (a
+    // persistent call waits as long as no peer has started it).
+    Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) override;
+    void account() const override;
+
+private:
+    Status fail(Status s);
+    CommContext& ctx_;
+    OneShotAllreduce op_;
+    RingOptions opt_;
+    size_t bytes_;
 };
 
 // This local index's ring across the nodes alone, over UCX, in place on

@@ -516,6 +516,47 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
     return every_local_hop;
 }
 
+// The one-shot allreduce's boards (algo/one_shot.h), where every rank of
+// the communicator shares this node: each rank creates its own, an inbox of
+// two slots that only it writes (the one-shot publishes a call's sequence
+// number in its `produced` counter), and maps every other rank's.  Ready
+// on every rank or on none.  Collective.
+void Runtime::connect_boards(CommContext& ctx) {
+    // Alike on every rank: rank 0's settings and the communicator's shape.
+    if (config_.one_shot_bytes == 0 || ctx.topology().nodes() != 1 || ctx.size() > int(kMaxOneShotRanks)) return;
+    const size_t slot_bytes = (size_t(config_.one_shot_bytes) + 63) & ~size_t(63);
+    const int me = ctx.rank();
+    std::string error;
+    std::vector<std::unique_ptr<ShmInbox>> boards(size_t(ctx.size()));
+    ShmInboxName mine;
+    memset(&mine, 0, sizeof mine);
+    Status s = ShmInbox::create(2, slot_bytes, &boards[size_t(me)], &mine, &error);
+    std::vector<ShmInboxName> all(size_t(ctx.size()));
+    pmpi::allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
+    for (int r = 0; ok(s) && r < ctx.size(); ++r)
+        if (r != me) s = ShmInbox::open(all[size_t(r)], &boards[size_t(r)], &error);
+    int ready = ok(s) ? 1 : 0;
+    pmpi::allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
+    if (boards[size_t(me)]) boards[size_t(me)]->unlink();  // every rank has mapped it, or given up
+    if (!ready) {
+        NEXAR_INFO("communicator context %u: no one-shot allreduce (a rank could not set its board up%s%s)",
+                   ctx.id(), ok(s) ? "" : ": ", error.c_str());
+        return;
+    }
+    std::vector<OneShotBoard> views;
+    for (std::unique_ptr<ShmInbox>& b : boards) {
+        OneShotBoard v;
+        v.published = &b->produced();
+        v.slots[0] = b->slot(0);
+        v.slots[1] = b->slot(1);
+        v.slot_bytes = b->slot_bytes();
+        views.push_back(v);
+    }
+    ctx.set_boards(std::move(boards), std::move(views));
+    NEXAR_INFO("communicator context %u: allreduces up to %s take the one-shot allreduce", ctx.id(),
+               format_bytes(config_.one_shot_bytes / uint64_t(ctx.size() - 1)).c_str());
+}
+
 // The hierarchical allreduce needs nodes of equal size with company, the
 // node rings in shared memory and endpoints to the same local index on the
 // neighbouring nodes, on every rank; NEXAR_ALGORITHM=auto then times the
@@ -640,6 +681,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
                 setup_hierarchical(*ctx, all, lens, displs);
             else
                 connect_shm(*ctx, false);
+            connect_boards(*ctx);
             ctx->drop_unused_inboxes();
             ctx->drop_inter();
             keep_inboxes_within_budget(ctx);

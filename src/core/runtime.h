@@ -97,6 +97,7 @@ private:
     void init(int thread_level);
     void start_device();
     bool connect_shm(CommContext& ctx, bool for_hier);
+    void connect_boards(CommContext& ctx);
     void probe_neighbour_memory(CommContext& ctx, const ShmInboxName& writer, const ShmInboxName& owner);
     void setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
                             const std::vector<int>& displs);

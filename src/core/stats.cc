@@ -19,6 +19,7 @@ const StatsField kStatsFields[] = {
     {"reduce_scatter_calls", &Stats::reduce_scatter_calls},
     {"allgather_calls", &Stats::allgather_calls},
     {"push_bytes", &Stats::push_bytes},
+    {"one_shot_calls", &Stats::one_shot_calls},
 };
 const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
 

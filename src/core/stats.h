@@ -27,6 +27,8 @@ struct Stats {
     // Of cma_bytes, those this rank wrote into the successor's buffer
     // (NEXAR_SHM_COPY=push).
     std::atomic<uint64_t> push_bytes{0};
+    // Allreduces done by the one-shot (algo/one_shot.h; also in ring_calls).
+    std::atomic<uint64_t> one_shot_calls{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
@@ -43,7 +45,7 @@ struct StatsField {
 extern const StatsField kStatsFields[];
 extern const size_t kStatsFieldCount;
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

@@ -20,21 +20,6 @@ namespace nexar {
 
 namespace {
 
-// Exited, or exited and not yet reaped (a zombie's memory is gone too).
-bool process_gone(pid_t pid) {
-    if (pid <= 0) return false;
-    if (kill(pid, 0) != 0) return errno == ESRCH;
-    char path[64], stat[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
-    FILE* f = fopen(path, "r");
-    if (!f) return false;
-    size_t n = fread(stat, 1, sizeof stat - 1, f);
-    fclose(f);
-    stat[n] = 0;
-    const char* state = strrchr(stat, ')');  // "pid (comm) S ...": comm may hold anything
-    return state && (state[2] == 'Z' || state[2] == 'X');
-}
-
 Status peer_exited(int rank, pid_t pid, std::string* error) {
     char buf[96];
     snprintf(buf, sizeof buf, "rank %d (process %d) has exited", rank, int(pid));

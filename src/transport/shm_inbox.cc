@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -75,6 +76,20 @@ uint64_t own_pid_namespace() {
 }
 
 }  // namespace
+
+bool process_gone(pid_t pid) {
+    if (pid <= 0) return false;
+    if (kill(pid, 0) != 0) return errno == ESRCH;
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+    FILE* f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = 0;
+    const char* state = strrchr(stat, ')');  // "pid (comm) S ...": comm may hold anything
+    return state && (state[2] == 'Z' || state[2] == 'X');
+}
 
 pid_t watchable_pid(const ShmInboxName& name) {
     uint64_t mine = own_pid_namespace();

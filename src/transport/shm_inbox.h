@@ -68,6 +68,9 @@ struct ShmInboxName {
 // The process id to watch for `name`'s owner: its pid when it lives in this
 // process's pid namespace, else 0 (not watched; NEXAR_TIMEOUT_S still is).
 pid_t watchable_pid(const ShmInboxName& name);
+// Whether process `pid` (watchable_pid's) has exited, or exited and is not
+// yet reaped (a zombie's memory is gone too).  False for 0.
+bool process_gone(pid_t pid);
 
 class ShmInbox {
 public:

@@ -62,8 +62,10 @@ grep -aq "no memory for .* of ring scratch" "$log" || fail "no warning when scra
 # On MPICH only the stalled peer: when a process dies, MPICH (ch4:ucx) and
 # its launcher end the job themselves, sometimes before rank 0 can report.
 # The same for a nonblocking call (i*) and a persistent one (pstall),
-# completed by an MPI_Waitall beside requests that must complete.
-modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall"
+# completed by an MPI_Waitall beside requests that must complete; and a
+# one-shot allreduce (a small vector) whose peer died before its part
+# (kill-small).
+modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall kill-small"
 if [ "$NEXAR_MPI_FAMILY" = mpich ]; then
     modes="stall stall-ucx istall-ucx pstall"
     echo "(kill, kill-ucx and ikill not run: MPICH ends the job itself when a process dies)"
@@ -78,6 +80,10 @@ for mode in $modes; do
     took=$(($(date +%s) - start))
     grep -av '^\[' "$log" | grep -av "mpool.c" | head -n 4
     check_fault_report "$log" "$mode" "$timeout_s" "$took"
+    if [ "$mode" = kill-small ]; then
+        grep -aq "has exited before its part of a one-shot allreduce" "$log" ||
+            fail "kill-small: the error did not come from the one-shot allreduce"
+    fi
 done
 # The check must not pass what it cannot read: this lane's own last report,
 # with its class or its time broken on purpose, fails it.

@@ -36,22 +36,29 @@ min_ring=1
 
 # More ranks than cores busy-poll against each other: fewer and smaller
 # cases as the rank count grows.
+# Small allreduces on one node take the one-shot (algo/one_shot.h) by
+# default, larger ones the ring; runs that exercise the ring's segments on
+# small vectors turn the one-shot off (NEXAR_ONE_SHOT_BYTES=0).
 path=shm run 2 -- --cases 400 --max-count 20000 --big-every 25 --seed 11
-run 2 NEXAR_SEGMENT_BYTES=4K NEXAR_PIPELINE_DEPTH=2 -- --cases 120 --max-count 20000 --big-every 20 --seed 12
+check_bytes "$log" one_shot_calls nonzero
+run 2 NEXAR_SEGMENT_BYTES=4K NEXAR_PIPELINE_DEPTH=2 NEXAR_ONE_SHOT_BYTES=0 -- --cases 120 --max-count 20000 --big-every 20 --seed 12
+check_bytes "$log" one_shot_calls zero
 run 3 -- --cases 240 --max-count 5000 --big-every 60 --seed 13
-run 4 -- --cases 200 --max-count 3000 --big-every 100 --seed 14
-path=shm run 5 NEXAR_SEGMENT_BYTES=1K -- --cases 160 --max-count 2000 --big-every 0 --seed 15
+check_bytes "$log" one_shot_calls nonzero
+run 4 NEXAR_ONE_SHOT_BYTES=1M -- --cases 200 --max-count 3000 --big-every 100 --seed 14
+check_bytes "$log" one_shot_calls nonzero
+path=shm run 5 NEXAR_SEGMENT_BYTES=1K NEXAR_ONE_SHOT_BYTES=0 -- --cases 160 --max-count 2000 --big-every 0 --seed 15
 # Same-node hops that pass segments by address, read by the receiver with
 # CMA: both phases, and the allgather alone (NEXAR_SHM_COPY=mixed); and
 # allgather segments written by the sender into the receiver's buffer
 # (push).
 path=shm run 2 NEXAR_SHM_COPY=cma -- --cases 200 --max-count 20000 --big-every 25 --seed 21
 check_bytes "$log" cma_bytes nonzero
-path=shm run 3 NEXAR_SHM_COPY=mixed NEXAR_SEGMENT_BYTES=4K -- --cases 120 --max-count 5000 --big-every 60 --seed 22
+path=shm run 3 NEXAR_SHM_COPY=mixed NEXAR_SEGMENT_BYTES=4K NEXAR_ONE_SHOT_BYTES=0 -- --cases 120 --max-count 5000 --big-every 60 --seed 22
 check_bytes "$log" cma_bytes nonzero
 path=shm run 2 NEXAR_SHM_COPY=push NEXAR_SEGMENT_BYTES=8K -- --cases 200 --max-count 20000 --big-every 25 --seed 24
 check_bytes "$log" push_bytes nonzero
-path=shm run 3 NEXAR_SHM_COPY=push NEXAR_SEGMENT_BYTES=4K -- --cases 120 --max-count 5000 --big-every 60 --seed 25
+path=shm run 3 NEXAR_SHM_COPY=push NEXAR_SEGMENT_BYTES=4K NEXAR_ONE_SHOT_BYTES=0 -- --cases 120 --max-count 5000 --big-every 60 --seed 25
 check_bytes "$log" push_bytes nonzero
 # A kernel that forbids CMA (ranks nobody may read: non-dumpable, and as
 # root without CAP_SYS_PTRACE, as Yama's ptrace_scope or a container's

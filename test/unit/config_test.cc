@@ -145,6 +145,22 @@ TEST(ParseConfig, DepthAboveLimitIsRejected) {
     EXPECT_EQ(problems.size(), 2u);
 }
 
+TEST(ParseConfig, OneShotLimit) {
+    std::vector<std::string> problems;
+    EXPECT_EQ(parse({}, &problems).one_shot_bytes, kOneShotBytes);
+    EXPECT_EQ(parse({{"NEXAR_ONE_SHOT_BYTES", "0"}}, &problems).one_shot_bytes, 0u);
+    EXPECT_EQ(parse({{"NEXAR_ONE_SHOT_BYTES", "64K"}}, &problems).one_shot_bytes, 64u << 10);
+    EXPECT_TRUE(problems.empty());
+    for (const char* bad : {"2M", "lots", "-1"}) {
+        problems.clear();
+        EXPECT_EQ(parse({{"NEXAR_ONE_SHOT_BYTES", bad}}, &problems).one_shot_bytes, kOneShotBytes) << bad;
+        ASSERT_EQ(problems.size(), 1u) << bad;
+        EXPECT_NE(problems[0].find("NEXAR_ONE_SHOT_BYTES='" + std::string(bad) + "'"), std::string::npos)
+            << problems[0];
+        EXPECT_NE(problems[0].find("default 32KiB"), std::string::npos) << problems[0];
+    }
+}
+
 TEST(ParseConfig, SegmentSizeDefaultsPerRingUnlessSet) {
     std::vector<std::string> problems;
     Config d = parse({}, &problems);

@@ -1,0 +1,122 @@
+// The one-shot allreduce (algo/one_shot.h) over boards in this process:
+// each "rank" is an operation of its own, polled in turns, against a sum
+// computed here.
+#include "algo/one_shot.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace nexar {
+namespace {
+
+struct Boards {
+    explicit Boards(int ranks, size_t slot_bytes) : published(size_t(ranks)), memory(size_t(ranks)) {
+        for (int r = 0; r < ranks; ++r) {
+            memory[size_t(r)].assign(2 * slot_bytes, char(0x5a));
+            OneShotBoard b;
+            b.published = &published[size_t(r)];
+            b.slots[0] = memory[size_t(r)].data();
+            b.slots[1] = memory[size_t(r)].data() + slot_bytes;
+            b.slot_bytes = slot_bytes;
+            views.push_back(b);
+        }
+    }
+    std::vector<std::atomic<uint64_t>> published;
+    std::vector<std::vector<char>> memory;
+    std::vector<OneShotBoard> views;
+};
+
+float input(int rank, size_t i, uint64_t call) { return float(int(i % 13) - 6 + rank * 3 + int(call)); }
+
+// `calls` calls in a row on `ranks` ranks; rank `late` publishes last.
+void run_calls(int ranks, size_t count, int calls, int late, bool in_place) {
+    Boards boards(ranks, count * sizeof(float) + 64);
+    for (uint64_t call = 1; call <= uint64_t(calls); ++call) {
+        std::vector<std::vector<float>> send{size_t(ranks)}, recv{size_t(ranks)};
+        std::vector<std::unique_ptr<OneShotAllreduce>> ops;
+        for (int r = 0; r < ranks; ++r) {
+            send[size_t(r)].resize(count);
+            for (size_t i = 0; i < count; ++i) send[size_t(r)][i] = input(r, i, call);
+            recv[size_t(r)] = in_place ? send[size_t(r)] : std::vector<float>(count, -1.0f);
+            const void* src = in_place ? recv[size_t(r)].data() : send[size_t(r)].data();
+            ops.emplace_back(new OneShotAllreduce(boards.views, r, call, src, recv[size_t(r)].data(), count,
+                                                  DataType::f32, ReduceOp::sum));
+            ASSERT_TRUE(ops.back()->valid());
+        }
+        std::string error;
+        // Everyone but `late` publishes; none can finish without it.
+        for (int r = 0; r < ranks; ++r) {
+            if (r == late) continue;
+            bool moved = false;
+            ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
+            EXPECT_TRUE(moved);
+        }
+        for (int r = 0; r < ranks; ++r) {
+            if (r == late) continue;
+            bool moved = false;
+            ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
+            EXPECT_FALSE(moved);
+            EXPECT_FALSE(ops[size_t(r)]->finished());
+            EXPECT_EQ(ops[size_t(r)]->waiting_for(), late);
+            EXPECT_EQ(ops[size_t(r)]->any_peer_arrived(), ranks > 2);  // the others than `late`
+        }
+        EXPECT_TRUE(ops[size_t(late)]->any_peer_arrived());
+        for (int round = 0; round < 2; ++round)
+            for (int r = 0; r < ranks; ++r) {
+                bool moved = false;
+                ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
+            }
+        for (int r = 0; r < ranks; ++r) {
+            ASSERT_TRUE(ops[size_t(r)]->finished());
+            EXPECT_EQ(ops[size_t(r)]->waiting_for(), -1);
+            for (size_t i = 0; i < count; ++i) {
+                float want = 0;
+                for (int q = 0; q < ranks; ++q) want += input(q, i, call);
+                ASSERT_EQ(recv[size_t(r)][i], want) << "rank " << r << " item " << i << " call " << call;
+            }
+        }
+    }
+}
+
+TEST(OneShot, TwoRanksOutOfPlace) { run_calls(2, 1000, 5, 1, false); }
+TEST(OneShot, TwoRanksInPlace) { run_calls(2, 4096, 5, 0, true); }
+TEST(OneShot, FourRanksManyCalls) { run_calls(4, 777, 9, 2, false); }
+TEST(OneShot, EmptyVector) { run_calls(3, 0, 3, 1, false); }
+
+TEST(OneShot, RefusesWhatDoesNotFit) {
+    Boards boards(2, 256);
+    float buf[128] = {};
+    EXPECT_TRUE(OneShotAllreduce(boards.views, 0, 1, buf, buf, 64, DataType::f32, ReduceOp::sum).valid());
+    EXPECT_FALSE(OneShotAllreduce(boards.views, 0, 1, buf, buf, 65, DataType::f32, ReduceOp::sum).valid());
+    EXPECT_FALSE(OneShotAllreduce(boards.views, 0, 0, buf, buf, 8, DataType::f32, ReduceOp::sum).valid());
+    EXPECT_FALSE(OneShotAllreduce(boards.views, 2, 1, buf, buf, 8, DataType::f32, ReduceOp::sum).valid());
+}
+
+// A peer a call behind: this rank waits for it, and reads its slot only
+// once it has published the call.
+TEST(OneShot, WaitsForAPeerStillOnTheCallBefore) {
+    Boards boards(2, 64);
+    boards.published[1].store(4);  // rank 1 finished call 4; rank 0 starts call 5
+    float a[4] = {1, 2, 3, 4}, out[4] = {};
+    OneShotAllreduce op(boards.views, 0, 5, a, out, 4, DataType::f32, ReduceOp::sum);
+    ASSERT_TRUE(op.valid());
+    std::string error;
+    bool moved = false;
+    ASSERT_EQ(op.poll(&moved, &error), Status::ok);
+    EXPECT_FALSE(op.finished());
+    EXPECT_EQ(op.waiting_for(), 1);
+    EXPECT_FALSE(op.any_peer_arrived());
+    float b[4] = {10, 20, 30, 40};
+    memcpy(boards.views[1].slots[1], b, sizeof b);  // call 5 goes to slot 1
+    boards.published[1].store(5);
+    ASSERT_EQ(op.poll(&moved, &error), Status::ok);
+    ASSERT_TRUE(op.finished());
+    EXPECT_EQ(out[0], 11);
+    EXPECT_EQ(out[3], 44);
+}
+
+}  // namespace
+}  // namespace nexar
