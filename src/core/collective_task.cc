@@ -262,6 +262,29 @@ TaskStep CollectiveTask::start_run() {
                     "every mode again",
                     ctx_->id(), format_bytes(bytes_).c_str(), call_.name, shape_in_place_ ? "in place" : "out of place");
     }
+    // A persistent call starts with no agreement: a context that failed
+    // since (on this rank) runs nothing more.
+    if (ctx_->failed()) {
+        error_ = "an earlier ring on this communicator failed";
+        return result_ = finish_ring(Status::peer_failure), TaskStep::done;
+    }
+    // Host buffers everywhere (shared memory agreed): a small allreduce on
+    // one node takes the one-shot, a larger one the hierarchical allreduce
+    // where it is ready and chosen, else the flat ring with its same-node
+    // hops in shared memory.  Otherwise the flat ring on UCX only.  (Every
+    // input here is alike on every rank: the boards are ready on all or
+    // none, the count is agreed.)  The one-shot's limit is on what each
+    // rank reads from the others' boards, which grows with the ranks.  It
+    // needs no scratch, and takes its sequence number whatever happens
+    // here: no rank falls out of step with the others' boards.
+    const bool allreduce = call_.kind == Collective::allreduce;
+    one_shot_ = allreduce && agreement_.shm && ctx_->boards_ready() &&
+                uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
+    if (one_shot_) {
+        run_ = build_run();
+        return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
+    }
+    hierarchical_ = allreduce && agreement_.shm && agreement_.hier && wants_hierarchical(cfg_, *ctx_, bytes_);
     // Every rank's slots hold a segment of the size it proposed, so the least.
     opt_.segment_bytes = size_t(agreement_.ucx_segment);
     if (plan_.scratch_pending && !ok(reserve_scratch(*ctx_, plan_, opt_.depth))) {
@@ -274,21 +297,9 @@ TaskStep CollectiveTask::start_run() {
     }
     used_.mode = ShmCopy(agreement_.shm_copy);
     used_.own_block_with_slots = used_.mode == ShmCopy::slots && proposal_.own_block_with_slots;
-    // Host buffers everywhere (shared memory agreed): a small allreduce on
-    // one node takes the one-shot, a larger one the hierarchical allreduce
-    // where it is ready and chosen, else the flat ring with its same-node
-    // hops in shared memory.  Otherwise the flat ring on UCX only.  (Every
-    // input here is alike on every rank: the boards are ready on all or
-    // none, the count is agreed.)  The one-shot's limit is on what each
-    // rank reads from the others' boards, which grows with the ranks.
-    const bool allreduce = call_.kind == Collective::allreduce;
-    one_shot_ = allreduce && agreement_.shm && ctx_->boards_ready() &&
-                uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
-    hierarchical_ = allreduce && !one_shot_ && agreement_.shm && agreement_.hier &&
-                    wants_hierarchical(cfg_, *ctx_, bytes_);
     // The copy chooser times the flat ring's whole call, this rank's
     // allgather block included.
-    timed_ = agreement_.shm && chooses_copy_ && !hierarchical_ && !one_shot_;
+    timed_ = agreement_.shm && chooses_copy_ && !hierarchical_;
     if (timed_) t0_ = std::chrono::steady_clock::now();
     Status s = place_own_block();
     if (!ok(s)) return result_ = finish_ring(s), TaskStep::done;

@@ -75,7 +75,12 @@ public:
     void disable() { disabled_ = true; }
     // Failed: a ring on it failed on this rank; its endpoints are suspect.
     bool failed() const { return failed_.load(std::memory_order_acquire); }
-    void mark_failed() { failed_.store(true, std::memory_order_release); }  // (the progress thread too)
+    // (The progress thread too.)  The other ranks' one-shot calls then stop
+    // waiting for this one: its board says so (OneShotRun).
+    void mark_failed() {
+        failed_.store(true, std::memory_order_release);
+        if (!boards_.empty()) boards_[size_t(rank_)]->mark_broken();
+    }
 
     // The process's worker, which the endpoints are made on.
     void use_worker(UcxWorker* worker) { worker_ = worker; }

@@ -71,6 +71,8 @@ CollectiveCall holding_types(const CollectiveCall& given, HeldTypes& held) {
     CollectiveCall call = given;
     if (call.kind != Collective::allgather) return call;
     held.hold(&call.datatype);
+    if (given.sendbuf == MPI_IN_PLACE)  // sendtype is ignored, and may be anything
+        return call;
     if (given.sendtype == given.datatype)
         call.sendtype = call.datatype;
     else
@@ -390,13 +392,13 @@ void Engine::complete(std::vector<CallPtr>& done) {
         NonblockingCall& c = *call;
         if (c.raise) raise_mpi_error(c.task.call().comm, c.result);
         if (c.ctx) c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
+        c.held_types.release();  // before the request completes: the application may then finalize
         if (c.persistent) {
             c.unreported_error.store(c.result, std::memory_order_release);
             complete_carrier(c.carrier_tag);
-        }
-        else
+        } else {
             PMPI_Grequest_complete(c.request);
-        c.held_types.release();
+        }
         in_flight_.fetch_sub(1, std::memory_order_release);
         completions.fetch_add(1, std::memory_order_release);
     }
@@ -498,6 +500,7 @@ void Engine::thread_main() {
             std::unique_lock<std::mutex> lock(wake_mutex_);
             const auto has_work = [&] { return stopping_ || (!idle() && app_waiters.load() == 0); };
             while (!has_work()) {
+                idle_rounds = 0;  // the next call's naps start short
                 const auto now = std::chrono::steady_clock::now();
                 long_doze_ = doze > kDoze;
                 if (!idle()) {  // an application thread waits in MPI and moves the calls

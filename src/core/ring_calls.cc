@@ -87,21 +87,32 @@ Status OneShotRun::fail(Status s) {
     return s;
 }
 
+// A peer whose communicator failed (its board says so) may be out of step
+// with this rank's boards: its slots hold nothing of this call.
+Status OneShotRun::check_peers(std::string* error) {
+    for (int r = 0; r < ctx_.size(); ++r) {
+        if (r == ctx_.rank() || !ctx_.board(r).broken()) continue;
+        char buf[160];
+        snprintf(buf, sizeof buf, "a call on rank %d's communicator failed before: the error is in rank %d's log", r,
+                 r);
+        *error = buf;
+        return fail(Status::peer_failure);
+    }
+    return Status::ok;
+}
+
 Status OneShotRun::poll(bool* moved, std::string* error) {
-    Status s = op_.poll(moved, error);
+    Status s = Status::ok;
+    if (!checked_peers_ && !ok(s = check_peers(error))) return s;
+    checked_peers_ = true;
+    s = op_.poll(moved, error);
     return ok(s) ? s : fail(s);
 }
 
 Status OneShotRun::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
     char buf[256];
-    for (int r = 0; r < ctx_.size(); ++r) {
-        ShmInbox& board = ctx_.board(r);
-        if (r != ctx_.rank() && board.broken()) {
-            snprintf(buf, sizeof buf, "a one-shot allreduce on rank %d failed: the error is in rank %d's log", r, r);
-            *error = buf;
-            return fail(Status::peer_failure);
-        }
-    }
+    Status s = check_peers(error);
+    if (!ok(s)) return s;
     const int late = op_.waiting_for();
     if (late < 0) return Status::ok;
     const pid_t pid = ctx_.board(late).owner_pid();

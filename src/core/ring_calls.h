@@ -116,10 +116,12 @@ public:
 
 private:
     Status fail(Status s);
+    Status check_peers(std::string* error);
     CommContext& ctx_;
     OneShotAllreduce op_;
     RingOptions opt_;
     size_t bytes_;
+    bool checked_peers_ = false;
 };
 
 // This local index's ring across the nodes alone, over UCX, in place on

@@ -524,7 +524,10 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
 void Runtime::connect_boards(CommContext& ctx) {
     // Alike on every rank: rank 0's settings and the communicator's shape.
     if (config_.one_shot_bytes == 0 || ctx.topology().nodes() != 1 || ctx.size() > int(kMaxOneShotRanks)) return;
-    const size_t slot_bytes = (size_t(config_.one_shot_bytes) + 63) & ~size_t(63);
+    // A call takes the one-shot where its vector x (ranks - 1) is at most
+    // one_shot_bytes (core/collective_task.cc): its slots need no more.
+    const size_t largest = size_t(config_.one_shot_bytes) / size_t(ctx.size() - 1);
+    const size_t slot_bytes = (largest + 63) & ~size_t(63);
     const int me = ctx.rank();
     std::string error;
     std::vector<std::unique_ptr<ShmInbox>> boards(size_t(ctx.size()));
@@ -554,7 +557,7 @@ void Runtime::connect_boards(CommContext& ctx) {
     }
     ctx.set_boards(std::move(boards), std::move(views));
     NEXAR_INFO("communicator context %u: allreduces up to %s take the one-shot allreduce", ctx.id(),
-               format_bytes(config_.one_shot_bytes / uint64_t(ctx.size() - 1)).c_str());
+               format_bytes(largest).c_str());
 }
 
 // The hierarchical allreduce needs nodes of equal size with company, the

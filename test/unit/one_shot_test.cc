@@ -118,5 +118,43 @@ TEST(OneShot, WaitsForAPeerStillOnTheCallBefore) {
     EXPECT_EQ(out[3], 44);
 }
 
+// A rank that finished call s publishes call s + 1 into its other slot
+// while a slower peer still reduces call s: the slower one's result is
+// call s's.
+TEST(OneShot, AFastRankAheadLeavesTheSlowOnesCallAlone) {
+    Boards boards(2, 64);
+    float a1[4] = {1, 2, 3, 4}, b1[4] = {10, 20, 30, 40}, a2[4] = {100, 200, 300, 400};
+    float out_a1[4] = {}, out_b1[4] = {}, out_a2[4] = {};
+    OneShotAllreduce fast1(boards.views, 0, 1, a1, out_a1, 4, DataType::f32, ReduceOp::sum);
+    OneShotAllreduce slow1(boards.views, 1, 1, b1, out_b1, 4, DataType::f32, ReduceOp::sum);
+    std::string error;
+    bool moved = false;
+    ASSERT_EQ(slow1.poll(&moved, &error), Status::ok);  // publishes call 1, waits for rank 0
+    EXPECT_FALSE(slow1.finished());
+    ASSERT_EQ(fast1.poll(&moved, &error), Status::ok);  // publishes and reduces call 1
+    ASSERT_TRUE(fast1.finished());
+    // Rank 0 runs ahead into call 2 (slot 0) before rank 1 has reduced call 1 (slot 1) ...
+    OneShotAllreduce fast2(boards.views, 0, 2, a2, out_a2, 4, DataType::f32, ReduceOp::sum);
+    ASSERT_EQ(fast2.poll(&moved, &error), Status::ok);
+    EXPECT_FALSE(fast2.finished());
+    EXPECT_EQ(fast2.waiting_for(), 1);
+    // ... and rank 1 still gets call 1's sum.
+    ASSERT_EQ(slow1.poll(&moved, &error), Status::ok);
+    ASSERT_TRUE(slow1.finished());
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(out_a1[i], a1[i] + b1[i]);
+        EXPECT_EQ(out_b1[i], a1[i] + b1[i]);
+    }
+    float b2[4] = {5, 6, 7, 8}, out_b2[4] = {};
+    OneShotAllreduce slow2(boards.views, 1, 2, b2, out_b2, 4, DataType::f32, ReduceOp::sum);
+    ASSERT_EQ(slow2.poll(&moved, &error), Status::ok);
+    ASSERT_EQ(fast2.poll(&moved, &error), Status::ok);
+    ASSERT_TRUE(fast2.finished() && slow2.finished());
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(out_a2[i], a2[i] + b2[i]);
+        EXPECT_EQ(out_b2[i], a2[i] + b2[i]);
+    }
+}
+
 }  // namespace
 }  // namespace nexar
