@@ -80,6 +80,42 @@ typedef struct {
     uint64_t ring_calls, ring_bytes, passthrough_calls, fallback_calls;
 } stats_t;
 typedef int (*get_stats_fn)(stats_t *);
+typedef int (*get_counter_fn)(const char *, uint64_t *);
+
+/* Which path nexar's calls of one size took, from its counters (the
+ * "path" column): a bit per path, so that ranks and calls can be compared. */
+enum { PATH_MPI = 1, PATH_RING = 2, PATH_ONE_SHOT = 4, PATH_HIER = 8, PATH_FALLBACK = 16 };
+typedef struct { uint64_t ring, one_shot, hier, pass, fallback; } path_counts_t;
+static get_counter_fn get_counter;
+static path_counts_t path_counts(void) {
+    path_counts_t c = {0, 0, 0, 0, 0};
+    if (!get_counter) return c;
+    get_counter("ring_calls", &c.ring);
+    get_counter("one_shot_calls", &c.one_shot);  /* (an older nexar has none: stays 0) */
+    get_counter("hier_calls", &c.hier);
+    get_counter("passthrough_calls", &c.pass);
+    get_counter("fallback_calls", &c.fallback);
+    return c;
+}
+static int path_bits(path_counts_t a, path_counts_t b) {
+    uint64_t one_shot = b.one_shot - a.one_shot, hier = b.hier - a.hier, ring = b.ring - a.ring;
+    int bits = 0;
+    if (ring > one_shot + hier) bits |= PATH_RING;
+    if (one_shot) bits |= PATH_ONE_SHOT;
+    if (hier) bits |= PATH_HIER;
+    if (b.pass != a.pass) bits |= PATH_MPI;
+    if (b.fallback != a.fallback) bits |= PATH_FALLBACK;
+    return bits;
+}
+/* "ring", "1shot+mpi", ...; "-" without nexar's counters. */
+static const char *path_name(int bits, char *buf, size_t len) {
+    static const char *const names[] = {"mpi", "ring", "1shot", "hier", "fallbk"};
+    if (!get_counter || !bits) return "-";
+    buf[0] = 0;
+    for (int i = 0; i < 5; ++i)
+        if (bits & (1 << i)) snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? "+" : "", names[i]);
+    return buf;
+}
 
 static cudart_t cuda;
 static int on_device = 0;
@@ -338,6 +374,7 @@ int main(int argc, char **argv) {
         cuda.SetDevice(rank % ndev);
     }
     get_stats_fn get_stats = (get_stats_fn)dlsym(RTLD_DEFAULT, "nexar_get_stats");
+    get_counter = (get_counter_fn)dlsym(RTLD_DEFAULT, "nexar_get_counter");
     int intercepted = get_stats != NULL;
     /* The plot is drawn from the CSV: make one if none was asked for. */
     char plot_csv[4096] = "";
@@ -374,13 +411,15 @@ int main(int argc, char **argv) {
                    "#   dst=a+b (out of place, the first reduction of each chunk) on rank 0, same size\n");
         if (!on_device && coll == ALLREDUCE)
             printf("# one-pass bound = 2(n-1)/((n-1)/Bc + 1/Br3 + (n-2)/Br): each arriving byte crosses memory once\n");
-        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s\n", "Size", "MPI Avg(us)", "MPI", "MPI",
-               "nexar Avg", "nexar", "nexar", "speedup", "ring", "bound", "MPI", "nexar", "nexar");
+        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s  %s\n", "Size", "MPI Avg(us)", "MPI", "MPI",
+               "nexar Avg", "nexar", "nexar", "speedup", "ring", "bound", "MPI", "nexar", "nexar", "path");
         printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s\n", "(bytes)", "", "algbw", "busbw", "(us)",
                "algbw", "busbw", "", "calls", "(GB/s)", "%bound", "%bound", "%1pass");
+        printf("# path: what nexar's calls did (its counters): ring, 1shot (the one-shot allreduce), hier, mpi (passed "
+               "through), fallbk (fell back after the agreement); a+b: some calls each\n");
         if (csv) fprintf(csv, "size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls,"
                               "bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs,add3_gbs,"
-                              "one_pass_bound_gbs\n");
+                              "one_pass_bound_gbs,path\n");
         fflush(stdout);
     }
     char *host_s = host_alloc(max, thp), *host_r = host_alloc(max, thp), *check = validate ? malloc(max) : NULL;
@@ -418,16 +457,28 @@ int main(int argc, char **argv) {
         cuda_or_host_copy(rbuf, host_s, bytes);
         const void *s = in_place ? MPI_IN_PLACE : sbuf;
         stats_t before = {0}, after = {0};
+        int paths = 0;
         /* Interleave: MPI, nexar, MPI, nexar; keep each side's best average. */
         double t_mpi = 1e30, t_nx = 1e30;
         for (int rep = 0; rep < (reps > 0 ? reps : 2); ++rep) {
             double t = run(1, s, rbuf, count, dt, bytes, it, wu);
             if (t < t_mpi) t_mpi = t;
             if (get_stats) get_stats(&before);
+            path_counts_t p0 = path_counts();
             t = run(0, s, rbuf, count, dt, bytes, it, wu);
+            paths |= path_bits(p0, path_counts());
             if (get_stats) get_stats(&after);
             if (t < t_nx) t_nx = t;
         }
+        /* Every rank must have taken the same path(s): a rank that passed
+         * through while another took the ring would be a bug of nexar's. */
+        int paths_lo = 0, paths_hi = 0;
+        own_allreduce(&paths, &paths_lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        own_allreduce(&paths, &paths_hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        char path_buf[48];
+        const char *path = path_name(paths, path_buf, sizeof path_buf);
+        if (paths_lo != paths_hi && rank == 0)
+            printf("# WARNING: at %zu bytes the ranks took different paths (this rank: %s)\n", bytes, path);
         if (validate && coll == ALLREDUCE) {  /* nexar's result against PMPI_Allreduce on a host copy of the input */
             fill(host_s, (size_t)count, dt, rank);
             memcpy(check, host_s, bytes);
@@ -468,14 +519,15 @@ int main(int argc, char **argv) {
         double bw_mpi = bytes / t_mpi * factor / 1e9, bw_nx = bytes / t_nx * factor / 1e9;
         unsigned long long ring = after.ring_calls - before.ring_calls;
         if (rank == 0) {
-            printf("%-14zu %12.2f %9.3f %9.3f %12.2f %9.3f %9.3f %8.2fx %7llu %9.3f %6.0f%% %6.0f%% %6.0f%%%s\n",
+            printf("%-14zu %12.2f %9.3f %9.3f %12.2f %9.3f %9.3f %8.2fx %7llu %9.3f %6.0f%% %6.0f%% %6.0f%%  %-6s%s%s\n",
                    bytes, t_mpi * 1e6, bytes / t_mpi / 1e9, bw_mpi, t_nx * 1e6, bytes / t_nx / 1e9, bw_nx,
                    t_mpi / t_nx, ring, bound, bound > 0 ? 100 * bw_mpi / bound : 0,
-                   bound > 0 ? 100 * bw_nx / bound : 0, one_pass > 0 ? 100 * bw_nx / one_pass : 0,
-                   validate ? (bad ? "  VALIDATION FAILED" : "  ok") : "");
-            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", bytes,
+                   bound > 0 ? 100 * bw_nx / bound : 0, one_pass > 0 ? 100 * bw_nx / one_pass : 0, path,
+                   paths_lo != paths_hi ? " (ranks differ!)" : "", validate ? (bad ? "  VALIDATION FAILED" : "  ok") : "");
+            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s\n", bytes,
                              size, t_mpi * 1e6, bw_mpi, t_nx * 1e6, bw_nx, t_mpi / t_nx, ring, bound, bc / 1e9,
-                             br / 1e9, bytes / t_mpi / 1e9, bytes / t_nx / 1e9, br3 / 1e9, one_pass);
+                             br / 1e9, bytes / t_mpi / 1e9, bytes / t_nx / 1e9, br3 / 1e9, one_pass,
+                             paths_lo != paths_hi ? "split" : path);
             fflush(stdout);
         }
     }
