@@ -317,10 +317,7 @@ int main(int argc, char **argv) {
     nranks = size;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) {
-            char *colon = strchr(argv[++i], ':');
-            if (colon) { min = parse_bytes(argv[i]); max = parse_bytes(colon + 1); }
-            else max = parse_bytes(argv[i]);
-            if (!min || !max) {
+            if (!parse_range(argv[++i], &min, &max)) {
                 if (rank == 0) fprintf(stderr, "nexar_osu_allreduce: -m takes MIN:MAX in bytes (K, M, G allowed)\n");
                 MPI_Finalize();
                 return 2;

@@ -22,4 +22,13 @@ static inline size_t parse_bytes(const char *text) {
     return *end == '\0' || *end == ':' ? (size_t)v : 0;
 }
 
+/* -m's argument, "MIN:MAX" or "MAX" (MIN stays as it was): 0 when either
+ * is malformed or 0. */
+static inline int parse_range(const char *text, size_t *min, size_t *max) {
+    const char *colon = strchr(text, ':');
+    if (colon) *min = parse_bytes(text);
+    *max = parse_bytes(colon ? colon + 1 : text);
+    return *min && *max;
+}
+
 #endif

@@ -108,6 +108,9 @@ uint64_t nonblocking_completions();
 // waits in MPI.
 template <class Test, class Block>
 int wait_progressing(const Test& test, const Block& block) {
+    // The usual case of a program's point-to-point waits: nothing of
+    // nexar's in flight, and nothing to note for the progress thread.
+    if (!nonblocking_in_flight()) return block();
     {
         WaitingInMpi waiting;  // not while blocked in MPI below: the thread must then move the calls
         IdleBackoff idle;

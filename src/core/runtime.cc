@@ -624,7 +624,8 @@ void Runtime::say_once_no_context() {
     if (!said.exchange(true))
         NEXAR_INFO("a nonblocking collective on a communicator without a ring of nexar's passes through to MPI "
                    "(setting the ring up would wait for the other ranks): rings are set up at MPI_Init for "
-                   "MPI_COMM_WORLD, when MPI_Comm_dup, _split, _split_type or _create makes a communicator, and "
+                   "MPI_COMM_WORLD, when a communicator is made (MPI_Comm_dup, _split, _create, a topology: not "
+                   "MPI_Comm_idup), and "
                    "by its first blocking collective that takes the ring");
 }
 
