@@ -412,8 +412,9 @@ int main(int argc, char **argv) {
                "nexar Avg", "nexar", "nexar", "speedup", "ring", "bound", "MPI", "nexar", "nexar", "path");
         printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s\n", "(bytes)", "", "algbw", "busbw", "(us)",
                "algbw", "busbw", "", "calls", "(GB/s)", "%bound", "%bound", "%1pass");
-        printf("# path: what nexar's calls did (its counters): ring, 1shot (the one-shot allreduce), hier, mpi (passed "
-               "through), fallbk (fell back after the agreement); a+b: some calls each\n");
+        printf("# path: what nexar's calls did in the last round (its counters): ring, 1shot (the one-shot allreduce), "
+               "hier, mpi (passed through), fallbk (fell back after the agreement); a+b: some calls each (the\n"
+               "#   learner, NEXAR_THRESHOLD_BYTES=auto, tries both paths on the first calls of each size)\n");
         if (csv) fprintf(csv, "size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls,"
                               "bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs,add3_gbs,"
                               "one_pass_bound_gbs,path\n");
@@ -463,7 +464,7 @@ int main(int argc, char **argv) {
             if (get_stats) get_stats(&before);
             path_counts_t p0 = path_counts();
             t = run(0, s, rbuf, count, dt, bytes, it, wu);
-            paths |= path_bits(p0, path_counts());
+            paths = path_bits(p0, path_counts());  /* the last round's: after the learner's trials */
             if (get_stats) get_stats(&after);
             if (t < t_nx) t_nx = t;
         }

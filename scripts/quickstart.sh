@@ -35,13 +35,15 @@ fi
 make -j"$jobs"
 
 if [ "$what" = bench ]; then
-    bench/nexar-osu -np 2 --malloc all -c -m 1048576:268435456 --csv bench/results.csv --plot bench/busbw.png
+    # No NEXAR_* setting: what LD_PRELOAD alone gives (the path column says
+    # which path each size settled on).
+    bench/nexar-osu -np 2 --malloc all -c -m 4K:256M --csv bench/results.csv --plot bench/busbw.png
     echo "CSV: bench/results-{default,tuned,thp}.csv; plots: bench/busbw-{default,tuned,thp}.png"
     echo
     echo "## nonblocking: MPI_Iallreduce's overlap with computation, MPI and nexar"
-    NEXAR_THRESHOLD_BYTES=0 bench/nexar-overlap -np 2 -c -m 64K:16M --csv bench/overlap.csv
+    bench/nexar-overlap -np 2 -c -m 64K:16M --csv bench/overlap.csv
     echo "## persistent and nonblocking against blocking"
-    NEXAR_THRESHOLD_BYTES=0 bench/nexar-overlap -np 2 --persistent -m 4K:16M -r 3 --csv bench/persistent.csv
+    bench/nexar-overlap -np 2 --persistent -m 4K:16M -r 3 --csv bench/persistent.csv
     echo "CSV: bench/overlap.csv, bench/persistent.csv"
     echo
     echo "## a real client: mpi4py + numpy gradient exchange, without and with nexar"

@@ -111,6 +111,20 @@ check_stats() {
     done
 }
 
+# check_same_paths FILE: every rank's NEXAR_STATS line counts the same
+# calls on each path (ring, one-shot, hierarchical, passed through, fallen
+# back): no rank took a path another did not.
+check_same_paths() {
+    local file=$1 field first v
+    for field in ring_calls one_shot_calls hier_calls passthrough_calls fallback_calls; do
+        read_stats "$file" "$field"
+        first=${values[0]}
+        for v in "${values[@]}"; do
+            [ "$v" = "$first" ] || fail "ranks took different paths: $field differs ($(stats_lines "$file" | tr '\n' ' '))"
+        done
+    done
+}
+
 # check_bytes FILE FIELD zero|nonzero: every NEXAR_STATS line's FIELD
 # (shm_bytes, ucx_bytes, a *_calls counter) is 0, or is not.
 check_bytes() {

@@ -52,7 +52,25 @@ TaskStep CollectiveTask::check_call() {
     esz_ = datatype_size(element_.type);
     ring_count_ = size_t(items_) * element_.per_item;
     bytes_ = ring_count_ * esz_;
+    // Nonblocking calls are not timed (core/path_learner.h): with the
+    // threshold learnt, they take the ring from a size of their own.
+    if (nonblocking_ && cfg_.learn && bytes_ < kAutoNonblockingBytes) return TaskStep::pass_through;
     return TaskStep::agree;
+}
+
+// NEXAR_THRESHOLD_BYTES=auto: the learner routes a blocking call (every
+// rank alike, core/path_learner.h); true where it goes to the MPI, with no
+// agreement.  Only host buffers are learnt: in a job where device buffers
+// may come, nothing is (Config::learn).
+LearnShape CollectiveTask::learn_shape() const {
+    return LearnShape{call_.kind, asked_in_place_, LearnMemory::host};
+}
+
+bool CollectiveTask::learnt_mpi() {
+    if (nonblocking_ || !cfg_.learn || ctx_->disabled()) return false;
+    route_ = ctx_->learner().route(learn_shape(), bytes_);
+    if (route_.trial) trial_t0_ = std::chrono::steady_clock::now();
+    return route_.path == CallPath::mpi;
 }
 
 // Where each part of the vector lies: equal chunks for the allreduce, each
@@ -159,6 +177,7 @@ TaskStep CollectiveTask::plan() {
     const TaskStep checked = check_call();
     if (checked != TaskStep::agree) return checked;
     ctx_ = rt_.context_for(call_.comm, &error_);
+    if (learnt_mpi()) return TaskStep::pass_through;
     // A blocking call that may take the ring first completes the
     // nonblocking calls started before it on its communicator: they come
     // first in MPI's order, in the context's ring sequence, and in the use

@@ -28,6 +28,7 @@
 
 #include "core/call_plan.h"
 #include "core/collective.h"
+#include "core/path_learner.h"
 #include "core/ring_calls.h"
 #include "core/runtime.h"
 #include "memory/device.h"
@@ -54,7 +55,8 @@ public:
     // in it), and falls back where a blocking call would set released
     // inboxes up again (a collective step that would wait).
     CollectiveTask(Runtime& rt, const CollectiveCall& call, bool nonblocking = false)
-        : rt_(rt), cfg_(rt.config()), call_(own_block_as_in_place(call)), nonblocking_(nonblocking) {}
+        : rt_(rt), cfg_(rt.config()), call_(own_block_as_in_place(call)), nonblocking_(nonblocking),
+          asked_in_place_(call.sendbuf == MPI_IN_PLACE) {}
     CollectiveTask(const CollectiveTask&) = delete;
     CollectiveTask& operator=(const CollectiveTask&) = delete;
 
@@ -84,6 +86,15 @@ public:
     int finish(Status run_status);
     int result() const { return result_; }
 
+    // A call timed for NEXAR_THRESHOLD_BYTES=auto's learner (null: not
+    // one), from when it was routed; the driver hands the learner its time.
+    const Route* trial() const { return route_.trial ? &route_ : nullptr; }
+    size_t bytes() const { return bytes_; }
+    LearnShape learn_shape() const;  // the learner's class of the call (with bytes())  // the vector's, in ring elements (after plan())
+    // The learner routed it (NEXAR_THRESHOLD_BYTES=auto), to the MPI or to nexar.
+    bool routed() const { return route_.slot >= 0; }
+    std::chrono::steady_clock::time_point trial_start() const { return trial_t0_; }
+
     // For a fallback: the communicator's context (null before it was
     // asked for) and where this rank's buffers live.
     CommContext* context() { return ctx_; }
@@ -91,6 +102,7 @@ public:
 
 private:
     TaskStep check_call();
+    bool learnt_mpi();
     void lay_out_blocks();
     void check_own_buffers();
     void place_ring_buffers();
@@ -109,6 +121,9 @@ private:
     const Config& cfg_;
     CollectiveCall call_;
     const bool nonblocking_;
+    // MPI_IN_PLACE as the caller passed it: MPI has every rank pass it alike
+    // (own_block_as_in_place is one rank's own finding).
+    const bool asked_in_place_;
     int result_ = MPI_SUCCESS;
     std::string error_;
 
@@ -140,6 +155,8 @@ private:
     CopyProposal proposal_;
     CallAgreement agreement_;
     bool reconnected_ = false;
+    Route route_;  // NEXAR_THRESHOLD_BYTES=auto's choice for a blocking call
+    std::chrono::steady_clock::time_point trial_t0_;
 
     // Step 2: what runs.
     CopyProposal used_;

@@ -29,6 +29,7 @@
 #include "algo/topology.h"
 #include "memory/device_buffers.h"
 #include "core/copy_choice.h"
+#include "core/path_learner.h"
 #include "transport/shm_channel.h"
 #include "transport/shm_inbox.h"
 #include "transport/ucx.h"
@@ -186,6 +187,9 @@ public:
     const CostModel& cost_model() const { return cost_model_; }
     // NEXAR_SHM_COPY=auto's measurements on this communicator.
     ShmCopyChooser& copy_chooser() { return copy_chooser_; }
+    // NEXAR_THRESHOLD_BYTES=auto's: which path each size of call takes.
+    PathLearner& learner() { return learner_; }
+    const PathLearner& learner() const { return learner_; }
     // Without it, closes the endpoints only it uses.
     void drop_inter() {
         if (hier_ready_) return;
@@ -269,6 +273,7 @@ private:
     bool hier_ready_ = false;
     CostModel cost_model_;
     ShmCopyChooser copy_chooser_;
+    PathLearner learner_;
     bool wants_shm_ = false, shm_for_hier_ = false, shm_connected_ = false;
     std::mutex call_mutex_;
     std::atomic<size_t> inbox_bytes_{0};

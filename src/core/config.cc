@@ -10,13 +10,28 @@
 namespace nexar {
 
 bool operator==(const Config& a, const Config& b) {
-    return a.enable == b.enable && a.threshold_bytes == b.threshold_bytes &&
+    return a.enable == b.enable && a.threshold_auto == b.threshold_auto && a.threshold_bytes == b.threshold_bytes &&
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
-           a.host_buffers == b.host_buffers && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
+           a.host_setting == b.host_setting && a.host_buffers == b.host_buffers && a.learn == b.learn && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
            a.log_level == b.log_level && a.cuda_path == b.cuda_path &&
            a.algorithm == b.algorithm && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
            a.stream_bytes == b.stream_bytes && a.nonblocking == b.nonblocking && a.progress == b.progress &&
            a.one_shot_bytes == b.one_shot_bytes;
+}
+
+void resolve_for_job(Config* c, bool device_possible) {
+    c->host_buffers = c->host_setting == HostBuffers::on || (c->host_setting == HostBuffers::automatic && !device_possible);
+    c->learn = c->threshold_auto && !device_possible;
+    if (c->threshold_auto) c->threshold_bytes = device_possible ? kDeviceThresholdBytes : kAutoFloorBytes;
+}
+
+const char* host_buffers_name(HostBuffers h) {
+    switch (h) {
+        case HostBuffers::off: return "0";
+        case HostBuffers::on: return "1";
+        case HostBuffers::automatic: return "auto";
+    }
+    return "?";
 }
 
 namespace {
@@ -52,6 +67,19 @@ bool parse_size(const char* text, uint64_t* out) {
     if (shift && value > (UINT64_MAX >> shift)) return false;
     *out = static_cast<uint64_t>(value) << shift;
     return true;
+}
+
+bool parse_size_or_auto(const char* text, uint64_t* out, bool* automatic) {
+    if (text && strcasecmp(skip_space(text), "auto") == 0) return *automatic = true, true;
+    if (!parse_size(text, out)) return false;
+    return *automatic = false, true;
+}
+
+bool parse_host_buffers(const char* text, HostBuffers* out) {
+    bool on = false;
+    if (text && strcasecmp(text, "auto") == 0) return *out = HostBuffers::automatic, true;
+    if (!parse_bool(text, &on)) return false;
+    return *out = on ? HostBuffers::on : HostBuffers::off, true;
 }
 
 bool parse_uint(const char* text, uint64_t* out) {
@@ -169,8 +197,8 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
     const char* v;
     if ((v = lookup("NEXAR_ENABLE")) && !parse_bool(v, &c.enable))
         complain("NEXAR_ENABLE", v, "1 or 0", "1");
-    if ((v = lookup("NEXAR_THRESHOLD_BYTES")) && !parse_size(v, &c.threshold_bytes))
-        complain("NEXAR_THRESHOLD_BYTES", v, "a byte count such as 8388608, 8M or 8MiB", format_bytes(c.threshold_bytes));
+    if ((v = lookup("NEXAR_THRESHOLD_BYTES")) && !parse_size_or_auto(v, &c.threshold_bytes, &c.threshold_auto))
+        complain("NEXAR_THRESHOLD_BYTES", v, "auto, or a byte count such as 8388608, 8M or 8MiB", "auto");
     if ((v = lookup("NEXAR_SEGMENT_BYTES"))) {
         uint64_t s = 0;
         if (parse_size(v, &s) && s >= kMinSegmentBytes && s <= kMaxSegmentBytes)
@@ -186,8 +214,10 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         else
             complain("NEXAR_PIPELINE_DEPTH", v, "an integer from 1 to 64", std::to_string(c.pipeline_depth));
     }
-    if ((v = lookup("NEXAR_HOST_BUFFERS")) && !parse_bool(v, &c.host_buffers))
-        complain("NEXAR_HOST_BUFFERS", v, "1 or 0", "0");
+    if ((v = lookup("NEXAR_HOST_BUFFERS")) && !parse_host_buffers(v, &c.host_setting))
+        complain("NEXAR_HOST_BUFFERS", v, "auto, 1 or 0", "auto");
+    c.host_buffers = c.host_setting != HostBuffers::off;  // until resolve_for_job
+    c.learn = c.threshold_auto;
     if ((v = lookup("NEXAR_SHM")) && !parse_bool(v, &c.shm))
         complain("NEXAR_SHM", v, "1 or 0", "1");
     if ((v = lookup("NEXAR_TIMEOUT_S")) && !parse_seconds(v, &c.timeout_s))
@@ -222,11 +252,11 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
 std::string describe(const Config& c) {
     char buf[440];
     snprintf(buf, sizeof buf,
-             "enable=%d threshold=%s segment=%s depth=%u host_buffers=%d shm=%d timeout=%gs stats=%d cuda_path=%s "
+             "enable=%d threshold=%s segment=%s depth=%u host_buffers=%s shm=%d timeout=%gs stats=%d cuda_path=%s "
              "algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
-             c.enable ? 1 : 0, format_bytes(c.threshold_bytes).c_str(),
+             c.enable ? 1 : 0, c.threshold_auto ? "auto" : format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
-             c.pipeline_depth, c.host_buffers ? 1 : 0, c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
+             c.pipeline_depth, host_buffers_name(c.host_setting), c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
              algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
              format_bytes(c.stream_bytes).c_str(), c.nonblocking ? 1 : 0, progress_mode_name(c.progress),
              format_bytes(c.one_shot_bytes).c_str());

@@ -68,6 +68,29 @@ constexpr uint64_t kShmAddressSegmentBytes = 4ull << 20;
 // 4 MiB segments ran 1.6x faster than 1 MiB (README, "Results on a GPU").
 constexpr uint64_t kDeviceSegmentBytes = 4ull << 20;
 
+// NEXAR_THRESHOLD_BYTES=auto (core/path_learner.h): calls below this pass
+// through with no agreement and no learning.  On this project's VM, 2 ranks,
+// Open MPI took 1.5 us at 1 KiB and nexar's one-shot 2.0; at 4 KiB 3.5
+// against 2.9 (README, "Small calls").
+constexpr uint64_t kAutoFloorBytes = 2ull << 10;
+// Device buffers keep a fixed threshold until a GPU measurement supports
+// learning theirs; so does every call in a job where GPUs may come (their
+// memory kinds would have to be agreed before each call: DESIGN.md
+// section 3).
+constexpr uint64_t kDeviceThresholdBytes = 8ull << 20;
+// Nonblocking and persistent calls cannot be timed (the application's
+// computation runs inside them): with NEXAR_THRESHOLD_BYTES=auto they take
+// the ring from this size, where it overlapped their computation and Open
+// MPI's did not (README, "Nonblocking and persistent calls").
+constexpr uint64_t kAutoNonblockingBytes = 64ull << 10;
+
+// NEXAR_HOST_BUFFERS: whether host buffers may take the ring.  auto: yes in
+// a job without GPUs, where the learner (or a fixed threshold) decides;
+// in a job where GPUs may come, no (as before: their threshold is the
+// device buffers' own).
+enum class HostBuffers : int { off = 0, on = 1, automatic = 2 };
+const char* host_buffers_name(HostBuffers h);
+
 // Who moves nonblocking calls along (NEXAR_PROGRESS, core/nonblocking.h):
 // a thread of nexar's, or only the application's MPI calls.
 enum class ProgressMode : int { thread = 0, calls = 1 };
@@ -75,10 +98,18 @@ inline const char* progress_mode_name(ProgressMode m) { return m == ProgressMode
 
 struct Config {
     bool enable = true;                           // NEXAR_ENABLE
-    uint64_t threshold_bytes = 8ull << 20;        // NEXAR_THRESHOLD_BYTES
+    // NEXAR_THRESHOLD_BYTES: auto (learn, core/path_learner.h) or a fixed
+    // number.  threshold_bytes: the fixed number; with auto, calls below it
+    // never take the ring (resolve_for_job sets it).
+    bool threshold_auto = true;
+    uint64_t threshold_bytes = kAutoFloorBytes;
     uint64_t segment_bytes = 0;                   // NEXAR_SEGMENT_BYTES; 0: each ring's default
     uint32_t pipeline_depth = 4;                  // NEXAR_PIPELINE_DEPTH: segments in flight
-    bool host_buffers = false;                    // NEXAR_HOST_BUFFERS
+    HostBuffers host_setting = HostBuffers::automatic;  // NEXAR_HOST_BUFFERS
+    // What the two settings above come to in this job (resolve_for_job):
+    // host buffers may take the ring; the learner decides each size.
+    bool host_buffers = true;
+    bool learn = true;
     bool shm = true;                              // NEXAR_SHM: same-node host rings through shared memory
     double timeout_s = 60.0;                      // NEXAR_TIMEOUT_S (0: wait forever)
     bool stats = false;                           // NEXAR_STATS
@@ -103,6 +134,10 @@ struct Config {
 };
 static_assert(std::is_trivially_copyable<Config>::value, "Config is broadcast as bytes");
 
+// The settings made concrete once start-up knows whether GPUs may come in
+// the job (identical on every rank): host_buffers, learn, threshold_bytes.
+void resolve_for_job(Config* c, bool device_possible);
+
 bool operator==(const Config& a, const Config& b);
 inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
 
@@ -113,6 +148,10 @@ constexpr uint32_t kMaxPipelineDepth = 64;
 
 // "8388608", "8M", "8MiB", "8m", "512K", "1G", "64B": suffixes are powers of 1024.
 bool parse_size(const char* text, uint64_t* out);
+// parse_size's, or "auto" (*automatic set).
+bool parse_size_or_auto(const char* text, uint64_t* out, bool* automatic);
+// "auto", or parse_bool's.
+bool parse_host_buffers(const char* text, HostBuffers* out);
 // "1"/"0", "yes"/"no", "true"/"false", "on"/"off" (any case).
 bool parse_bool(const char* text, bool* out);
 // A plain non-negative decimal integer ("4").

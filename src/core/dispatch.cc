@@ -24,20 +24,50 @@ int raise_mpi_error(MPI_Comm comm, int error_class) {
     return error_class;
 }
 
-int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                        bool large_count) {
-    // The small call's path, without building a description of it.
-    const Runtime* rt = Runtime::get();
-    if (!rt) rt = Runtime::start_late(comm);
-    if (rt && rt->config().enable && small_allreduce(rt->config(), count, sendbuf, recvbuf)) {
-        process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
-        return pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
-    }
-    CollectiveCall call =
-        allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt, op, comm);
-    call.large_count = large_count;
-    return intercept_collective(call);
+namespace {
+
+// NEXAR_THRESHOLD_BYTES=auto's fast path for allreduces that go to the MPI
+// (below the floor, or in a size class that settled on it): what this
+// thread's latest allreduce found out, so that the next one like it needs
+// neither the datatype table nor the communicator's attribute.  It must
+// route exactly as the task would (the learner counts the call alike:
+// PathLearner::settled_on_mpi), so it takes only calls whose every other
+// check the task would pass.
+struct KnownAllreduce {
+    MPI_Datatype datatype = MPI_DATATYPE_NULL;  // a (datatype, op) the ring takes
+    MPI_Op op = MPI_OP_NULL;
+    uint64_t item_bytes = 0;
+    MPI_Comm comm = MPI_COMM_NULL;  // a communicator the learner routes on, and its context
+    CommContext* ctx = nullptr;
+    uint64_t generation = 0;  // Runtime::context_generation() when ctx was seen
+};
+thread_local KnownAllreduce t_known;
+
+bool learnt_mpi_fast(const Runtime& rt, const void* sendbuf, const void* recvbuf, int64_t count, MPI_Datatype dt,
+                     MPI_Op op, MPI_Comm comm) {
+    const KnownAllreduce& k = t_known;
+    if (dt != k.datatype || op != k.op || count < 0 || !sendbuf || !recvbuf || sendbuf == recvbuf ||
+        sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM || comm == MPI_COMM_NULL)
+        return false;
+    const uint64_t bytes = uint64_t(count) * k.item_bytes;
+    if (bytes < rt.config().threshold_bytes) return true;
+    return comm == k.comm && k.generation == rt.context_generation() &&
+           k.ctx->learner().settled_on_mpi(LearnShape{Collective::allreduce, sendbuf == MPI_IN_PLACE, LearnMemory::host}, bytes);
 }
+
+// After the task: what the fast path may use next time.
+void remember_allreduce(const Runtime& rt, CollectiveTask& task, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
+    KnownAllreduce& k = t_known;
+    if (dt != k.datatype || op != k.op) {
+        RingElement e;
+        k = KnownAllreduce();
+        if (!map_mpi_call(dt, op, &e) || mpi_forbids(dt, op)) return;
+        k.datatype = dt, k.op = op, k.item_bytes = uint64_t(e.per_item) * datatype_size(e.type);
+    }
+    if (task.routed()) k.comm = comm, k.ctx = task.context(), k.generation = rt.context_generation();
+}
+
+}  // namespace
 
 namespace {
 
@@ -66,9 +96,8 @@ Status run(CollectiveTask& task) {
     return poll_to_end(both, task.error());
 }
 
-// Step after step on the caller's stack: what every blocking call does.
-int drive_to_end(Runtime& rt, CollectiveTask& task) {
-    TaskStep step = task.plan();
+// The steps after the plan, to the call's return code.
+int complete(Runtime& rt, CollectiveTask& task, TaskStep step) {
     while (step == TaskStep::agree) {
         agree(task);
         step = task.agreed();
@@ -82,7 +111,59 @@ int drive_to_end(Runtime& rt, CollectiveTask& task) {
     }
 }
 
+// NEXAR_THRESHOLD_BYTES=auto: a trial's time to the learner; after the
+// round's last, the slowest rank's best times settle the verdict on every
+// rank (every rank counted the same calls, so every rank reduces here).
+void learn_from(CollectiveTask& task) {
+    const Route* trial = task.trial();
+    if (!trial) return;
+    PathLearner& learner = task.context()->learner();
+    learner.record(*trial, std::chrono::duration<double>(std::chrono::steady_clock::now() - task.trial_start()).count());
+    if (!trial->ends_round) return;
+    double slowest[2];
+    learner.best_times(*trial, slowest);
+    pmpi::allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, task.call().comm);
+    const bool changed = learner.settle(*trial, slowest);
+    const int size_class = PathLearner::size_class(task.bytes());
+    CallPath path = CallPath::mpi;
+    learner.verdict(task.learn_shape(), size_class, &path, nullptr);
+    NEXAR_DEBUG("communicator context %u: %s %s from %s on host buffers: %s%s (slowest rank's best: nexar %.1f us, "
+                "MPI %.1f us)",
+                task.context()->id(), task.call().name, task.learn_shape().in_place ? "in place" : "out of place",
+                format_bytes(uint64_t(1) << size_class).c_str(),
+                call_path_name(path), changed ? "" : " still", slowest[int(CallPath::nexar)] * 1e6,
+                slowest[int(CallPath::mpi)] * 1e6);
+}
+
+// Step after step on the caller's stack: what every blocking call does.
+int drive_to_end(Runtime& rt, CollectiveTask& task) {
+    const int rc = complete(rt, task, task.plan());
+    learn_from(task);
+    return rc;
+}
+
 }  // namespace
+
+int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                        bool large_count) {
+    // The small call's path, without building a description of it.
+    Runtime* rt = Runtime::get();
+    if (!rt) rt = Runtime::start_late(comm);
+    if (rt && rt->config().enable &&
+        (small_allreduce(rt->config(), count, sendbuf, recvbuf) ||
+         (rt->config().learn && learnt_mpi_fast(*rt, sendbuf, recvbuf, count, dt, op, comm)))) {
+        process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
+        return pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
+    }
+    CollectiveCall call =
+        allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt, op, comm);
+    call.large_count = large_count;
+    if (!rt || !rt->config().enable) return intercept_collective(call);
+    CollectiveTask task(*rt, call);
+    const int rc = drive_to_end(*rt, task);
+    if (rt->config().learn) remember_allreduce(*rt, task, dt, op, comm);
+    return rc;
+}
 
 int intercept_collective(const CollectiveCall& call) {
     Runtime* rt = Runtime::get();

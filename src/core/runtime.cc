@@ -227,6 +227,15 @@ void Runtime::start_device() {
     int mine = device_api_ ? 1 : 0, any = 0;
     pmpi::allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     device_possible_ = any != 0;
+    resolve_for_job(&config_, device_possible_);
+    if (config_.learn)
+        NEXAR_INFO("threshold: learnt per communicator and size from %s (nonblocking calls from %s); host buffers %s",
+                   format_bytes(config_.threshold_bytes).c_str(), format_bytes(kAutoNonblockingBytes).c_str(),
+                   config_.host_buffers ? "take the ring" : "pass through");
+    else
+        NEXAR_INFO("threshold: %s%s; host buffers %s", format_bytes(config_.threshold_bytes).c_str(),
+                   config_.threshold_auto ? " (a GPU may come: nothing is learnt)" : "",
+                   config_.host_buffers ? "take the ring" : "pass through");
 }
 
 bool Runtime::device_path(DeviceEngine::Mode* mode) const {
@@ -252,11 +261,28 @@ int Runtime::on_comm_delete(MPI_Comm, int, void* attr, void*) {
     return MPI_SUCCESS;
 }
 
+// NEXAR_LOG=info, once per communicator, as it goes: where each
+// collective's crossover landed (the learner's verdicts are alike on every
+// rank: its rank 0 says them).
+void Runtime::say_what_was_learnt(const CommContext& ctx) const {
+    if (!config_.learn || ctx.rank() != 0 || int(log_level()) < int(LogLevel::info)) return;
+    static const char* const names[] = {"MPI_Allreduce", "MPI_Reduce_scatter", "MPI_Allgather"};
+    for (int k = 0; k < kCollectives; ++k)
+        for (bool in_place : {false, true}) {
+            const std::string learnt = ctx.learner().describe(LearnShape{Collective(k), in_place, LearnMemory::host});
+            if (!learnt.empty())
+                NEXAR_INFO("communicator context %u (%d ranks): %s %s on host buffers took %s", ctx.id(), ctx.size(),
+                           names[k], in_place ? "in place" : "out of place", learnt.c_str());
+        }
+}
+
 void Runtime::forget(CommContext* ctx) {
     {
         std::lock_guard<std::mutex> reg(registry_mutex_);
         if (!registry_.erase(ctx)) return;
     }
+    context_generation_.fetch_add(1, std::memory_order_acq_rel);
+    say_what_was_learnt(*ctx);
     // MPI_Comm_free lets pending calls complete: nexar's nonblocking ones
     // on it complete before their context goes.
     drain_nonblocking(ctx);

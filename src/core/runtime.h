@@ -86,6 +86,9 @@ public:
     // The last persistent request on a context whose communicator was
     // freed is gone: the context goes too.  (No-op for any other context.)
     void release_orphan(CommContext* ctx);
+    // Changes whenever a context goes: a context pointer kept with the
+    // value read before it is still alive while the value is unchanged.
+    uint64_t context_generation() const { return context_generation_.load(std::memory_order_acquire); }
     // Whether `comm` has its context already (asking sets none up).
     bool has_context(MPI_Comm comm) const;
     // NEXAR_LOG=info, once: a nonblocking call found no context.
@@ -103,6 +106,7 @@ private:
                             const std::vector<int>& displs);
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     static int on_self_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
+    void say_what_was_learnt(const CommContext& ctx) const;
     void forget(CommContext* ctx);
     void retire(CommContext* ctx);
     void keep_inboxes_within_budget(CommContext* keep);
@@ -132,6 +136,7 @@ private:
     bool ucx_cuda_ = false;
     bool mpi_cuda_aware_ = false;
     std::atomic<uint64_t> calls_{0};
+    std::atomic<uint64_t> context_generation_{1};
     std::mutex tag_ids_mutex_;
     std::vector<bool> tag_ids_in_use_;
     size_t last_tag_id_ = 0;

@@ -26,6 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 nxc="$here/nexar-cluster"
 check_prog="$NEXAR_BUILDDIR/test/mpi/allreduce_check"
 fault_prog="$NEXAR_BUILDDIR/test/mpi/fault_check"
+learn_prog="$NEXAR_BUILDDIR/test/mpi/learn_check"
 # Wall-clock limit of one mpirun (the runs take seconds; a hang fails).
 : "${NEXAR_CLUSTER_TIMEOUT:=120}"
 
@@ -174,6 +175,20 @@ grep -aE '^[0-9]+ [^ ]+ [0-9]+$' "$log" | awk -v root="$root_dev" '
 # cores of this machine: small case counts. ---
 check_run 2 --ppn 1 -- --cases 300 --max-count 20000 --big-every 25 --seed 31
 check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero
+# The learnt threshold across nodes, with no setting but the stats: every
+# size's results exact, every rank on the same path at every size (the
+# trials' times are chaotic here: four busy ranks on two cores), every
+# rank's counts alike.
+echo "== learn_check, 2 nodes x 2 ranks, no NEXAR_* setting"
+san_env=()
+for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS; do [ -n "${!v:-}" ] && san_env+=(-x "$v"); done
+limited --ranks 4 "$nxc" mpirun --ppn 2 -x NEXAR_STATS=1 -x NEXAR_LOG=info "${san_env[@]}" "$learn_prog" \
+    --max 1048576 --calls 20
+rc=$?
+grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 8
+[ $rc = 0 ] || fail "learn_check across nodes exited with $rc"
+check_stats "$log" 4 1
+check_same_paths "$log"
 # Communicators share the process's worker and its endpoints across nodes:
 # 50 live ones, each with a large call over TCP, add no descriptor.
 echo "== nexar_many_comms, 2 nodes x 1 rank, 50 communicators"

@@ -19,7 +19,9 @@ set -u
 prog="$NEXAR_BUILDDIR/nexar_many_comms"
 lib="$NEXAR_BUILDDIR/.libs/libnexar_pmpi.so"
 new_log
-export NEXAR_HOST_BUFFERS=1 NEXAR_STATS=1 NEXAR_LOG=debug
+# A fixed threshold: every large call takes the ring (the learner would
+# send some trials to the MPI).
+export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_STATS=1 NEXAR_LOG=debug
 
 # at_most FIELD LIMIT: on each of the 2 ranks' many_comms lines in $log,
 # FIELD is a number (maybe negative or with a fraction) <= LIMIT.

@@ -40,10 +40,16 @@ run 2 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M
 grep -aq "libnexar_pmpi was built for" "$log" && fail "nexar warned of another MPI on its own: $(grep -a 'was built for' "$log")"
 run 3 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1MiB
 run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_ENABLE=0
-# Default settings: host buffers are not taken.
-run 2 0
+# Default settings: host buffers go where the learner finds them faster;
+# each size's first calls try the ring (NEXAR_THRESHOLD_BYTES=auto), on
+# every rank alike.
+run 2 1
+check_same_paths "$log"
+# A number keeps today's meaning, and host buffers can still be turned off.
+run 2 0 NEXAR_THRESHOLD_BYTES=16M
+run 2 0 NEXAR_HOST_BUFFERS=0
 # A malformed setting: one clear warning, the default is used, the job runs.
-run 2 0 NEXAR_THRESHOLD_BYTES=lots
+run 2 1 NEXAR_THRESHOLD_BYTES=lots
 grep -aq "NEXAR_THRESHOLD_BYTES='lots' is not valid" "$log" || fail "no warning for a malformed setting"
 [ "$(grep -ac "is not valid" "$log")" = 1 ] || fail "the warning must be printed once per job"
 # UCX cannot start: a warning on each rank, every call passes through, the

@@ -74,8 +74,56 @@ TEST(ParseConfig, DefaultsWhenUnset) {
     EXPECT_TRUE(problems.empty());
     EXPECT_TRUE(c == Config());
     EXPECT_TRUE(c.enable);
-    EXPECT_EQ(c.threshold_bytes, 8ull << 20);
+    EXPECT_TRUE(c.threshold_auto);
+    EXPECT_EQ(c.host_setting, HostBuffers::automatic);
+    EXPECT_TRUE(c.host_buffers);
+    EXPECT_TRUE(c.learn);
+}
+
+TEST(ParseConfig, AutoThresholdAndHostBuffers) {
+    std::vector<std::string> problems;
+    Config c = parse({{"NEXAR_THRESHOLD_BYTES", " AUTO"}, {"NEXAR_HOST_BUFFERS", "Auto"}}, &problems);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_TRUE(c == Config()) << describe(c);
+    EXPECT_NE(describe(c).find("threshold=auto"), std::string::npos) << describe(c);
+    EXPECT_NE(describe(c).find("host_buffers=auto"), std::string::npos) << describe(c);
+    c = parse({{"NEXAR_THRESHOLD_BYTES", "64K"}, {"NEXAR_HOST_BUFFERS", "0"}}, &problems);
+    EXPECT_FALSE(c.threshold_auto);
+    EXPECT_FALSE(c.learn);
+    EXPECT_EQ(c.threshold_bytes, 64ull << 10);
+    EXPECT_EQ(c.host_setting, HostBuffers::off);
     EXPECT_FALSE(c.host_buffers);
+    EXPECT_NE(describe(c).find("threshold=64KiB"), std::string::npos) << describe(c);
+}
+
+// What the settings come to once start-up knows whether GPUs may come.
+TEST(ResolveForJob, AutoLearnsHostBuffersOnlyWithoutGpus) {
+    Config cpu;
+    resolve_for_job(&cpu, false);
+    EXPECT_TRUE(cpu.host_buffers);
+    EXPECT_TRUE(cpu.learn);
+    EXPECT_EQ(cpu.threshold_bytes, kAutoFloorBytes);
+    Config gpu;
+    resolve_for_job(&gpu, true);
+    EXPECT_FALSE(gpu.host_buffers);  // auto: as before in a GPU job
+    EXPECT_FALSE(gpu.learn);
+    EXPECT_EQ(gpu.threshold_bytes, kDeviceThresholdBytes);
+    Config gpu_host;
+    gpu_host.host_setting = HostBuffers::on;
+    resolve_for_job(&gpu_host, true);
+    EXPECT_TRUE(gpu_host.host_buffers);
+    EXPECT_EQ(gpu_host.threshold_bytes, kDeviceThresholdBytes);
+    Config fixed;
+    fixed.threshold_auto = false;
+    fixed.threshold_bytes = 1 << 20;
+    resolve_for_job(&fixed, false);
+    EXPECT_FALSE(fixed.learn);
+    EXPECT_EQ(fixed.threshold_bytes, 1u << 20);
+    EXPECT_TRUE(fixed.host_buffers);
+    Config off;
+    off.host_setting = HostBuffers::off;
+    resolve_for_job(&off, false);
+    EXPECT_FALSE(off.host_buffers);
 }
 
 TEST(ParseConfig, ReadsEverySetting) {
@@ -100,6 +148,8 @@ TEST(ParseConfig, ReadsEverySetting) {
     EXPECT_EQ(c.shm_copy, ShmCopySetting::mixed);
     EXPECT_FALSE(c.enable);
     EXPECT_EQ(c.threshold_bytes, 4ull << 20);
+    EXPECT_FALSE(c.threshold_auto);
+    EXPECT_EQ(c.host_setting, HostBuffers::on);
     EXPECT_EQ(c.segment_bytes, 256ull << 10);
     EXPECT_EQ(c.pipeline_depth, 8u);
     EXPECT_TRUE(c.host_buffers);
@@ -133,7 +183,7 @@ TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
     EXPECT_NE(problems[8].find("NEXAR_ALGORITHM='tree'"), std::string::npos) << problems[8];
     EXPECT_NE(problems[8].find("auto, ring or hier"), std::string::npos) << problems[8];
     EXPECT_NE(problems[1].find("NEXAR_THRESHOLD_BYTES='8X'"), std::string::npos) << problems[1];
-    EXPECT_NE(problems[1].find("default 8MiB"), std::string::npos) << problems[1];
+    EXPECT_NE(problems[1].find("default auto"), std::string::npos) << problems[1];
     EXPECT_NE(problems[3].find("NEXAR_PIPELINE_DEPTH"), std::string::npos);
 }
 

@@ -1,0 +1,189 @@
+// The learnt threshold (NEXAR_THRESHOLD_BYTES=auto, the default), run with
+// no NEXAR_* setting but the stats: for each collective and each size from
+// 4 bytes up, more calls than a learning round takes, so that every size
+// runs both paths (the trials) and then the one it settled on.
+//
+//   learn_check [--max BYTES] [--calls N] [--comm world|split]
+//
+// Every result is checked against values computed here (integer sums:
+// exact).  After each size, every rank's path counters (nexar_get_counter)
+// must have moved alike: the ranks took the same path on every call.  Below
+// the floor (kAutoFloorBytes, 2 KiB) no call may take the ring; from it,
+// both paths must have run (the trials).  Prints the path each size settled
+// on.  --comm split: on two communicators of MPI_COMM_WORLD's even and odd
+// ranks' halves at once (4 ranks or more), which learn apart.
+#include <mpi.h>
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../own_mpi.h"
+#include "nexar/nexar.h"
+
+namespace {
+
+enum Coll { allreduce, allreduce_in_place, reduce_scatter_block, allgather, kColls };
+const char* const kNames[] = {"MPI_Allreduce", "MPI_Allreduce (in place)", "MPI_Reduce_scatter_block",
+                              "MPI_Allgather"};
+
+struct Paths {
+    uint64_t v[5] = {};  // ring, one-shot, hier, passed through, fallen back
+};
+const char* const kCounters[] = {"ring_calls", "one_shot_calls", "hier_calls", "passthrough_calls", "fallback_calls"};
+
+Paths read_paths() {
+    Paths p;
+    for (int i = 0; i < 5; ++i)
+        if (nexar_get_counter(kCounters[i], &p.v[i]) != 0) {
+            fprintf(stderr, "FAIL: nexar_get_counter(%s) failed: is libnexar_pmpi loaded?\n", kCounters[i]);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    return p;
+}
+
+int g_errors = 0;
+
+// One call of `coll` with `n` ints per rank's block (allreduce: the whole
+// vector), call number `k`; checks the result.
+void one_call(Coll coll, MPI_Comm comm, size_t n, int k, std::vector<int>& a, std::vector<int>& b) {
+    int rank = 0, size = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    const size_t total = coll == allreduce || coll == allreduce_in_place ? n : n * size_t(size);
+    const auto input = [&](int r, size_t i) { return int(r * 7 + int(i % 13) + k); };
+    const auto sum = [&](size_t i) { return 7 * size * (size - 1) / 2 + size * (int(i % 13) + k); };
+    int rc = MPI_SUCCESS;
+    switch (coll) {
+        case allreduce:
+        case allreduce_in_place:
+            for (size_t i = 0; i < total; ++i) a[i] = input(rank, i);
+            if (coll == allreduce)
+                rc = MPI_Allreduce(a.data(), b.data(), int(n), MPI_INT, MPI_SUM, comm);
+            else
+                rc = MPI_Allreduce(MPI_IN_PLACE, a.data(), int(n), MPI_INT, MPI_SUM, comm), b.swap(a);
+            for (size_t i = 0; i < n && g_errors < 5; ++i)
+                if (b[i] != sum(i)) {
+                    fprintf(stderr, "FAIL [rank %d]: %s of %zu ints, call %d: [%zu] = %d, expected %d\n", rank,
+                            kNames[coll], n, k, i, b[i], sum(i));
+                    ++g_errors;
+                    break;
+                }
+            if (coll == allreduce_in_place) b.swap(a);
+            break;
+        case reduce_scatter_block:
+            for (size_t i = 0; i < total; ++i) a[i] = input(rank, i);
+            rc = MPI_Reduce_scatter_block(a.data(), b.data(), int(n), MPI_INT, MPI_SUM, comm);
+            for (size_t i = 0; i < n && g_errors < 5; ++i)
+                if (b[i] != sum(size_t(rank) * n + i)) {
+                    fprintf(stderr, "FAIL [rank %d]: %s of %zu ints, call %d: [%zu] = %d, expected %d\n", rank,
+                            kNames[coll], n, k, i, b[i], sum(size_t(rank) * n + i));
+                    ++g_errors;
+                    break;
+                }
+            break;
+        case allgather:
+            for (size_t i = 0; i < n; ++i) a[i] = input(rank, i);
+            rc = MPI_Allgather(a.data(), int(n), MPI_INT, b.data(), int(n), MPI_INT, comm);
+            for (size_t i = 0; i < total && g_errors < 5; ++i)
+                if (b[i] != input(int(i / n), i % n)) {
+                    fprintf(stderr, "FAIL [rank %d]: %s of %zu ints, call %d: [%zu] = %d, expected %d\n", rank,
+                            kNames[coll], n, k, i, b[i], input(int(i / n), i % n));
+                    ++g_errors;
+                    break;
+                }
+            break;
+        default: break;
+    }
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "FAIL [rank %d]: %s of %zu ints returned %d\n", rank, kNames[coll], n, rc);
+        ++g_errors;
+    }
+}
+
+std::string describe(const Paths& d) {
+    std::string s;
+    for (int i = 0; i < 5; ++i)
+        if (d.v[i]) s += (s.empty() ? "" : "+") + std::string(kCounters[i]).substr(0, std::string(kCounters[i]).find("_calls"));
+    return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    size_t max_bytes = 4u << 20;
+    int calls = 24;
+    bool split = false;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--max") && i + 1 < argc) max_bytes = strtoull(argv[++i], nullptr, 10);
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--comm") && i + 1 < argc) split = !strcmp(argv[++i], "split");
+        else {
+            fprintf(stderr, "usage: learn_check [--max BYTES] [--calls N] [--comm world|split]\n");
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    auto own_allreduce = own_mpi(PMPI_Allreduce);
+    int world_rank = 0, world_size = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    MPI_Comm comm = MPI_COMM_WORLD;
+    if (split) MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &comm);
+    int size = 0, rank = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    const size_t floor_bytes = 2048;  // kAutoFloorBytes
+    std::vector<int> a(max_bytes / sizeof(int) * size_t(size) + 16), b(a.size());
+    for (int c = 0; c < kColls; ++c) {
+        for (size_t bytes = 4; bytes <= max_bytes; bytes *= 4) {
+            // The learner sizes a call by its whole vector.
+            const size_t n = bytes / sizeof(int), vector = c == allreduce || c == allreduce_in_place ? bytes : bytes * size_t(size);
+            const Paths before = read_paths();
+            Paths settled_from;
+            for (int k = 0; k < calls; ++k) {
+                if (k == calls - 4) settled_from = read_paths();
+                one_call(Coll(c), comm, n, k, a, b);
+            }
+            const Paths after = read_paths();
+            Paths all, last, lo, hi;
+            for (int i = 0; i < 5; ++i) {
+                all.v[i] = after.v[i] - before.v[i];
+                last.v[i] = after.v[i] - settled_from.v[i];
+            }
+            // Every rank of the communicator alike (two halves learn apart).
+            own_allreduce(all.v, lo.v, 5, MPI_UINT64_T, MPI_MIN, comm);
+            own_allreduce(all.v, hi.v, 5, MPI_UINT64_T, MPI_MAX, comm);
+            for (int i = 0; i < 5; ++i)
+                if (lo.v[i] != hi.v[i]) {
+                    fprintf(stderr, "FAIL [rank %d]: %s of %zu bytes: ranks took different paths: %s from %" PRIu64
+                            " to %" PRIu64 " calls\n", world_rank, kNames[c], bytes, kCounters[i], lo.v[i], hi.v[i]);
+                    ++g_errors;
+                }
+            const uint64_t to_ring = all.v[0], passed = all.v[3] + all.v[4];
+            if (vector < floor_bytes && to_ring != 0) {
+                fprintf(stderr, "FAIL [rank %d]: %s of %zu bytes, below the floor, took the ring %" PRIu64 " times\n",
+                        world_rank, kNames[c], bytes, to_ring);
+                ++g_errors;
+            }
+            if (vector >= floor_bytes && calls >= 16 && (to_ring == 0 || passed == 0)) {
+                fprintf(stderr, "FAIL [rank %d]: %s of %zu bytes: the learner's trials did not run both paths "
+                        "(ring %" PRIu64 ", MPI %" PRIu64 ")\n", world_rank, kNames[c], bytes, to_ring, passed);
+                ++g_errors;
+            }
+            if (world_rank == 0)
+                printf("%-26s %9zu bytes (vector %9zu): all calls %-24s last 4 calls %s\n", kNames[c], bytes, vector,
+                       describe(all).c_str(), describe(last).c_str());
+        }
+    }
+    int errors = 0;
+    own_allreduce(&g_errors, &errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (world_rank == 0) printf("learn_check: %d ranks%s, %d errors\n", world_size, split ? " (split)" : "", errors);
+    if (split) MPI_Comm_free(&comm);
+    MPI_Finalize();
+    return errors ? 1 : 0;
+}

@@ -1,0 +1,33 @@
+#!/bin/bash
+# The learnt threshold (NEXAR_THRESHOLD_BYTES=auto, host buffers auto): the
+# defaults, with no other NEXAR_* setting than the stats and the log.
+# learn_check runs each collective at every size from 4 bytes, more calls
+# than a learning round: both paths at each size (the trials), then the one
+# it settled on; each result is checked against values computed in the
+# program, and every rank's path counters must move alike at every size.
+# Here, too: every rank's NEXAR_STATS line counts the same calls on each
+# path, and NEXAR_LOG=info says where each collective's crossover landed.
+set -u
+. "$(dirname "$0")/../lib.sh"
+prog="$NEXAR_BUILDDIR/test/mpi/learn_check"
+new_log
+unset NEXAR_THRESHOLD_BYTES NEXAR_HOST_BUFFERS
+export NEXAR_STATS=1 NEXAR_LOG=info
+
+run() {  # run NP ARGS...
+    local np=$1; shift
+    echo "== $np ranks $*"
+    nexar_mpirun "$np" "$prog" "$@" >"$log" 2>&1
+    local rc=$?
+    grep -av '^nexar' "$log" | tail -n 60
+    [ $rc = 0 ] || fail "learn_check at $np ranks exited with $rc"
+    check_stats "$log" "$np" 1
+    check_same_paths "$log"
+    grep -aq "MPI_Allreduce out of place on host buffers took" "$log" || fail "NEXAR_LOG=info did not say where the crossover landed"
+    grep -a "on host buffers took" "$log"
+}
+
+run 2 --max 4194304 --calls 24
+# More ranks than cores: smaller sizes.
+run 3 --max 262144 --calls 20
+echo "PASS"

@@ -1,0 +1,317 @@
+// The auto threshold's learner (core/path_learner.h) with fake timings:
+// several "ranks" are separate learners fed the same calls, and the driver's
+// MAX reduction is done here by hand.
+#include "core/path_learner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+namespace nexar {
+namespace {
+
+// Calls in a learning round of a class of `bytes`.
+uint32_t round_of(uint64_t bytes) { return 2 * PathLearner::trials_per_path(PathLearner::size_class(bytes)); }
+constexpr uint32_t kRound = 2 * PathLearner::kTrialsPerPath;  // from 64 KiB
+
+// Fake seconds for a call of `bytes` on `path` at rank `rank`, call `n`.
+using Timing = std::function<double(int rank, CallPath path, uint64_t bytes, uint64_t n)>;
+
+// Ranks that make the same calls; returns the path every rank took (and
+// fails the test where they differ).
+struct Job {
+    explicit Job(int ranks) : learners(size_t(ranks)) {}
+    std::vector<PathLearner> learners;
+    uint64_t calls = 0;
+
+    CallPath call(Collective kind, LearnMemory memory, uint64_t bytes, const Timing& timing) {
+        const uint64_t n = calls++;
+        std::vector<Route> routes;
+        for (auto& l : learners) routes.push_back(l.route({kind, false, memory}, bytes));
+        for (size_t r = 1; r < routes.size(); ++r) {
+            EXPECT_EQ(routes[r].path, routes[0].path) << "rank " << r << " call " << n;
+            EXPECT_EQ(routes[r].trial, routes[0].trial);
+            EXPECT_EQ(routes[r].ends_round, routes[0].ends_round);
+        }
+        for (size_t r = 0; r < routes.size(); ++r)
+            if (routes[r].trial) learners[r].record(routes[r], timing(int(r), routes[r].path, bytes, n));
+        if (routes[0].ends_round) {  // the driver's MAX reduction
+            double slowest[2] = {0, 0};
+            for (size_t r = 0; r < routes.size(); ++r) {
+                double t[2];
+                learners[r].best_times(routes[r], t);
+                slowest[0] = std::max(slowest[0], t[0]);
+                slowest[1] = std::max(slowest[1], t[1]);
+            }
+            for (size_t r = 0; r < routes.size(); ++r) learners[r].settle(routes[r], slowest);
+        }
+        return routes[0].path;
+    }
+    // Calls until every rank has settled; then the next call's path.
+    CallPath settled_path(Collective kind, LearnMemory memory, uint64_t bytes, const Timing& timing) {
+        for (uint32_t i = 0; i < round_of(bytes); ++i) call(kind, memory, bytes, timing);
+        return call(kind, memory, bytes, timing);
+    }
+};
+
+// Each path costs latency + bytes / bandwidth: nexar has the larger
+// latency and the larger bandwidth, so it wins from some size.
+Timing crossover_at(uint64_t crossover_bytes) {
+    return [=](int, CallPath p, uint64_t bytes, uint64_t) {
+        // mpi: 1 us + b / 1 GB/s; nexar: L + b / 4 GB/s, equal at crossover.
+        const double c = double(crossover_bytes);
+        const double nexar_latency = 1e-6 + c * (1e-9 - 0.25e-9);
+        return p == CallPath::mpi ? 1e-6 + double(bytes) * 1e-9 : nexar_latency + double(bytes) * 0.25e-9;
+    };
+}
+
+TEST(PathLearner, SizeClassIsLog2) {
+    EXPECT_EQ(PathLearner::size_class(1), 0);
+    EXPECT_EQ(PathLearner::size_class(4096), 12);
+    EXPECT_EQ(PathLearner::size_class(8191), 12);
+    EXPECT_EQ(PathLearner::size_class(8192), 13);
+    EXPECT_EQ(PathLearner::size_class(uint64_t(1) << 63), 63);
+}
+
+TEST(PathLearner, TrialsAlternateThenSettle) {
+    PathLearner l;
+    for (uint32_t i = 0; i < kRound; ++i) {
+        Route r = l.route({Collective::allreduce, false, LearnMemory::host}, 65536);
+        EXPECT_TRUE(r.trial);
+        EXPECT_EQ(r.path, i % 2 == 0 ? CallPath::nexar : CallPath::mpi) << i;
+        EXPECT_EQ(r.ends_round, i + 1 == kRound);
+        l.record(r, r.path == CallPath::nexar ? 1e-5 : 3e-5);
+        if (r.ends_round) {
+            double t[2];
+            l.best_times(r, t);
+            EXPECT_DOUBLE_EQ(t[int(CallPath::nexar)], 1e-5);
+            EXPECT_DOUBLE_EQ(t[int(CallPath::mpi)], 3e-5);
+            EXPECT_TRUE(l.settle(r, t));
+        }
+    }
+    Route r = l.route({Collective::allreduce, false, LearnMemory::host}, 100000);  // same class
+    EXPECT_FALSE(r.trial);
+    EXPECT_EQ(r.path, CallPath::nexar);
+    CallPath p;
+    ASSERT_TRUE(l.verdict({Collective::allreduce, false, LearnMemory::host}, 16, &p, nullptr));
+    EXPECT_EQ(p, CallPath::nexar);
+    EXPECT_FALSE(l.verdict({Collective::allreduce, false, LearnMemory::host}, 17, &p, nullptr));
+}
+
+TEST(PathLearner, SmallCallsTryEachPathInBlocks) {
+    PathLearner l;
+    const uint32_t block = PathLearner::kSmallBlock, round = 2 * PathLearner::kSmallTrialsPerPath;
+    EXPECT_EQ(round_of(4096), round);
+    EXPECT_EQ(round_of(64 << 10), kRound);
+    for (uint32_t i = 0; i < round; ++i) {
+        Route r = l.route({Collective::allreduce, false, LearnMemory::host}, 4096);
+        EXPECT_TRUE(r.trial);
+        EXPECT_EQ(r.path, (i / block) % 2 == 0 ? CallPath::nexar : CallPath::mpi) << i;
+        EXPECT_EQ(r.ends_round, i + 1 == round) << i;
+    }
+}
+
+// settled_on_mpi, the fast path's shortcut, counts a call exactly as route() would.
+TEST(PathLearner, FastPathKeepsStepWithRoute) {
+    Job fast(1), slow(1);
+    const Timing mpi_fast = [](int, CallPath p, uint64_t, uint64_t) { return p == CallPath::nexar ? 2e-6 : 1e-6; };
+    EXPECT_EQ(fast.settled_path(Collective::allreduce, LearnMemory::host, 8192, mpi_fast), CallPath::mpi);
+    EXPECT_EQ(slow.settled_path(Collective::allreduce, LearnMemory::host, 8192, mpi_fast), CallPath::mpi);
+    PathLearner& f = fast.learners[0];
+    PathLearner& s = slow.learners[0];
+    for (uint32_t n = 0; n < 3 * PathLearner::kFirstRevisit; ++n) {
+        Route rs = s.route({Collective::allreduce, false, LearnMemory::host}, 8192);
+        const bool shortcut = f.settled_on_mpi({Collective::allreduce, false, LearnMemory::host}, 8192);
+        if (!shortcut) {
+            Route rf = f.route({Collective::allreduce, false, LearnMemory::host}, 8192);
+            EXPECT_EQ(rf.path, rs.path) << n;
+            EXPECT_EQ(rf.trial, rs.trial) << n;
+            EXPECT_EQ(rf.ends_round, rs.ends_round) << n;
+            EXPECT_TRUE(rf.trial) << n;  // only a revisit's trials miss the shortcut
+            for (auto* l : {&f, &s}) {
+                Route& r = l == &f ? rf : rs;
+                l->record(r, mpi_fast(0, r.path, 8192, n));
+                if (r.ends_round) {
+                    double t[2];
+                    l->best_times(r, t);
+                    l->settle(r, t);
+                }
+            }
+        } else {
+            EXPECT_EQ(rs.path, CallPath::mpi) << n;
+            EXPECT_FALSE(rs.trial) << n;
+        }
+    }
+    // A class that chose nexar, or has not chosen, never takes the shortcut.
+    EXPECT_FALSE(f.settled_on_mpi({Collective::allgather, false, LearnMemory::host}, 8192));
+}
+
+TEST(PathLearner, KeepsTheBestTimeOfEachPath) {
+    PathLearner l;
+    // A slow first nexar call (its scratch being set up) does not count against it.
+    const double times[] = {9e-3, 2e-5, 1e-5, 3e-5, 1.1e-5, 2.5e-5};
+    for (uint32_t i = 0; i < kRound; ++i) {
+        Route r = l.route({Collective::allgather, false, LearnMemory::host}, 1 << 20);
+        l.record(r, times[i]);
+        if (r.ends_round) {
+            double t[2];
+            l.best_times(r, t);
+            EXPECT_DOUBLE_EQ(t[int(CallPath::nexar)], 1e-5);
+            EXPECT_DOUBLE_EQ(t[int(CallPath::mpi)], 2e-5);
+            l.settle(r, t);
+        }
+    }
+    EXPECT_EQ(l.route({Collective::allgather, false, LearnMemory::host}, 1 << 20).path, CallPath::nexar);
+}
+
+TEST(PathLearner, FindsTheCrossoverWhereverItIs) {
+    for (uint64_t crossover : {uint64_t(3000), uint64_t(40000), uint64_t(3) << 20}) {
+        Job job(2);
+        for (uint64_t bytes = 1024; bytes <= (uint64_t(64) << 20); bytes *= 2) {
+            const CallPath p = job.settled_path(Collective::allreduce, LearnMemory::host, bytes, crossover_at(crossover));
+            // Within the margin the MPI is kept: nexar from where it is 5 % faster.
+            const Timing t = crossover_at(crossover);
+            const bool nexar_clearly_faster =
+                t(0, CallPath::nexar, bytes, 0) * PathLearner::kMargin < t(0, CallPath::mpi, bytes, 0);
+            EXPECT_EQ(p, nexar_clearly_faster ? CallPath::nexar : CallPath::mpi)
+                << bytes << " bytes, crossover " << crossover;
+            if (bytes >= 2 * crossover) {
+                EXPECT_EQ(p, CallPath::nexar) << bytes;
+            }
+            if (bytes <= crossover) {
+                EXPECT_EQ(p, CallPath::mpi) << bytes;
+            }
+        }
+    }
+}
+
+TEST(PathLearner, EvenTimesKeepTheMpi) {
+    Job job(2);
+    const Timing even = [](int, CallPath, uint64_t, uint64_t) { return 1e-4; };
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, 1 << 16, even), CallPath::mpi);
+    const Timing barely = [](int, CallPath p, uint64_t, uint64_t) { return p == CallPath::nexar ? 0.97e-4 : 1e-4; };
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, 1 << 18, barely), CallPath::mpi);
+}
+
+TEST(PathLearner, RanksThatDisagreeFollowTheSlowest) {
+    // Rank 0 sees nexar 2x faster, rank 1 sees it 3x slower: the slowest
+    // rank's times decide, and every rank takes the MPI.
+    Job job(3);
+    const Timing split = [](int rank, CallPath p, uint64_t, uint64_t) {
+        if (rank == 1) return p == CallPath::nexar ? 3e-4 : 1e-4;
+        return p == CallPath::nexar ? 0.5e-4 : 1e-4;
+    };
+    EXPECT_EQ(job.settled_path(Collective::reduce_scatter, LearnMemory::host, 1 << 20, split), CallPath::mpi);
+    // A rank whose nexar trials never completed (1e30) cannot vote for nexar.
+    PathLearner a, b;
+    Route ra, rb;
+    for (uint32_t i = 0; i < round_of(4096); ++i) {
+        ra = a.route({Collective::allreduce, false, LearnMemory::host}, 4096);
+        rb = b.route({Collective::allreduce, false, LearnMemory::host}, 4096);
+        a.record(ra, ra.path == CallPath::nexar ? 1e-6 : 2e-6);
+        if (rb.path == CallPath::mpi) b.record(rb, 2e-6);
+    }
+    double ta[2], tb[2], slowest[2];
+    a.best_times(ra, ta);
+    b.best_times(rb, tb);
+    for (int i = 0; i < 2; ++i) slowest[i] = std::max(ta[i], tb[i]);
+    a.settle(ra, slowest);
+    EXPECT_EQ(a.route({Collective::allreduce, false, LearnMemory::host}, 4096).path, CallPath::mpi);
+}
+
+TEST(PathLearner, NoisyTimingsDoNotPickTheSlowerPath) {
+    // Busy ranks on shared cores: each call takes its true time plus up to
+    // 20x of noise, but never less than the true time; the best of three
+    // finds the faster path as long as one call of each ran undisturbed.
+    Job job(4);
+    const Timing noisy = [](int rank, CallPath p, uint64_t, uint64_t n) {
+        const double truth = p == CallPath::nexar ? 2e-3 : 1e-3;  // MPI 2x faster
+        const uint64_t h = (n * 2654435761u + uint64_t(rank) * 40503u) % 7;
+        return h == 0 ? truth : truth * (1 + double(h) * 3);  // the first of every seven is clean
+    };
+    for (uint64_t bytes = 16384; bytes <= (uint64_t(1) << 20); bytes *= 2)
+        EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, bytes, noisy), CallPath::mpi) << bytes;
+}
+
+TEST(PathLearner, RevisitsAndFollowsACrossoverThatMoves) {
+    Job job(2);
+    const uint64_t bytes = 1 << 16;
+    bool nexar_wins = true;
+    const Timing moving = [&](int, CallPath p, uint64_t, uint64_t) {
+        return (p == CallPath::nexar) == nexar_wins ? 1e-5 : 3e-5;
+    };
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, bytes, moving), CallPath::nexar);
+    // The machine changes: the settled verdict holds until the revisit...
+    nexar_wins = false;
+    uint32_t calls = 1;  // settled_path made one settled call
+    while (calls < PathLearner::kFirstRevisit) {
+        EXPECT_EQ(job.call(Collective::allreduce, LearnMemory::host, bytes, moving), CallPath::nexar) << calls;
+        ++calls;
+    }
+    // ...which times both again and turns to the MPI.
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, bytes, moving), CallPath::mpi);
+    // The next revisit comes twice as late.
+    calls = 1;
+    nexar_wins = true;
+    while (calls < 2 * PathLearner::kFirstRevisit) {
+        EXPECT_EQ(job.call(Collective::allreduce, LearnMemory::host, bytes, moving), CallPath::mpi) << calls;
+        ++calls;
+    }
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, bytes, moving), CallPath::nexar);
+}
+
+TEST(PathLearner, RevisitGapStopsGrowing) {
+    PathLearner l;
+    const Timing t = crossover_at(1000);
+    uint64_t calls_between_rounds = 0, last_round_end = 0, n = 0;
+    for (int round = 0; round < 12; ++round) {
+        for (;;) {
+            Route r = l.route({Collective::allreduce, false, LearnMemory::host}, 1 << 20);
+            ++n;
+            l.record(r, t(0, r.path, 1 << 20, 0));
+            if (r.ends_round) {
+                double b[2];
+                l.best_times(r, b);
+                l.settle(r, b);
+                calls_between_rounds = n - last_round_end;
+                last_round_end = n;
+                break;
+            }
+        }
+    }
+    EXPECT_EQ(calls_between_rounds, PathLearner::kLongestRevisit + kRound);
+}
+
+TEST(PathLearner, ClassesAreLearntApart) {
+    Job job(2);
+    const Timing nexar_fast = [](int, CallPath p, uint64_t, uint64_t) { return p == CallPath::nexar ? 1e-5 : 2e-5; };
+    const Timing mpi_fast = [](int, CallPath p, uint64_t, uint64_t) { return p == CallPath::nexar ? 2e-5 : 1e-5; };
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, 1 << 20, nexar_fast), CallPath::nexar);
+    EXPECT_EQ(job.settled_path(Collective::allgather, LearnMemory::host, 1 << 20, mpi_fast), CallPath::mpi);
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::device, 1 << 20, mpi_fast), CallPath::mpi);
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, 1 << 21, mpi_fast), CallPath::mpi);
+    // Each kept its own verdict.
+    EXPECT_EQ(job.call(Collective::allreduce, LearnMemory::host, 1 << 20, nexar_fast), CallPath::nexar);
+    EXPECT_EQ(job.call(Collective::allgather, LearnMemory::host, 1 << 20, nexar_fast), CallPath::mpi);
+    EXPECT_EQ(job.call(Collective::allreduce, LearnMemory::device, 1 << 20, nexar_fast), CallPath::mpi);
+    // In place is a shape of its own: it has not learnt yet.
+    Route r = job.learners[0].route({Collective::allreduce, true, LearnMemory::host}, 1 << 20);
+    EXPECT_TRUE(r.trial);
+}
+
+TEST(PathLearner, DescribesTheCrossover) {
+    Job job(2);
+    EXPECT_EQ(job.learners[0].describe({Collective::allreduce, false, LearnMemory::host}), "");
+    for (uint64_t bytes = 2048; bytes <= (uint64_t(1) << 20); bytes *= 2)
+        job.settled_path(Collective::allreduce, LearnMemory::host, bytes, crossover_at(5000));
+    EXPECT_EQ(job.learners[1].describe({Collective::allreduce, false, LearnMemory::host}), "MPI 2KiB-4KiB, nexar 8KiB-1MiB");
+    EXPECT_EQ(job.learners[1].describe({Collective::allgather, false, LearnMemory::host}), "");
+    // Sizes never called do not break a run.
+    job.settled_path(Collective::allreduce, LearnMemory::host, uint64_t(1) << 24, crossover_at(5000));
+    EXPECT_EQ(job.learners[1].describe({Collective::allreduce, false, LearnMemory::host}), "MPI 2KiB-4KiB, nexar 8KiB-16MiB");
+}
+
+}  // namespace
+}  // namespace nexar
