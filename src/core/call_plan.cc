@@ -150,6 +150,12 @@ CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind,
     return p;
 }
 
+uint32_t copy_trial_calls(const Config& cfg, const CommContext& ctx, Collective kind, bool in_place) {
+    if (cfg.shm_copy != ShmCopySetting::automatic || !ctx.wants_shm() || ctx.topology().network_hops() >= ctx.size())
+        return 0;
+    return ShmCopyChooser::kSamplesPerMode * uint32_t(__builtin_popcount(copy_candidates(kind, in_place)));
+}
+
 // Segment size of a host call whose same-node hops go through shared
 // memory: shared memory's own when every hop does, else the network's (one
 // segment size serves the whole ring).

@@ -89,6 +89,11 @@ bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes)
 
 // The copy chooser learns each collective, in place or not, apart.
 inline int copy_variant(Collective kind, bool in_place) { return 2 * int(kind) + (in_place ? 1 : 0); }
+// Calls NEXAR_SHM_COPY=auto spends trying each copy mode on a new shape of
+// call, where the context has same-node hops (0 where it tries none).  From
+// facts alike on every rank: the path learner's nexar trials cover them
+// (PathLearner::route).
+uint32_t copy_trial_calls(const Config& cfg, const CommContext& ctx, Collective kind, bool in_place);
 // This rank's proposal for how the call's same-node hops move segments.
 CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind, size_t bytes, bool in_place);
 // Segment size of a host call whose same-node hops go through shared

@@ -68,7 +68,8 @@ LearnShape CollectiveTask::learn_shape() const {
 
 bool CollectiveTask::learnt_mpi() {
     if (nonblocking_ || !cfg_.learn || ctx_->disabled()) return false;
-    route_ = ctx_->learner().route(learn_shape(), bytes_);
+    const LearnShape shape = learn_shape();
+    route_ = ctx_->learner().route(shape, bytes_, copy_trial_calls(cfg_, *ctx_, shape.kind, shape.in_place));
     if (route_.trial) trial_t0_ = std::chrono::steady_clock::now();
     return route_.path == CallPath::mpi;
 }

@@ -5,8 +5,9 @@
 // Calls are sorted into classes: the collective, in place or not, the memory
 // the buffers are in (host or device) and the size class (floor of log2 of
 // the vector's bytes).  A class starts by learning: its calls alternate between nexar
-// and the MPI, nexar first, for trials_per_path() calls of each, and every
-// rank keeps the best time of each path.  Small calls take a few
+// and the MPI, nexar first, for trials_per_path() calls of each (nexar may
+// be asked for more, route()), and every rank keeps the best time of each
+// path.  Small calls take a few
 // microseconds, where a call's time depends on the calls before it (caches,
 // the peer's pace): they take more trials, in blocks of kSmallBlock calls
 // of one path, and cost little.  After the last trial the ranks reduce those best
@@ -81,7 +82,12 @@ public:
     static int size_class(uint64_t bytes);
 
     // What the next call of this class does.  Counts the call.
-    Route route(const LearnShape& shape, uint64_t bytes);
+    // `nexar_trials`: at least this many of a round's trials go to nexar
+    // (more than the MPI's, after them): where nexar's copy chooser
+    // (core/copy_choice.h) tries each copy mode on its first calls of a
+    // size, nexar is timed through all of them, its best mode included.
+    // Must be alike on every rank.
+    Route route(const LearnShape& shape, uint64_t bytes, uint32_t nexar_trials = 0);
     // The fast path's route (core/dispatch.cc): when this class's next call
     // goes to the MPI with nothing to time, counts it, as route() would, and
     // says so; otherwise changes nothing (route() must then be asked).
@@ -114,6 +120,7 @@ private:
         bool decided = false;  // some round has ended
         CallPath verdict = CallPath::mpi;
         uint32_t revisit = kFirstRevisit;
+        uint32_t round_calls = 0;  // of the round under way
         double best[2] = {1e30, 1e30};
         double verdict_times[2] = {0, 0};
     };

@@ -113,6 +113,31 @@ TEST(PathLearner, SmallCallsTryEachPathInBlocks) {
     }
 }
 
+// Where nexar's copy chooser tries its modes on its first calls, nexar is
+// timed through all of them: a slow first mode does not lose it the class.
+TEST(PathLearner, MoreNexarTrialsWhenAsked) {
+    PathLearner l;
+    const uint32_t t = PathLearner::kTrialsPerPath, n = 9;
+    // nexar's calls: a slow copy mode first, the best one at the end.
+    uint32_t nexar_calls = 0;
+    for (uint32_t i = 0; i < t + n; ++i) {
+        Route r = l.route({Collective::allreduce, false, LearnMemory::host}, 1 << 20, n);
+        EXPECT_TRUE(r.trial);
+        EXPECT_EQ(r.path, i < 2 * t && i % 2 == 1 ? CallPath::mpi : CallPath::nexar) << i;
+        EXPECT_EQ(r.ends_round, i + 1 == t + n) << i;
+        double secs = 2e-3;  // the MPI's
+        if (r.path == CallPath::nexar) secs = ++nexar_calls < 7 ? 3e-3 : 1.5e-3;
+        l.record(r, secs);
+        if (r.ends_round) {
+            double b[2];
+            l.best_times(r, b);
+            l.settle(r, b);
+        }
+    }
+    EXPECT_EQ(nexar_calls, n);
+    EXPECT_EQ(l.route({Collective::allreduce, false, LearnMemory::host}, 1 << 20, n).path, CallPath::nexar);
+}
+
 // settled_on_mpi, the fast path's shortcut, counts a call exactly as route() would.
 TEST(PathLearner, FastPathKeepsStepWithRoute) {
     Job fast(1), slow(1);
