@@ -26,45 +26,74 @@ int raise_mpi_error(MPI_Comm comm, int error_class) {
 
 namespace {
 
-// NEXAR_THRESHOLD_BYTES=auto's fast path for allreduces that go to the MPI
+// NEXAR_THRESHOLD_BYTES=auto's fast path for calls that go to the MPI
 // (below the floor, or in a size class that settled on it): what this
-// thread's latest allreduce found out, so that the next one like it needs
-// neither the datatype table nor the communicator's attribute.  It must
-// route exactly as the task would (the learner counts the call alike:
-// PathLearner::settled_on_mpi), so it takes only calls whose every other
-// check the task would pass.
-struct KnownAllreduce {
+// thread's latest call of each collective found out, so that the next one
+// like it needs neither the datatype table nor the communicator's
+// attribute.  It must route exactly as the task would (the learner counts
+// the call alike: PathLearner::settled_on_mpi), so it takes only calls
+// whose every other check the task would pass, with predefined datatypes
+// (a freed derived type's handle may come back as another type).
+struct KnownCall {
     MPI_Datatype datatype = MPI_DATATYPE_NULL;  // a (datatype, op) the ring takes
-    MPI_Op op = MPI_OP_NULL;
-    uint64_t item_bytes = 0;
+    MPI_Op op = MPI_OP_NULL;                    // (none for the allgather)
+    uint64_t item_bytes = 0;                    // bytes of the vector per MPI item
     MPI_Comm comm = MPI_COMM_NULL;  // a communicator the learner routes on, and its context
     CommContext* ctx = nullptr;
     uint64_t generation = 0;  // Runtime::context_generation() when ctx was seen
 };
-thread_local KnownAllreduce t_known;
+thread_local KnownCall t_known[kCollectives];
+
+// The vector's `bytes`: below the floor the call passes through; from it,
+// where the call's class settled on the MPI.
+bool known_to_pass(const Runtime& rt, const KnownCall& k, const LearnShape& shape, MPI_Comm comm, uint64_t bytes) {
+    if (bytes < rt.config().threshold_bytes) return true;
+    return comm == k.comm && k.generation == rt.context_generation() && k.ctx->learner().settled_on_mpi(shape, bytes);
+}
 
 bool learnt_mpi_fast(const Runtime& rt, const void* sendbuf, const void* recvbuf, int64_t count, MPI_Datatype dt,
                      MPI_Op op, MPI_Comm comm) {
-    const KnownAllreduce& k = t_known;
+    const KnownCall& k = t_known[int(Collective::allreduce)];
     if (dt != k.datatype || op != k.op || count < 0 || !sendbuf || !recvbuf || sendbuf == recvbuf ||
         sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM || comm == MPI_COMM_NULL)
         return false;
-    const uint64_t bytes = uint64_t(count) * k.item_bytes;
-    if (bytes < rt.config().threshold_bytes) return true;
-    return comm == k.comm && k.generation == rt.context_generation() &&
-           k.ctx->learner().settled_on_mpi(LearnShape{Collective::allreduce, sendbuf == MPI_IN_PLACE, LearnMemory::host}, bytes);
+    return known_to_pass(rt, k, LearnShape{Collective::allreduce, sendbuf == MPI_IN_PLACE, LearnMemory::host}, comm,
+                         uint64_t(count) * k.item_bytes);
+}
+
+// The reduce-scatter with one count for all (MPI_Reduce_scatter_block) and
+// the allgather.
+bool learnt_mpi_fast(const Runtime& rt, const CollectiveCall& c) {
+    const KnownCall& k = t_known[int(c.kind)];
+    const bool allgather = c.kind == Collective::allgather;
+    int size = 0;
+    if (c.kind == Collective::allreduce || c.varying || c.recvcounts || c.datatype != k.datatype ||
+        (!allgather && c.op != k.op) || c.count < 0 || (allgather && c.sendbuf != MPI_IN_PLACE && c.sendcount < 0) ||
+        c.comm == MPI_COMM_NULL || PMPI_Comm_size(c.comm, &size) != MPI_SUCCESS)
+        return false;
+    return known_to_pass(rt, k, LearnShape{c.kind, c.sendbuf == MPI_IN_PLACE, LearnMemory::host}, c.comm,
+                         uint64_t(c.count) * uint64_t(size) * k.item_bytes);
 }
 
 // After the task: what the fast path may use next time.
-void remember_allreduce(const Runtime& rt, CollectiveTask& task, MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    KnownAllreduce& k = t_known;
-    if (dt != k.datatype || op != k.op) {
+void remember(const Runtime& rt, CollectiveTask& task, const CollectiveCall& c) {
+    if (c.kind != Collective::allreduce && (c.varying || c.recvcounts)) return;
+    KnownCall& k = t_known[int(c.kind)];
+    const MPI_Op op = c.kind == Collective::allgather ? MPI_OP_NULL : c.op;
+    if (c.datatype != k.datatype || op != k.op) {
+        k = KnownCall();
         RingElement e;
-        k = KnownAllreduce();
-        if (!map_mpi_call(dt, op, &e) || mpi_forbids(dt, op)) return;
-        k.datatype = dt, k.op = op, k.item_bytes = uint64_t(e.per_item) * datatype_size(e.type);
+        int type_size = 0;
+        if (c.kind == Collective::allgather) {
+            if (!known_mpi_datatype(c.datatype) || PMPI_Type_size(c.datatype, &type_size) != MPI_SUCCESS) return;
+            k.item_bytes = uint64_t(type_size);
+        } else {
+            if (!map_mpi_call(c.datatype, op, &e) || mpi_forbids(c.datatype, op)) return;
+            k.item_bytes = uint64_t(e.per_item) * datatype_size(e.type);
+        }
+        k.datatype = c.datatype, k.op = op;
     }
-    if (task.routed()) k.comm = comm, k.ctx = task.context(), k.generation = rt.context_generation();
+    if (task.routed()) k.comm = c.comm, k.ctx = task.context(), k.generation = rt.context_generation();
 }
 
 }  // namespace
@@ -161,16 +190,19 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_D
     if (!rt || !rt->config().enable) return intercept_collective(call);
     CollectiveTask task(*rt, call);
     const int rc = drive_to_end(*rt, task);
-    if (rt->config().learn) remember_allreduce(*rt, task, dt, op, comm);
+    if (rt->config().learn) remember(*rt, task, call);
     return rc;
 }
 
 int intercept_collective(const CollectiveCall& call) {
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(call.comm);
-    if (!rt || !rt->config().enable) return pass_through(own_block_as_in_place(call), process_stats().passthrough_calls);
+    if (!rt || !rt->config().enable || (rt->config().learn && learnt_mpi_fast(*rt, call)))
+        return pass_through(own_block_as_in_place(call), process_stats().passthrough_calls);
     CollectiveTask task(*rt, call);
-    return drive_to_end(*rt, task);
+    const int rc = drive_to_end(*rt, task);
+    if (rt->config().learn) remember(*rt, task, call);
+    return rc;
 }
 
 }  // namespace nexar
