@@ -184,6 +184,7 @@ TaskStep CollectiveTask::plan() {
     // first in MPI's order, in the context's ring sequence, and in the use
     // of its scratch.
     if (!nonblocking_) drain_nonblocking(ctx_);
+    if (route_.trial) trial_t0_ = std::chrono::steady_clock::now();
     src_ = call_.sendbuf == MPI_IN_PLACE ? call_.recvbuf : call_.sendbuf;
     if (ctx_->disabled()) {
         if (!nonblocking_) device_guard_.emplace(rt_.device_api());

@@ -87,10 +87,14 @@ public:
     int result() const { return result_; }
 
     // A call timed for NEXAR_THRESHOLD_BYTES=auto's learner (null: not
-    // one), from when it was routed; the driver hands the learner its time.
+    // one), from when it was routed (a nexar trial: from when the calls
+    // before it on the communicator were done); the driver hands the
+    // learner its time.
     const Route* trial() const { return route_.trial ? &route_ : nullptr; }
+    // The vector's bytes, in ring elements (after plan()).
     size_t bytes() const { return bytes_; }
-    LearnShape learn_shape() const;  // the learner's class of the call (with bytes())  // the vector's, in ring elements (after plan())
+    // The learner's class of the call (with bytes()).
+    LearnShape learn_shape() const;
     // The learner routed it (NEXAR_THRESHOLD_BYTES=auto), to the MPI or to nexar.
     bool routed() const { return route_.slot >= 0; }
     std::chrono::steady_clock::time_point trial_start() const { return trial_t0_; }

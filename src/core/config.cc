@@ -77,7 +77,7 @@ bool parse_size_or_auto(const char* text, uint64_t* out, bool* automatic) {
 
 bool parse_host_buffers(const char* text, HostBuffers* out) {
     bool on = false;
-    if (text && strcasecmp(text, "auto") == 0) return *out = HostBuffers::automatic, true;
+    if (text && strcasecmp(skip_space(text), "auto") == 0) return *out = HostBuffers::automatic, true;
     if (!parse_bool(text, &on)) return false;
     return *out = on ? HostBuffers::on : HostBuffers::off, true;
 }

@@ -143,11 +143,15 @@ int complete(Runtime& rt, CollectiveTask& task, TaskStep step) {
 // NEXAR_THRESHOLD_BYTES=auto: a trial's time to the learner; after the
 // round's last, the slowest rank's best times settle the verdict on every
 // rank (every rank counted the same calls, so every rank reduces here).
-void learn_from(CollectiveTask& task) {
+// A call that failed here leaves no time (its path's best stays 1e30 on
+// this rank, and the MAX gives every rank the other path).
+void learn_from(CollectiveTask& task, bool succeeded) {
     const Route* trial = task.trial();
     if (!trial) return;
     PathLearner& learner = task.context()->learner();
-    learner.record(*trial, std::chrono::duration<double>(std::chrono::steady_clock::now() - task.trial_start()).count());
+    if (succeeded)
+        learner.record(*trial,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - task.trial_start()).count());
     if (!trial->ends_round) return;
     double slowest[2];
     learner.best_times(*trial, slowest);
@@ -165,9 +169,18 @@ void learn_from(CollectiveTask& task) {
 }
 
 // Step after step on the caller's stack: what every blocking call does.
+// Every rank that routed a round's last trial reduces its times, even
+// where the call threw (shim_guard catches it): a rank that did not would
+// leave the others waiting.
 int drive_to_end(Runtime& rt, CollectiveTask& task) {
-    const int rc = complete(rt, task, task.plan());
-    learn_from(task);
+    int rc = MPI_SUCCESS;
+    try {
+        rc = complete(rt, task, task.plan());
+    } catch (...) {
+        learn_from(task, false);
+        throw;
+    }
+    learn_from(task, rc == MPI_SUCCESS);
     return rc;
 }
 
