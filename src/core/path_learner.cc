@@ -13,19 +13,21 @@ Route PathLearner::route(const LearnShape& shape, uint64_t bytes, uint32_t nexar
     const int sc = size_class(bytes);
     r.slot = slot_of(shape, sc);
     Class& c = classes_[r.slot];
-    const uint32_t trials = trials_per_path(sc);
-    if (!c.settled && c.calls == 0) c.round_calls = trials + std::max(trials, nexar_trials);
+    const uint32_t trials = trials_per_path(sc), block = trial_block(sc);
+    // nexar's trials, whole blocks.
+    const uint32_t nexar = (std::max(trials, nexar_trials) + block - 1) / block * block;
+    if (!c.settled && c.calls == 0) c.round_calls = trials + nexar;
     if (c.settled && c.calls >= c.revisit) {  // time both again
         c.settled = false;
         c.calls = 0;
         c.best[0] = c.best[1] = 1e30;
-        c.round_calls = trials + std::max(trials, nexar_trials);
+        c.round_calls = trials + nexar;
     }
     const uint32_t i = c.calls++;
     if (c.settled) return r.path = c.verdict, r;
     // nexar first: its first call on a communicator sets scratch up.  Its
     // trials beyond the MPI's come last.
-    r.path = i >= 2 * trials || (i / trial_block(sc)) % 2 == 0 ? CallPath::nexar : CallPath::mpi;
+    r.path = i >= 2 * trials || (i / block) % 2 == 0 ? CallPath::nexar : CallPath::mpi;
     r.trial = true;
     r.ends_round = i + 1 == c.round_calls;
     return r;

@@ -5,12 +5,11 @@
 // Calls are sorted into classes: the collective, in place or not, the memory
 // the buffers are in (host or device) and the size class (floor of log2 of
 // the vector's bytes).  A class starts by learning: its calls alternate between nexar
-// and the MPI, nexar first, for trials_per_path() calls of each (nexar may
-// be asked for more, route()), and every rank keeps the best time of each
-// path.  Small calls take a few
-// microseconds, where a call's time depends on the calls before it (caches,
-// the peer's pace): they take more trials, in blocks of kSmallBlock calls
-// of one path, and cost little.  After the last trial the ranks reduce those best
+// and the MPI in blocks of calls, nexar first, for trials_per_path() calls
+// of each (nexar may be asked for more, route()), and every rank keeps the
+// best time of each path.  Small calls take a few microseconds, where a
+// call's time depends on the calls before it: they take more trials, in
+// longer blocks, and cost little.  After the last trial the ranks reduce those best
 // times with MAX (the slowest rank's is what a collective costs) and every
 // rank settles on the same verdict: nexar where its time, times kMargin, is
 // still below the MPI's.  A settled class takes its verdict with no
@@ -63,19 +62,27 @@ struct Route {
 
 class PathLearner {
 public:
-    static constexpr uint32_t kTrialsPerPath = 3;
+    // A path's trials come in blocks of calls in a row: a call right after
+    // one of the other path runs colder (caches, the peer's pace), and the
+    // application's calls follow one another.
+    static constexpr uint32_t kTrialsPerPath = 4;
+    static constexpr uint32_t kBlock = 2;
     static constexpr uint64_t kSmallBytes = 64ull << 10;  // below: small calls
     static constexpr uint32_t kSmallTrialsPerPath = 8;
     static constexpr uint32_t kSmallBlock = 4;
     static uint32_t trials_per_path(int size_class) {
         return (uint64_t(1) << size_class) < kSmallBytes ? kSmallTrialsPerPath : kTrialsPerPath;
     }
-    static uint32_t trial_block(int size_class) { return (uint64_t(1) << size_class) < kSmallBytes ? kSmallBlock : 1; }
+    static uint32_t trial_block(int size_class) {
+        return (uint64_t(1) << size_class) < kSmallBytes ? kSmallBlock : kBlock;
+    }
     static constexpr uint32_t kFirstRevisit = 256;
     static constexpr uint32_t kLongestRevisit = 16384;
-    // nexar must be this much faster to be taken: where the two are even,
-    // the MPI's own path is kept.
-    static constexpr double kMargin = 1.05;
+    // nexar must be this much faster to be taken: where the two are within
+    // the trials' noise, the MPI's own path is kept.  (2 ranks, allgather of
+    // 4-32 MiB: the MPI's trials, each after nexar's, ran 10-20 % slower than
+    // its calls in a row, and the two paths were even.)
+    static constexpr double kMargin = 1.10;
     static constexpr int kSizeClasses = 64;
 
     // The size class of a call of `bytes` (bytes > 0): floor(log2(bytes)).
