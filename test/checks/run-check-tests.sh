@@ -78,6 +78,20 @@ f=$(log prefix-field "$stats0" "nexar: rank 1: ring_calls=9 ring_bytes=100 xshm_
 must_fail "stats line with only a longer field's name" check_bytes "$f" shm_bytes nonzero
 f=$(log word-field "$stats0" "nexar: rank 1: ring_calls=9 shm_bytes=lots")
 must_fail "stats value that is no number" check_bytes "$f" shm_bytes nonzero
+
+# --- check_same_paths FILE: every rank's path counters alike ---
+paths0='nexar: rank 0: ring_calls=9 ring_bytes=100 passthrough_calls=2 fallback_calls=0 shm_bytes=100 hier_calls=0 one_shot_calls=3'
+paths1='nexar: rank 1: ring_calls=9 ring_bytes=100 passthrough_calls=2 fallback_calls=0 shm_bytes=90 hier_calls=0 one_shot_calls=3'
+f=$(log same-paths "$paths0" "$nul_line" "$paths1")
+must_pass "same paths (bytes may differ)" check_same_paths "$f"
+f=$(log split-paths "$paths0" "${paths1/passthrough_calls=2/passthrough_calls=3}")
+must_fail "a rank passed one more call through" check_same_paths "$f"
+f=$(log split-one-shot "$paths0" "${paths1/one_shot_calls=3/one_shot_calls=2}")
+must_fail "a rank took one fewer one-shot" check_same_paths "$f"
+f=$(log paths-no-field "$paths0" "${paths1/ hier_calls=0/}")
+must_fail "stats line without hier_calls" check_same_paths "$f"
+f=$(log paths-none "== nothing")
+must_fail "no stats line at all" check_same_paths "$f"
 f=$(log no-stats "$nul_line")
 must_fail "no stats lines" check_bytes "$f" shm_bytes zero
 
