@@ -66,10 +66,15 @@ bool learnt_mpi_fast(const Runtime& rt, const void* sendbuf, const void* recvbuf
 bool learnt_mpi_fast(const Runtime& rt, const CollectiveCall& c) {
     const KnownCall& k = t_known[int(c.kind)];
     const bool allgather = c.kind == Collective::allgather;
-    int size = 0;
     if (c.kind == Collective::allreduce || c.varying || c.recvcounts || c.datatype != k.datatype ||
         (!allgather && c.op != k.op) || c.count < 0 || (allgather && c.sendbuf != MPI_IN_PLACE && c.sendcount < 0) ||
-        c.comm == MPI_COMM_NULL || PMPI_Comm_size(c.comm, &size) != MPI_SUCCESS)
+        c.comm == MPI_COMM_NULL)
+        return false;
+    // The communicator's size: its context's, where it is the one known.
+    int size = 0;
+    if (c.comm == k.comm && k.generation == rt.context_generation())
+        size = k.ctx->size();
+    else if (PMPI_Comm_size(c.comm, &size) != MPI_SUCCESS)
         return false;
     return known_to_pass(rt, k, LearnShape{c.kind, c.sendbuf == MPI_IN_PLACE, LearnMemory::host}, c.comm,
                          uint64_t(c.count) * uint64_t(size) * k.item_bytes);
@@ -210,8 +215,10 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_D
 int intercept_collective(const CollectiveCall& call) {
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(call.comm);
-    if (!rt || !rt->config().enable || (rt->config().learn && learnt_mpi_fast(*rt, call)))
-        return pass_through(own_block_as_in_place(call), process_stats().passthrough_calls);
+    if (rt && rt->config().enable && rt->config().learn && learnt_mpi_fast(*rt, call))
+        return pass_through(call.kind == Collective::allgather ? own_block_as_in_place(call) : call,
+                            process_stats().passthrough_calls);
+    if (!rt || !rt->config().enable) return pass_through(own_block_as_in_place(call), process_stats().passthrough_calls);
     CollectiveTask task(*rt, call);
     const int rc = drive_to_end(*rt, task);
     if (rt->config().learn) remember(*rt, task, call);
