@@ -45,10 +45,16 @@ struct KnownCall {
 thread_local KnownCall t_known[kCollectives];
 
 // The vector's `bytes`: below the floor the call passes through; from it,
-// where the call's class settled on the MPI.
-bool known_to_pass(const Runtime& rt, const KnownCall& k, const LearnShape& shape, MPI_Comm comm, uint64_t bytes) {
+// where the call's class settled on the MPI, or on a communicator of one
+// rank (`size`: the communicator's, 0 when not asked yet), which the ring
+// never takes.
+bool known_to_pass(const Runtime& rt, const KnownCall& k, const LearnShape& shape, MPI_Comm comm, uint64_t bytes,
+                   int size = 0) {
     if (bytes < rt.config().threshold_bytes) return true;
-    return comm == k.comm && k.generation == rt.context_generation() && k.ctx->learner().settled_on_mpi(shape, bytes);
+    if (comm == k.comm && k.generation == rt.context_generation())
+        return k.ctx->learner().settled_on_mpi(shape, bytes);
+    if (size == 0 && PMPI_Comm_size(comm, &size) != MPI_SUCCESS) return false;
+    return size == 1;
 }
 
 bool learnt_mpi_fast(const Runtime& rt, const void* sendbuf, const void* recvbuf, int64_t count, MPI_Datatype dt,
@@ -77,7 +83,7 @@ bool learnt_mpi_fast(const Runtime& rt, const CollectiveCall& c) {
     else if (PMPI_Comm_size(c.comm, &size) != MPI_SUCCESS)
         return false;
     return known_to_pass(rt, k, LearnShape{c.kind, c.sendbuf == MPI_IN_PLACE, LearnMemory::host}, c.comm,
-                         uint64_t(c.count) * uint64_t(size) * k.item_bytes);
+                         uint64_t(c.count) * uint64_t(size) * k.item_bytes, size);
 }
 
 // After the task: what the fast path may use next time.
