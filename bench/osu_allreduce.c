@@ -455,7 +455,7 @@ int main(int argc, char **argv) {
         cuda_or_host_copy(rbuf, host_s, bytes);
         const void *s = in_place ? MPI_IN_PLACE : sbuf;
         stats_t before = {0}, after = {0};
-        int paths = 0;
+        int paths = 0, all_paths = 0;  /* the last round's, and every round's */
         /* Interleave: MPI, nexar, MPI, nexar; keep each side's best average. */
         double t_mpi = 1e30, t_nx = 1e30;
         for (int rep = 0; rep < (reps > 0 ? reps : 2); ++rep) {
@@ -465,14 +465,15 @@ int main(int argc, char **argv) {
             path_counts_t p0 = path_counts();
             t = run(0, s, rbuf, count, dt, bytes, it, wu);
             paths = path_bits(p0, path_counts());  /* the last round's: after the learner's trials */
+            all_paths |= paths;
             if (get_stats) get_stats(&after);
             if (t < t_nx) t_nx = t;
         }
         /* Every rank must have taken the same path(s): a rank that passed
          * through while another took the ring would be a bug of nexar's. */
         int paths_lo = 0, paths_hi = 0;
-        own_allreduce(&paths, &paths_lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        own_allreduce(&paths, &paths_hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        own_allreduce(&all_paths, &paths_lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        own_allreduce(&all_paths, &paths_hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         char path_buf[48];
         const char *path = path_name(paths, path_buf, sizeof path_buf);
         if (paths_lo != paths_hi && rank == 0)

@@ -35,6 +35,13 @@ fi
 make -j"$jobs"
 
 if [ "$what" = bench ]; then
+    # Where a GPU may come, nexar learns nothing and leaves host buffers to
+    # the MPI unless asked (README, "The learnt threshold"): the host tables
+    # then take them from 8 MiB.
+    if nvidia-smi -L >/dev/null 2>&1 && [ -z "${NEXAR_HOST_BUFFERS:-}" ]; then
+        echo "# a GPU is here: host buffers are asked for (NEXAR_HOST_BUFFERS=1), and take nexar's ring from 8 MiB"
+        export NEXAR_HOST_BUFFERS=1
+    fi
     # No NEXAR_* setting: what LD_PRELOAD alone gives (the path column says
     # which path each size settled on).
     bench/nexar-osu -np 2 --malloc all -c -m 4K:256M --csv bench/results.csv --plot bench/busbw.png

@@ -69,15 +69,23 @@ bool parse_size(const char* text, uint64_t* out) {
     return true;
 }
 
+// "auto" in any case, with spaces around it or not.
+bool is_auto(const char* text) {
+    if (!text) return false;
+    const char* p = skip_space(text);
+    if (strncasecmp(p, "auto", 4) != 0) return false;
+    return *skip_space(p + 4) == '\0';
+}
+
 bool parse_size_or_auto(const char* text, uint64_t* out, bool* automatic) {
-    if (text && strcasecmp(skip_space(text), "auto") == 0) return *automatic = true, true;
+    if (is_auto(text)) return *automatic = true, true;
     if (!parse_size(text, out)) return false;
     return *automatic = false, true;
 }
 
 bool parse_host_buffers(const char* text, HostBuffers* out) {
     bool on = false;
-    if (text && strcasecmp(skip_space(text), "auto") == 0) return *out = HostBuffers::automatic, true;
+    if (is_auto(text)) return *out = HostBuffers::automatic, true;
     if (!parse_bool(text, &on)) return false;
     return *out = on ? HostBuffers::on : HostBuffers::off, true;
 }

@@ -10,8 +10,10 @@
 // must have moved alike: the ranks took the same path on every call.  Below
 // the floor (kAutoFloorBytes, 2 KiB) no call may take the ring; from it,
 // both paths must have run (the trials).  Prints the path each size settled
-// on.  Then nonblocking calls, which are not learnt: MPI_Iallreduce passes
-// through at 16 KiB and takes the ring at 128 KiB.  --comm split: on two communicators of MPI_COMM_WORLD's even and odd
+// on; every size must have settled by its last 4 calls.  Then the
+// learner's hand-overs (a revisit, two datatypes in turn, communicators made
+// and freed, MPI_COMM_SELF), and nonblocking calls, which are not learnt:
+// MPI_Iallreduce passes through at 16 KiB and takes the ring at 128 KiB.  --comm split: on two communicators of MPI_COMM_WORLD's even and odd
 // ranks' halves at once (4 ranks or more), which learn apart.
 #include <mpi.h>
 
@@ -106,6 +108,48 @@ void one_call(Coll coll, MPI_Comm comm, size_t n, int k, std::vector<int>& a, st
     }
 }
 
+// MPI_Allreduce of `n` items of MPI_INT or MPI_FLOAT (small integers: exact
+// sums) on `comm`, call number `k`, checked.
+void checked_allreduce(MPI_Comm comm, size_t n, int k, bool as_float, std::vector<int>& a, std::vector<int>& b) {
+    int rank = 0, size = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    float* fa = reinterpret_cast<float*>(a.data());
+    float* fb = reinterpret_cast<float*>(b.data());
+    for (size_t i = 0; i < n; ++i) {
+        const int v = rank * 7 + int(i % 13) + k % 100;
+        if (as_float) fa[i] = float(v); else a[i] = v;
+    }
+    MPI_Allreduce(a.data(), b.data(), int(n), as_float ? MPI_FLOAT : MPI_INT, MPI_SUM, comm);
+    for (size_t i = 0; i < n; ++i) {
+        const int want = 7 * size * (size - 1) / 2 + size * (int(i % 13) + k % 100);
+        const int got = as_float ? int(fb[i]) : b[i];
+        if (got != want || (as_float && fb[i] != float(want))) {
+            fprintf(stderr, "FAIL: MPI_Allreduce of %zu %s on a communicator of %d, call %d: [%zu] = %d, expected %d\n",
+                    n, as_float ? "floats" : "ints", size, k, i, got, want);
+            ++g_errors;
+            return;
+        }
+    }
+}
+
+// Every rank of `comm` moved its path counters alike since `before`.
+Paths same_paths_since(const Paths& before, MPI_Comm comm, const char* what) {
+    static auto own_allreduce = own_mpi(PMPI_Allreduce);
+    const Paths after = read_paths();
+    Paths d, lo, hi;
+    for (int i = 0; i < 5; ++i) d.v[i] = after.v[i] - before.v[i];
+    own_allreduce(d.v, lo.v, 5, MPI_UINT64_T, MPI_MIN, comm);
+    own_allreduce(d.v, hi.v, 5, MPI_UINT64_T, MPI_MAX, comm);
+    for (int i = 0; i < 5; ++i)
+        if (lo.v[i] != hi.v[i]) {
+            fprintf(stderr, "FAIL: %s: ranks took different paths: %s from %" PRIu64 " to %" PRIu64 "\n", what,
+                    kCounters[i], lo.v[i], hi.v[i]);
+            ++g_errors;
+        }
+    return d;
+}
+
 std::string describe(const Paths& d) {
     std::string s;
     for (int i = 0; i < 5; ++i)
@@ -176,9 +220,57 @@ int main(int argc, char** argv) {
                         "(ring %" PRIu64 ", MPI %" PRIu64 ")\n", world_rank, kNames[c], bytes, to_ring, passed);
                 ++g_errors;
             }
+            // A round is at most 16 calls: the last 4 went one way.
+            if (calls >= 20 && (last.v[0] > 0) == (last.v[3] + last.v[4] > 0)) {
+                fprintf(stderr, "FAIL [rank %d]: %s of %zu bytes: the last 4 calls did not settle on one path (%s)\n",
+                        world_rank, kNames[c], bytes, describe(last).c_str());
+                ++g_errors;
+            }
             if (world_rank == 0)
                 printf("%-26s %9zu bytes (vector %9zu): all calls %-24s last 4 calls %s\n", kNames[c], bytes, vector,
                        describe(all).c_str(), describe(last).c_str());
+        }
+    }
+    // The learner's hand-overs: a class past its first revisit (the fast
+    // path hands it back to the learner for a second round of trials,
+    // with a second reduction), two datatypes in turn in one class (the
+    // fast path's memory changes every call), a communicator made and freed
+    // twice (a context goes, its pointer must not be used again), and
+    // MPI_COMM_SELF (one rank: passes through at once).
+    if (max_bytes >= (8u << 10)) {
+        const size_t n = (8u << 10) / sizeof(int);
+        Paths before = read_paths(), window_start;
+        for (int k = 0; k < 330; ++k) {
+            if (k == 256) window_start = read_paths();
+            checked_allreduce(comm, n, 1000 + k, false, a, b);
+        }
+        const Paths all = same_paths_since(before, comm, "8 KiB, 330 calls");
+        const Paths window = same_paths_since(window_start, comm, "8 KiB, calls 256-329");
+        if (window.v[0] == 0 || window.v[3] + window.v[4] == 0) {
+            fprintf(stderr, "FAIL [rank %d]: 8 KiB, calls 256-329: no second round of trials (%s)\n", world_rank,
+                    describe(window).c_str());
+            ++g_errors;
+        }
+        if (world_rank == 0)
+            printf("%-26s %9u bytes, 330 calls: %s; calls 256-329 (the revisit): %s\n", "MPI_Allreduce", 8u << 10,
+                   describe(all).c_str(), describe(window).c_str());
+        before = read_paths();
+        for (int k = 0; k < 40; ++k) checked_allreduce(comm, n, k, k % 2 == 1, a, b);
+        same_paths_since(before, comm, "8 KiB, MPI_INT and MPI_FLOAT in turn");
+        for (int round = 0; round < 2; ++round) {
+            MPI_Comm dup;
+            MPI_Comm_dup(comm, &dup);
+            before = read_paths();
+            for (int k = 0; k < 30; ++k) checked_allreduce(dup, n, k, false, a, b);
+            same_paths_since(before, dup, "8 KiB on a new communicator");
+            MPI_Comm_free(&dup);
+        }
+        before = read_paths();
+        for (int k = 0; k < 30; ++k) checked_allreduce(MPI_COMM_SELF, n, k, false, a, b);
+        const Paths self = same_paths_since(before, MPI_COMM_SELF, "MPI_COMM_SELF");
+        if (self.v[0] != 0) {
+            fprintf(stderr, "FAIL [rank %d]: MPI_COMM_SELF took the ring\n", world_rank);
+            ++g_errors;
         }
     }
     // Nonblocking calls are not timed: under auto they take the ring from

@@ -82,7 +82,7 @@ TEST(ParseConfig, DefaultsWhenUnset) {
 
 TEST(ParseConfig, AutoThresholdAndHostBuffers) {
     std::vector<std::string> problems;
-    Config c = parse({{"NEXAR_THRESHOLD_BYTES", " AUTO"}, {"NEXAR_HOST_BUFFERS", "Auto"}}, &problems);
+    Config c = parse({{"NEXAR_THRESHOLD_BYTES", " AUTO"}, {"NEXAR_HOST_BUFFERS", "Auto "}}, &problems);
     EXPECT_TRUE(problems.empty());
     EXPECT_TRUE(c == Config()) << describe(c);
     EXPECT_NE(describe(c).find("threshold=auto"), std::string::npos) << describe(c);

@@ -200,7 +200,7 @@ TEST(PathLearner, FindsTheCrossoverWhereverItIs) {
         Job job(2);
         for (uint64_t bytes = 1024; bytes <= (uint64_t(64) << 20); bytes *= 2) {
             const CallPath p = job.settled_path(Collective::allreduce, LearnMemory::host, bytes, crossover_at(crossover));
-            // Within the margin the MPI is kept: nexar from where it is 5 % faster.
+            // Within the margin the MPI is kept: nexar from where it is 10 % faster.
             const Timing t = crossover_at(crossover);
             const bool nexar_clearly_faster =
                 t(0, CallPath::nexar, bytes, 0) * PathLearner::kMargin < t(0, CallPath::mpi, bytes, 0);
