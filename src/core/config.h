@@ -80,9 +80,11 @@ constexpr uint64_t kAutoFloorBytes = 2ull << 10;
 constexpr uint64_t kDeviceThresholdBytes = 8ull << 20;
 // Nonblocking and persistent calls cannot be timed (the application's
 // computation runs inside them): with NEXAR_THRESHOLD_BYTES=auto they take
-// the ring from this size, where it overlapped their computation and Open
-// MPI's did not (README, "Nonblocking and persistent calls").
-constexpr uint64_t kAutoNonblockingBytes = 64ull << 10;
+// the ring (or the one-shot) from this size.  They are measured against
+// the MPI's own nonblocking and persistent calls: at 4-64 KiB, 2 ranks,
+// nexar's persistent call took 2.5-12 us against Open MPI's 7-28 (README,
+// "The learnt threshold").
+constexpr uint64_t kAutoNonblockingBytes = 4ull << 10;
 
 // NEXAR_HOST_BUFFERS: whether host buffers may take the ring.  auto: yes in
 // a job without GPUs, where the learner (or a fixed threshold) decides;

@@ -13,7 +13,7 @@
 // on; every size must have settled by its last 4 calls.  Then the
 // learner's hand-overs (a revisit, two datatypes in turn, communicators made
 // and freed, MPI_COMM_SELF), and nonblocking calls, which are not learnt:
-// MPI_Iallreduce passes through at 16 KiB and takes the ring at 128 KiB.  --comm split: on two communicators of MPI_COMM_WORLD's even and odd
+// MPI_Iallreduce passes through at 2 KiB and takes the ring at 16 and 128 KiB.  --comm split: on two communicators of MPI_COMM_WORLD's even and odd
 // ranks' halves at once (4 ranks or more), which learn apart.
 #include <mpi.h>
 
@@ -274,8 +274,8 @@ int main(int argc, char** argv) {
         }
     }
     // Nonblocking calls are not timed: under auto they take the ring from
-    // 64 KiB (kAutoNonblockingBytes), and pass through below.
-    for (size_t bytes : {size_t(16) << 10, size_t(128) << 10}) {
+    // 4 KiB (kAutoNonblockingBytes), and pass through below.
+    for (size_t bytes : {size_t(2) << 10, size_t(16) << 10, size_t(128) << 10}) {
         if (bytes > max_bytes) continue;
         const size_t n = bytes / sizeof(int);
         const Paths before = read_paths();
@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
                     break;
                 }
         }
-        const uint64_t ring = read_paths().v[0] - before.v[0], want = bytes >= (64u << 10) ? 3 : 0;
+        const uint64_t ring = read_paths().v[0] - before.v[0], want = bytes >= (4u << 10) ? 3 : 0;
         if (ring != want) {
             fprintf(stderr, "FAIL [rank %d]: MPI_Iallreduce of %zu bytes: %" PRIu64 " of 3 calls took the ring, "
                     "expected %" PRIu64 "\n", world_rank, bytes, ring, want);
