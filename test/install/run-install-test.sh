@@ -15,6 +15,23 @@ for f in "$libdir/libnexar_pmpi.so" "$prefix/include/nexar/nexar.h" "$libdir/pkg
     [ -e "$stage$f" ] || fail "make install did not install $f"
     echo "installed $f"
 done
+# nexar-info runs from the prefix without mpirun: its report, and -p's keys.
+info="$stage$prefix/bin/nexar-info"
+[ -x "$info" ] || fail "make install did not install $prefix/bin/nexar-info"
+"$info" | grep -aq "^nexar-pmpi build" || fail "nexar-info printed no report"
+kv=$("$info" -p) || fail "nexar-info -p failed"
+for key in version mpi_built_for ucx_version cpu_reduce_path gpu cma thp dev_shm_bytes fd_limit \
+           setting.NEXAR_THRESHOLD_BYTES setting.NEXAR_HOST_BUFFERS settings in_a_job_without_gpus in_a_job_with_a_gpu; do
+    echo "$kv" | grep -aq "^$key=." || fail "nexar-info -p has no $key= line"
+done
+echo "$kv" | grep -aq "^version=$(sed -n 's/^Version: //p' "$NEXAR_BUILDDIR/nexar_pmpi.pc")$" ||
+    fail "nexar-info's version is not the pkg-config file's"
+NEXAR_THRESHOLD_BYTES=lots "$info" -p | grep -aq "^setting.NEXAR_THRESHOLD_BYTES=lots (malformed, default used)$" ||
+    fail "nexar-info does not say a malformed setting was replaced"
+NEXAR_HOST_BUFFERS=0 "$info" -p | grep -aq "^setting.NEXAR_HOST_BUFFERS=0 (environment)$" ||
+    fail "nexar-info does not say where a setting came from"
+"$info" --bogus >/dev/null 2>&1 && fail "nexar-info took an unknown option"
+echo "nexar-info: $(echo "$kv" | grep -c .) keys"
 # The installed cluster benchmark finds its harness beside itself.
 "$stage$prefix/bin/nexar-cluster-bench" --help | grep -aq "nexar-cluster-bench" || fail "nexar-cluster-bench --help failed"
 # With CUDA support, the plugin must sit next to the library (that is where

@@ -1,0 +1,184 @@
+// nexar-info: what this nexar is and what it sees on this machine, without
+// mpirun, in the manner of ucx_info and ompi_info.
+//
+//   nexar-info        a readable report
+//   nexar-info -p     key=value lines for scripts
+//
+// Build: version, the MPI it was built for, UCX, the host reduction paths
+// compiled in and the one this CPU takes.  Machine: GPUs (through the CUDA
+// plugin) or why none, whether this process may read another's memory with
+// CMA (the shared-memory hops' one-copy modes) and why not, transparent
+// huge pages, /dev/shm, the descriptor limit.  Settings: every NEXAR_*
+// variable, its value and where it came from (default, environment, or a
+// malformed value replaced by the default), and what they come to.
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/config.h"
+#include "nexar/nexar.h"
+#include "core/mpi_family.h"
+#include "memory/device.h"
+#include "reduce/host_reduce.h"
+#include "transport/cma.h"
+
+namespace {
+
+using Lines = std::vector<std::pair<std::string, std::string>>;
+
+std::string first_line(const char* path) {
+    std::ifstream f(path);
+    std::string line;
+    if (!f || !std::getline(f, line)) return "";
+    return line;
+}
+
+// "always [madvise] never" -> "madvise"
+std::string bracketed(const std::string& s) {
+    const size_t a = s.find('['), b = s.find(']');
+    return a == std::string::npos || b == std::string::npos || b < a ? s : s.substr(a + 1, b - a - 1);
+}
+
+// Whether this process may read a child's memory with process_vm_readv,
+// as a rank reads its same-node peer's.
+std::string cma_permitted(std::string* why) {
+    const nexar::CmaProbeWord word = nexar::cma_probe_word();
+    int ready[2];
+    if (pipe(ready) != 0) return *why = "pipe failed", "unknown";
+    const pid_t child = fork();
+    if (child < 0) return *why = "fork failed", "unknown";
+    if (child == 0) {
+        close(ready[0]);
+        if (write(ready[1], "x", 1) != 1) _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(ready[1]);
+    char c;
+    const bool up = read(ready[0], &c, 1) == 1;
+    close(ready[0]);
+    const bool ok = up && nexar::cma_probe(child, word, why);
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    std::string yama = first_line("/proc/sys/kernel/yama/ptrace_scope");
+    if (!ok && !yama.empty()) *why += " (kernel.yama.ptrace_scope=" + yama + ")";
+    return ok ? "yes" : "no";
+}
+
+// The CUDA plugin sits in the library's directory: lib/ beside bin/ once
+// installed, .libs/ in the build tree.
+void point_at_cuda_plugin(const char* argv0) {
+    if (getenv("NEXAR_CUDA_PLUGIN")) return;
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    std::string dir = n > 0 ? std::string(self, size_t(n)) : std::string(argv0);
+    dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+    for (const char* rel : {"/../lib/libnexar_pmpi_cuda.so", "/.libs/libnexar_pmpi_cuda.so", "/../.libs/libnexar_pmpi_cuda.so"}) {
+        const std::string p = dir + rel;
+        if (access(p.c_str(), R_OK) == 0) {
+            setenv("NEXAR_CUDA_PLUGIN", p.c_str(), 0);
+            return;
+        }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool parsable = false;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "-p")) {
+            parsable = true;
+        } else {
+            fprintf(stderr, "usage: nexar-info [-p]\n  -p  key=value lines for scripts\n");
+            return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    Lines build, machine, settings;
+
+    build.emplace_back("version", std::to_string(NEXAR_VERSION_MAJOR) + "." + std::to_string(NEXAR_VERSION_MINOR) + "." +
+                                      std::to_string(NEXAR_VERSION_PATCH));
+    const nexar::MpiIdentity mpi = nexar::mpi_built_for();
+    build.emplace_back("mpi_built_for", mpi.family.empty() ? "unknown" : mpi.family + " " + mpi.version);
+    build.emplace_back("ucx_version", ucp_get_version_string());
+    std::string isas;
+    for (nexar::HostIsa isa : {nexar::HostIsa::baseline, nexar::HostIsa::avx2, nexar::HostIsa::avx512})
+        if (nexar::host_isa_supported(isa)) isas += std::string(isas.empty() ? "" : ",") + nexar::host_isa_name(isa);
+    build.emplace_back("cpu_reduce_paths_usable", isas);
+    build.emplace_back("cpu_reduce_path", nexar::host_isa_name(nexar::host_isa_best()));
+
+    point_at_cuda_plugin(argv[0]);
+    const nexar_device_api* api = nullptr;
+    std::string why;
+    if (ok(nexar::load_device_api(&api, &why)) && api) {
+        machine.emplace_back("gpu", "yes (CUDA plugin " + std::string(getenv("NEXAR_CUDA_PLUGIN") ? getenv("NEXAR_CUDA_PLUGIN") : "") + ")");
+    } else {
+        machine.emplace_back("gpu", "no: " + why);
+    }
+    std::string cma_why;
+    const std::string cma = cma_permitted(&cma_why);
+    machine.emplace_back("cma", cma == "no" ? "no: " + cma_why : cma);
+    const std::string thp = bracketed(first_line("/sys/kernel/mm/transparent_hugepage/enabled"));
+    machine.emplace_back("thp", thp.empty() ? "unknown" : thp);
+    struct statvfs vfs;
+    machine.emplace_back("dev_shm_bytes",
+                         statvfs("/dev/shm", &vfs) == 0 ? std::to_string(uint64_t(vfs.f_blocks) * vfs.f_frsize) : "unknown");
+    struct rlimit fds;
+    machine.emplace_back("fd_limit", getrlimit(RLIMIT_NOFILE, &fds) == 0
+                                         ? (fds.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(fds.rlim_cur))
+                                         : "unknown");
+
+    // Every NEXAR_* setting the library reads: the names it asks for.
+    std::vector<std::string> names;
+    std::vector<std::string> problems;
+    nexar::Config cfg = nexar::parse_config(
+        [&](const char* name) -> const char* {
+            names.emplace_back(name);
+            return getenv(name);
+        },
+        &problems);
+    for (const std::string& name : names) {
+        const char* v = getenv(name.c_str());
+        std::string source = v ? "environment" : "default";
+        for (const std::string& p : problems)
+            if (p.compare(0, name.size() + 1, name + "=") == 0) source = "malformed, default used";
+        settings.emplace_back("setting." + name, v ? std::string(v) + " (" + source + ")" : "(" + source + ")");
+    }
+    nexar::Config cpu = cfg, gpu = cfg;
+    nexar::resolve_for_job(&cpu, false);
+    nexar::resolve_for_job(&gpu, true);
+    settings.emplace_back("settings", nexar::describe(cfg));
+    settings.emplace_back("in_a_job_without_gpus",
+                          std::string("threshold=") + (cpu.learn ? "learnt from " : "") +
+                              nexar::format_bytes(cpu.threshold_bytes) + " host_buffers=" + (cpu.host_buffers ? "1" : "0"));
+    settings.emplace_back("in_a_job_with_a_gpu",
+                          std::string("threshold=") + nexar::format_bytes(gpu.threshold_bytes) +
+                              " host_buffers=" + (gpu.host_buffers ? "1" : "0"));
+
+    if (parsable) {
+        for (const Lines* group : {&build, &machine, &settings})
+            for (const auto& kv : *group) printf("%s=%s\n", kv.first.c_str(), kv.second.c_str());
+        return 0;
+    }
+    const auto section = [](const char* title, const Lines& lines) {
+        printf("%s\n", title);
+        for (const auto& kv : lines) printf("  %-28s %s\n", kv.first.c_str(), kv.second.c_str());
+    };
+    section("nexar-pmpi build", build);
+    section("this machine", machine);
+    section("settings (NEXAR_*; rank 0's are used in a job)", settings);
+    for (const std::string& p : problems) printf("  note: %s\n", p.c_str());
+    return 0;
+}
