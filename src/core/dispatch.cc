@@ -107,10 +107,6 @@ void remember(const Runtime& rt, CollectiveTask& task, const CollectiveCall& c) 
     if (task.routed()) k.comm = c.comm, k.ctx = task.context(), k.generation = rt.context_generation();
 }
 
-}  // namespace
-
-namespace {
-
 // The agreement: a blocking reduction on every rank, whatever is in
 // flight here (MPI matches a blocking collective only with blocking ones;
 // nexar's nonblocking calls move along on its progress thread meanwhile).

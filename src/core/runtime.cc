@@ -228,14 +228,12 @@ void Runtime::start_device() {
     pmpi::allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     device_possible_ = any != 0;
     resolve_for_job(&config_, device_possible_);
-    if (config_.learn)
-        NEXAR_INFO("threshold: learnt per communicator and size from %s (nonblocking calls from %s); host buffers %s",
-                   format_bytes(config_.threshold_bytes).c_str(), format_bytes(kAutoNonblockingBytes).c_str(),
-                   config_.host_buffers ? "take the ring" : "pass through");
-    else
-        NEXAR_INFO("threshold: %s%s; host buffers %s", format_bytes(config_.threshold_bytes).c_str(),
-                   config_.threshold_auto ? " (a GPU may come: nothing is learnt)" : "",
-                   config_.host_buffers ? "take the ring" : "pass through");
+    const std::string note = config_.learn            ? " (nonblocking calls from " + format_bytes(kAutoNonblockingBytes) + ")"
+                             : config_.threshold_auto ? " (a GPU may come: nothing is learnt)"
+                                                      : "";
+    NEXAR_INFO("threshold: %s%s%s; host buffers %s", config_.learn ? "learnt per communicator and size from " : "",
+               format_bytes(config_.threshold_bytes).c_str(), note.c_str(),
+               config_.host_buffers ? "take the ring" : "pass through");
 }
 
 bool Runtime::device_path(DeviceEngine::Mode* mode) const {
