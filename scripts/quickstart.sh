@@ -36,7 +36,7 @@ make -j"$jobs"
 
 if [ "$what" = bench ]; then
     # Where a GPU may come, nexar learns nothing and leaves host buffers to
-    # the MPI unless asked (README, "The learnt threshold"): the host tables
+    # the MPI unless asked (docs/manual.md, "The learnt threshold"): the host tables
     # then take them from 8 MiB.
     if nvidia-smi -L >/dev/null 2>&1 && [ -z "${NEXAR_HOST_BUFFERS:-}" ]; then
         echo "# a GPU is here: host buffers are asked for (NEXAR_HOST_BUFFERS=1), and take nexar's ring from 8 MiB"

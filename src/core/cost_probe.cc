@@ -30,7 +30,7 @@ constexpr size_t kCopyBytes = 8 << 20;
 constexpr int kRepeats = 2;  // best of
 
 // A shared-memory hop copies a segment into a slot and the receiver reduces
-// it out: two passes over the bytes, each at about memcpy's rate (the README
+// it out: two passes over the bytes, each at about memcpy's rate (the manual
 // shows the ring at 65-85 % of that bound).  Timing the node's ring itself
 // was tried first: with more busy ranks than cores its times are the
 // scheduler's (milliseconds whatever the size), while a copy inside one
