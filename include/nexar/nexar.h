@@ -17,6 +17,7 @@ extern "C" {
 #define NEXAR_VERSION_MAJOR 0
 #define NEXAR_VERSION_MINOR 1
 #define NEXAR_VERSION_PATCH 0
+#define NEXAR_VERSION "0.1.0" /* the same as nexar_version() and configure's version */
 
 /* Counters of this process: the first four numbers NEXAR_STATS=1 prints at
  * MPI_Finalize (the line's later fields are not in this struct: nexar_get_counter reads

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <string_view>
 
 #include "nexar/nexar.h"
 #include "reduce/mpi_types.h"
@@ -31,6 +32,13 @@ int nexar_get_counter(const char* name, uint64_t* value) {
     return -1;
 }
 
+// One version: configure.ac's AC_INIT and nexar.h's macros must agree.
+static_assert(std::string_view(PACKAGE_VERSION) == NEXAR_VERSION, "configure.ac's version is not nexar.h's NEXAR_VERSION");
+#define NEXAR_STRINGIFY(x) #x
+#define NEXAR_XSTRINGIFY(x) NEXAR_STRINGIFY(x)
+static_assert(std::string_view(NEXAR_VERSION) == NEXAR_XSTRINGIFY(NEXAR_VERSION_MAJOR) "." NEXAR_XSTRINGIFY(
+                                                     NEXAR_VERSION_MINOR) "." NEXAR_XSTRINGIFY(NEXAR_VERSION_PATCH),
+              "NEXAR_VERSION is not MAJOR.MINOR.PATCH of nexar.h's macros");
 const char* nexar_version(void) { return PACKAGE_VERSION; }
 
 int nexar_transport_ready(void) {

@@ -213,7 +213,7 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
             c.segment_bytes = s;
         else
             complain("NEXAR_SEGMENT_BYTES", v, "a byte count from 256 to 1GiB, such as 1M",
-                     "(256KiB for shared memory, 1MiB for UCX)");
+                     "per ring");
     }
     if ((v = lookup("NEXAR_PIPELINE_DEPTH"))) {
         uint64_t d = 0;

@@ -17,6 +17,7 @@
 #include "core/pmpi.h"
 #include "core/stats.h"
 #include "memory/device.h"
+#include "nexar/nexar.h"
 #include "reduce/mpi_types.h"
 #include "transport/cma.h"
 #include "transport/stage_profile.h"
@@ -148,6 +149,11 @@ void Runtime::init(int thread_level) {
     if (config_ != mine)
         NEXAR_WARN("this rank's NEXAR_* settings differ from rank 0's; rank 0's are used on every rank (%s)",
                    describe(config_).c_str());
+    if (world_rank_ == 0) {
+        const MpiIdentity built = mpi_built_for();
+        NEXAR_INFO("nexar %s, built for %s", NEXAR_VERSION,
+                   built.family.empty() ? "an unknown MPI" : (built.family + " " + built.version).c_str());
+    }
     NEXAR_INFO("settings: %s", describe(config_).c_str());
     if (world_rank_ == 0) warn_if_built_for_another_mpi();
 

@@ -30,6 +30,7 @@
 #include "core/config.h"
 #include "nexar/nexar.h"
 #include "core/mpi_family.h"
+#include "core/stats.h"
 #include "memory/device.h"
 #include "reduce/host_reduce.h"
 #include "transport/cma.h"
@@ -108,8 +109,7 @@ int main(int argc, char** argv) {
     }
     Lines build, machine, settings;
 
-    build.emplace_back("version", std::to_string(NEXAR_VERSION_MAJOR) + "." + std::to_string(NEXAR_VERSION_MINOR) + "." +
-                                      std::to_string(NEXAR_VERSION_PATCH));
+    build.emplace_back("version", NEXAR_VERSION);
     const nexar::MpiIdentity mpi = nexar::mpi_built_for();
     build.emplace_back("mpi_built_for", mpi.family.empty() ? "unknown" : mpi.family + " " + mpi.version);
     build.emplace_back("ucx_version", ucp_get_version_string());
@@ -119,6 +119,8 @@ int main(int argc, char** argv) {
     build.emplace_back("cpu_reduce_paths_usable", isas);
     build.emplace_back("cpu_reduce_path", nexar::host_isa_name(nexar::host_isa_best()));
 
+    const char* plugin_setting = getenv("NEXAR_CUDA_PLUGIN");  // before we point at ours
+    const std::string plugin_asked = plugin_setting ? plugin_setting : "";
     point_at_cuda_plugin(argv[0]);
     const nexar_device_api* api = nullptr;
     std::string why;
@@ -149,13 +151,37 @@ int main(int argc, char** argv) {
             return getenv(name);
         },
         &problems);
+    // A setting's default, as the parser states it when it replaces a
+    // malformed value: the parser is the one place defaults are written.
+    const auto default_of = [](const std::string& name) {
+        std::vector<std::string> said;
+        nexar::parse_config([&](const char* n) -> const char* { return name == n ? "\x01" : nullptr; }, &said);
+        const std::string marker = "using the default ";
+        const size_t at = said.empty() ? std::string::npos : said[0].rfind(marker);
+        return at == std::string::npos ? std::string("?") : said[0].substr(at + marker.size());
+    };
     for (const std::string& name : names) {
         const char* v = getenv(name.c_str());
         std::string source = v ? "environment" : "default";
         for (const std::string& p : problems)
             if (p.compare(0, name.size() + 1, name + "=") == 0) source = "malformed, default used";
-        settings.emplace_back("setting." + name, v ? std::string(v) + " (" + source + ")" : "(" + source + ")");
+        settings.emplace_back("setting." + name,
+                              (v && source == "environment" ? std::string(v) : default_of(name)) + " (" + source +
+                                  (v && source != "environment" ? ": '" + std::string(v) + "' is not valid" : "") + ")");
     }
+    // Read outside parse_config: the CUDA plugin's path, and NEXAR_UCX_X,
+    // which UCX itself reads for nexar's own context (ucp_config_read("NEXAR")).
+    settings.emplace_back("setting.NEXAR_CUDA_PLUGIN",
+                          plugin_asked.empty() ? "(default: next to the library)" : plugin_asked + " (environment)");
+    for (char** e = environ; *e; ++e)
+        if (!strncmp(*e, "NEXAR_UCX_", 10)) {
+            const char* eq = strchr(*e, '=');
+            settings.emplace_back("setting." + std::string(*e, size_t(eq - *e)), std::string(eq + 1) + " (environment)");
+        }
+    std::string fields;
+    for (size_t i = 0; i < nexar::kStatsFieldCount; ++i)
+        fields += std::string(i ? "," : "") + nexar::kStatsFields[i].name;
+    settings.emplace_back("stats_fields", fields);
     nexar::Config cpu = cfg, gpu = cfg;
     nexar::resolve_for_job(&cpu, false);
     nexar::resolve_for_job(&gpu, true);
@@ -174,7 +200,7 @@ int main(int argc, char** argv) {
     }
     const auto section = [](const char* title, const Lines& lines) {
         printf("%s\n", title);
-        for (const auto& kv : lines) printf("  %-28s %s\n", kv.first.c_str(), kv.second.c_str());
+        for (const auto& kv : lines) printf("  %-34s %s\n", kv.first.c_str(), kv.second.c_str());
     };
     section("nexar-pmpi build", build);
     section("this machine", machine);

@@ -21,15 +21,19 @@ info="$stage$prefix/bin/nexar-info"
 "$info" | grep -aq "^nexar-pmpi build" || fail "nexar-info printed no report"
 kv=$("$info" -p) || fail "nexar-info -p failed"
 for key in version mpi_built_for ucx_version cpu_reduce_path gpu cma thp dev_shm_bytes fd_limit \
-           setting.NEXAR_THRESHOLD_BYTES setting.NEXAR_HOST_BUFFERS settings in_a_job_without_gpus in_a_job_with_a_gpu; do
+           setting.NEXAR_THRESHOLD_BYTES setting.NEXAR_HOST_BUFFERS setting.NEXAR_CUDA_PLUGIN stats_fields settings \
+           in_a_job_without_gpus in_a_job_with_a_gpu; do
     echo "$kv" | grep -aq "^$key=." || fail "nexar-info -p has no $key= line"
 done
 echo "$kv" | grep -aq "^version=$(sed -n 's/^Version: //p' "$NEXAR_BUILDDIR/nexar_pmpi.pc")$" ||
     fail "nexar-info's version is not the pkg-config file's"
-NEXAR_THRESHOLD_BYTES=lots "$info" -p | grep -aq "^setting.NEXAR_THRESHOLD_BYTES=lots (malformed, default used)$" ||
+echo "$kv" | grep -aq "^setting.NEXAR_PIPELINE_DEPTH=4 (default)$" || fail "nexar-info does not give a setting's default"
+NEXAR_THRESHOLD_BYTES=lots "$info" -p | grep -aq "^setting.NEXAR_THRESHOLD_BYTES=auto (malformed, default used: 'lots' is not valid)$" ||
     fail "nexar-info does not say a malformed setting was replaced"
 NEXAR_HOST_BUFFERS=0 "$info" -p | grep -aq "^setting.NEXAR_HOST_BUFFERS=0 (environment)$" ||
     fail "nexar-info does not say where a setting came from"
+NEXAR_UCX_TLS=tcp "$info" -p | grep -aq "^setting.NEXAR_UCX_TLS=tcp (environment)$" ||
+    fail "nexar-info does not list a NEXAR_UCX_ setting"
 "$info" --bogus >/dev/null 2>&1 && fail "nexar-info took an unknown option"
 echo "nexar-info: $(echo "$kv" | grep -c .) keys"
 # The installed cluster benchmark finds its harness beside itself.

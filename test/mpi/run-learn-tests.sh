@@ -25,6 +25,12 @@ run() {  # run NP ARGS...
     check_same_paths "$log"
     grep -aq "MPI_Allreduce out of place on host buffers took" "$log" || fail "NEXAR_LOG=info did not say where the crossover landed"
     grep -a "on host buffers took" "$log"
+    # The version, once, from rank 0 (nexar.h's NEXAR_VERSION, the .pc file's Version).
+    local version
+    version=$(sed -n 's/^Version: //p' "$NEXAR_BUILDDIR/nexar_pmpi.pc")
+    [ -n "$version" ] || fail "no Version in $NEXAR_BUILDDIR/nexar_pmpi.pc"
+    [ "$(grep -ac "^nexar\[rank 0\]: nexar $version, built for [A-Z]" "$log")" = 1 ] ||
+        fail "NEXAR_LOG=info did not say nexar's version ($version) once"
 }
 
 run 2 --max 4194304 --calls 24
