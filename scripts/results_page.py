@@ -1,0 +1,677 @@
+#!/usr/bin/python3
+"""results_page.py: one results page of docs/results/ from a run's files.
+
+  results_page.py TOPIC DIR [-o PAGE.md]   the page of TOPIC from DIR's CSVs
+                                           and DIR/meta (stdout without -o)
+  results_page.py --index RESULTS_DIR      (re)write RESULTS_DIR/README.md,
+                                           the index of the pages there
+
+scripts/results.sh runs the benchmarks of a topic into a fresh folder DIR,
+writes DIR/meta, and then this script; only when both succeeded does the
+folder become docs/results/TOPIC/ and the page docs/results/TOPIC.md.  The
+page links its files as TOPIC/NAME, so it belongs beside that folder.
+
+TOPIC is one-node, huge-pages, reduce-scatter-allgather, across-nodes,
+mpi4py or gpu; each expects its own CSVs (TOPICS below), in the columns
+their tools write (bench/osu_allreduce.c, bench/nexar-cluster-bench,
+bench/nexar-mpi4py-bench, bench/gpu_reduce_bench.cu).  DIR/meta holds
+KEY=VALUE lines: date (UTC, ISO 8601), cpu, cores, memory, kernel, thp, mpi,
+ucx, nexar, git, one command= line per command in the order run, and
+optionally elapsed_s, quick (1: a quick run, not a measurement), settings
+(the NEXAR_* variables in force), gpu and note= lines.
+
+A CSV that is missing, empty, lacks a column or holds a value that is no
+number stops the script with a message naming the file and line, and exit
+status 1; no page is written then.  Python's standard library only.
+"""
+import csv
+import datetime
+import os
+import re
+import sys
+
+# ---------------------------------------------------------------- topics
+
+OSU_READ = (
+    "The MPI's own `PMPI_*` call and nexar's `MPI_*` call alternated at every size in one run, each "
+    "keeping its best average; the ratio is the MPI's time ÷ nexar's (above 1: nexar faster). Read the "
+    "ratios: the two sides ran seconds apart, while absolute times on a shared VM swing by up to 2× "
+    "between runs and are noise. The bound is this machine's floor for a design that copies every "
+    "arriving byte through memory twice, measured in the same run on the same buffers with single-core "
+    "`memcpy` and `dst += src` (header comment of `bench/osu_allreduce.c`); a design that moves each "
+    "byte once can pass it, and where the buffers fit the cache (to about 8 MiB) or `memcpy` turns to "
+    "non-temporal stores (256 MiB) the share is not comparable. `path` is what nexar's calls of that "
+    "size did after the learner's trials: `ring`, `1shot` (one-shot, small calls), `hier`, `mpi` "
+    "(passed through: both columns are the MPI), `fallbk`; `a+b`: some of each.")
+
+TOPICS = {
+    "one-node": {
+        "title": "One node, 4 KiB pages: allreduce",
+        "kind": "osu",
+        "csvs": [
+            ("out-of-place-default.csv", "Out of place, glibc's default allocator", "out of place, default"),
+            ("out-of-place-tuned.csv", "Out of place, tuned allocator", "out of place, tuned"),
+            ("in-place-default.csv", "In place, glibc's default allocator", "in place, default"),
+            ("in-place-tuned.csv", "In place, tuned allocator", "in place, tuned"),
+        ],
+        "extra_plots": [("speedup.png", "MPI time ÷ nexar time against size",
+                         "One line per table of this page, and the [huge pages](huge-pages.md) tables where "
+                         "that page exists (its own date); above the line at 1, nexar was faster.")],
+        "read": OSU_READ + " 2 ranks, float, `malloc`'s buffers on 4 KiB pages. With glibc's default "
+                "allocator Open MPI maps (and page-faults) a fresh temporary buffer on every call above "
+                "32 MiB, so the MPI collapses there; the tuned allocator (`MALLOC_MMAP_THRESHOLD_=1073741824 "
+                "MALLOC_TRIM_THRESHOLD_=4294967296`) removes that and is the fair comparison.",
+    },
+    "huge-pages": {
+        "title": "One node, huge pages: allreduce",
+        "kind": "osu",
+        "csvs": [
+            ("out-of-place.csv", "Out of place, buffers on transparent huge pages", "out of place"),
+            ("in-place.csv", "In place, buffers on transparent huge pages", "in place"),
+        ],
+        "read": OSU_READ + " 2 ranks, float, tuned allocator, buffers on transparent huge pages (`--thp`), "
+                "as numpy and PyTorch put large arrays; the log's header says how much of them got huge "
+                "pages.",
+    },
+    "reduce-scatter-allgather": {
+        "title": "One node: reduce-scatter and allgather",
+        "kind": "osu",
+        "csvs": [
+            ("reduce-scatter.csv", "`MPI_Reduce_scatter_block`, out of place, tuned allocator", "reduce-scatter"),
+            ("allgather.csv", "`MPI_Allgather`, out of place, tuned allocator", "allgather"),
+        ],
+        "read": OSU_READ + " 2 ranks, float. The size is the whole vector S (S/n per rank), busbw = "
+                "S/t × (n−1)/n; the reduce-scatter's bound is busbw ≤ 1/(1/Bc + 1/Br3) (each arrival "
+                "copied in and reduced with the own input), the allgather's Bc/2 (two copies), with Bc "
+                "single-core `memcpy` and Br3 `dst = a + b`.",
+    },
+    "across-nodes": {
+        "title": "Across nodes: allreduce over a simulated cluster",
+        "kind": "cluster",
+        "csvs": [("allreduce.csv", "2 nodes × 2 ranks, links limited to 2 Gbit/s each way", "2×2, 2 Gbit/s")],
+        "read": "`bench/nexar-cluster-bench` runs `nexar_osu_allreduce` across a cluster simulated on this "
+                "machine (`test/cluster/nexar-cluster`: a network namespace per node, TCP between nodes "
+                "over links limited with `tc`), the MPI's `PMPI_Allreduce` and nexar's `MPI_Allreduce` "
+                "side by side in one run; the ratio is nexar's busbw ÷ the MPI's, i.e. the MPI's time ÷ "
+                "nexar's (above 1: nexar faster). The bound is the link rate: each node's link carries "
+                "2(P−1)/P × S each way in a ring over P nodes, so t ≥ 2(P−1)/P × S / rate; `tc` counts "
+                "TCP/IP headers too, so about 96 % of it is the most the payload can get. Ring calls 0: "
+                "nexar passed that size to the MPI. One VM's cores run every node's ranks: read the "
+                "ratios and the shares of the link, not the absolute numbers.",
+    },
+    "mpi4py": {
+        "title": "A real client: mpi4py gradient exchange",
+        "kind": "mpi4py",
+        "csvs": [("grad-exchange.csv", "GPT-2-small-shaped gradients (148 fp32 tensors, 475 MiB), 2 ranks, "
+                  "in place", "gradient exchange")],
+        "read": "`bench/nexar-mpi4py-bench` runs `bench/nexar_grad_exchange.py`, a gradient exchange "
+                "written with mpi4py and numpy, once with the MPI alone and once with nexar preloaded: "
+                "mpi4py cannot call `PMPI_Allreduce`, so the two sides cannot share a run. Each round runs "
+                "both, alternating which goes first, each keeping the best of its steps; the ratios "
+                "compare runs seconds apart, noisier than a side-by-side table, so read their range. "
+                "\"Allreduce\" is the time inside `MPI_Allreduce` per step (the slowest rank's); the "
+                "bucketed step also packs and unpacks 25 MiB buckets with numpy, the same cost either "
+                "way. Absolute times on a shared VM are noise; there is no bound here.",
+    },
+    "gpu": {
+        "title": "GPU: the reduction kernel and the staged device ring",
+        "kind": "gpu",
+        "csvs": [
+            ("gpu-kernel.csv", "The reduction kernel against a device-to-device copy", "kernel"),
+            ("gpu-staged-ring.csv", "The staged device ring against cudaMemcpy + PMPI_Allreduce + cudaMemcpy",
+             "staged ring"),
+        ],
+        "read": "`nexar_gpu_reduce_bench` times nexar's reduction kernel against a device-to-device "
+                "`cudaMemcpyAsync` of the same bytes, counting bytes read and written (3·S for the "
+                "reduction, 2·S for the copy), so \"% of copy\" is how close the kernel comes to the copy "
+                "engine. In the ring table the buffers are device memory and the MPI column is what users "
+                "of an MPI without CUDA support do by hand: `cudaMemcpy` to the host, `PMPI_Allreduce`, "
+                "`cudaMemcpy` back, side by side with nexar in one run; the ratio is that time ÷ nexar's. "
+                "Both ranks share the one GPU; there is no host bound for device buffers.",
+    },
+}
+ORDER = ["one-node", "huge-pages", "reduce-scatter-allgather", "across-nodes", "mpi4py", "gpu"]
+REQUIRED_META = ["date", "cpu", "cores", "memory", "kernel", "thp", "mpi", "ucx", "nexar", "git"]
+PATH_WORDS = {"mpi": "passed through", "ring": "ring", "1shot": "one-shot", "hier": "hierarchical",
+              "fallbk": "fell back", "split": "ranks differ!", "-": "no counters"}
+
+
+class PageError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- reading
+
+def read_meta(path):
+    if not os.path.isfile(path):
+        raise PageError(f"{path}: no such file (scripts/results.sh writes it beside the CSVs)")
+    meta, commands, notes = {}, [], []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError as e:
+        raise PageError(f"{path}: not text ({e})") from None
+    for n, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
+        if not line.strip() or line.startswith("#"):
+            continue
+        if "=" not in line:
+            raise PageError(f"{path} line {n}: not KEY=VALUE: {line!r}")
+        key, value = line.split("=", 1)
+        if key == "command":
+            commands.append(value)
+        elif key == "note":
+            notes.append(value)
+        else:
+            meta[key] = value
+    missing = [k for k in REQUIRED_META if not meta.get(k)]
+    if missing:
+        raise PageError(f"{path}: no {', '.join(missing)}")
+    if not commands:
+        raise PageError(f"{path}: no command= line")
+    try:
+        datetime.datetime.strptime(meta["date"], "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise PageError(f"{path}: date={meta['date']!r} is not YYYY-MM-DDTHH:MM:SSZ") from None
+    meta["commands"], meta["notes"] = commands, notes
+    return meta
+
+
+def read_csv(path, numeric, optional=(), text=()):
+    """Rows of the CSV as dicts; `numeric` columns must be there and hold
+    numbers (floats), `optional` numeric ones may be absent or empty, `text`
+    ones must be there."""
+    if not os.path.isfile(path):
+        raise PageError(f"{path}: no such file")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            lines = list(csv.reader(f))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise PageError(f"{path}: not a CSV ({e})") from None
+    if not lines or not lines[0]:
+        raise PageError(f"{path}: empty (no header line)")
+    header = [h.strip() for h in lines[0]]
+    missing = [c for c in list(numeric) + list(text) if c not in header]
+    if missing:
+        raise PageError(f"{path}: no column {', '.join(missing)} in the header {','.join(header)!r}")
+    rows = []
+    for n, fields in enumerate(lines[1:], 2):
+        if not fields or all(not x.strip() for x in fields):
+            continue
+        if len(fields) != len(header):
+            raise PageError(f"{path} line {n}: {len(fields)} fields where the header has {len(header)}")
+        row = dict(zip(header, (x.strip() for x in fields)))
+        for c in list(numeric) + [c for c in optional if c in header]:
+            v = row[c]
+            if v == "" and c in optional:
+                row[c] = None
+                continue
+            try:
+                row[c] = float(v)
+            except ValueError:
+                raise PageError(f"{path} line {n}: {c} = {v!r} is not a number") from None
+            if row[c] != row[c] or row[c] in (float("inf"), float("-inf")):
+                raise PageError(f"{path} line {n}: {c} = {v!r} is not a finite number")
+        for c in optional:
+            row.setdefault(c, None)
+        rows.append(row)
+    if not rows:
+        raise PageError(f"{path}: no data rows")
+    return header, rows
+
+
+# ---------------------------------------------------------------- formatting
+
+def size_name(b):
+    b = int(b)
+    for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if b >= unit:
+            v = b / unit
+            return f"{v:.0f} {name}" if v == int(v) else f"{v:.1f} {name}"
+    return f"{b} B"
+
+
+def ratio(x):
+    return f"{x:.2f}×"
+
+
+def rng(values, fmt=ratio):
+    lo, hi = min(values), max(values)
+    return fmt(lo) if fmt(lo) == fmt(hi) else f"{fmt(lo).rstrip('×%')}–{fmt(hi)}"
+
+
+def pct(x):
+    return f"{x:.0f} %"
+
+
+def pct_range(values):
+    lo, hi = min(values), max(values)
+    return f"{lo:.0f} %" if f"{lo:.0f}" == f"{hi:.0f}" else f"{lo:.0f}–{hi:.0f} %"
+
+
+def size_span(sizes):
+    sizes = sorted(sizes)
+    if len(sizes) == 1:
+        return size_name(sizes[0])
+    return f"{size_name(sizes[0])} – {size_name(sizes[-1])}"
+
+
+def sizes(rows):
+    """'3 sizes, 4 KiB – 16 KiB' or '1 size, 4 KiB'."""
+    n = len(rows)
+    return f"{n} size{'s' if n > 1 else ''}, {size_span([r['size_bytes'] for r in rows])}"
+
+
+def us(x):
+    return f"{x:,.1f}" if x < 10000 else f"{x:,.0f}"
+
+
+def table(head, align, rows):
+    out = ["| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def path_label(p):
+    if p is None or p == "":
+        return "-"
+    return p
+
+
+# ---------------------------------------------------------------- the topics' tables
+
+def osu_rows(path):
+    _, rows = read_csv(path, ["size_bytes", "mpi_avg_us", "nexar_avg_us"],
+                       optional=["mpi_busbw_gbs", "nexar_busbw_gbs", "bound_busbw_gbs"])
+    for r in rows:
+        if r["mpi_avg_us"] <= 0 or r["nexar_avg_us"] <= 0:
+            raise PageError(f"{path}: a time of 0 or less at {int(r['size_bytes'])} bytes")
+        r["ratio"] = r["mpi_avg_us"] / r["nexar_avg_us"]
+        bound = r["bound_busbw_gbs"]
+        r["mpi_pct"] = 100 * r["mpi_busbw_gbs"] / bound if bound and r["mpi_busbw_gbs"] is not None else None
+        r["nexar_pct"] = 100 * r["nexar_busbw_gbs"] / bound if bound and r["nexar_busbw_gbs"] is not None else None
+        r["path"] = r.get("path") or "-"
+    return rows
+
+
+def osu_table(rows):
+    body = []
+    for r in rows:
+        body.append([size_name(r["size_bytes"]), us(r["mpi_avg_us"]), us(r["nexar_avg_us"]), ratio(r["ratio"]),
+                     pct(r["mpi_pct"]) if r["mpi_pct"] is not None else "–",
+                     pct(r["nexar_pct"]) if r["nexar_pct"] is not None else "–",
+                     "split (ranks differ!)" if r["path"] == "split" else r["path"]])
+    return table(["size", "MPI µs", "nexar µs", "MPI ÷ nexar", "MPI % of bound", "nexar % of bound", "path"],
+                 ["---:"] * 6 + ["---"], body)
+
+
+def osu_summary(rows):
+    """Lines: the ratio per path the sizes settled on, and the shares of
+    the bound from 1 MiB."""
+    groups = {}
+    for r in rows:
+        groups.setdefault(r["path"], []).append(r)
+    parts = []
+    for p, g in groups.items():
+        word = PATH_WORDS.get(p, "mixed" if "+" in p else p)
+        parts.append(f"`{p}` ({word}; {sizes(g)}): {rng([r['ratio'] for r in g])}")
+    lines = ["MPI ÷ nexar by the path nexar's calls took: " + "; ".join(parts) + "."]
+    big = [r for r in rows if r["size_bytes"] >= (1 << 20) and r["nexar_pct"] is not None]
+    if big:
+        lines.append(f"From 1 MiB ({size_span([r['size_bytes'] for r in big])}): nexar at "
+                     f"{pct_range([r['nexar_pct'] for r in big])} of the bound, the MPI at "
+                     f"{pct_range([r['mpi_pct'] for r in big])}.")
+    elif any(r["size_bytes"] >= (1 << 20) for r in rows):
+        lines.append("No host bound (device buffers).")
+    else:
+        lines.append("No size of 1 MiB or more in this run.")
+    return lines
+
+
+def osu_headline(tables):
+    """MPI / nexar where nexar took the calls, per table; where they passed
+    through, all tables together; each with the sizes it covers."""
+    taken, passed, unknown = [], [], []
+    for _, short, rows in tables:
+        t = [r for r in rows if r["path"] not in ("mpi", "-")]
+        if t:
+            text = f"{rng([r['ratio'] for r in t])} at {size_span([r['size_bytes'] for r in t])}"
+            taken.append(f"{short}: {text}" if len(tables) > 1 else text)
+        passed += [r for r in rows if r["path"] == "mpi"]
+        unknown += [r for r in rows if r["path"] == "-"]
+    out = []
+    if taken:
+        out.append("MPI ÷ nexar where nexar took the call" + (" (" + "; ".join(taken) + ")" if len(tables) > 1
+                                                                 else ": " + taken[0]))
+    for label, group in (("where it passed through", passed),
+                         ("MPI ÷ nexar" + (" where the CSV names no path" if out else ""), unknown)):
+        if group:
+            out.append(f"{label}: {rng([r['ratio'] for r in group])} at "
+                       f"{size_span(sorted({r['size_bytes'] for r in group}))}")
+    return "; ".join(out)
+
+
+def cluster_rows(path):
+    header, _ = read_csv(path, ["size_bytes", "nexar_busbw_gbs"])
+    algs = [h[:-len("_busbw_gbs")] for h in header if h.startswith("mpi_") and h.endswith("_busbw_gbs")]
+    if not algs:
+        raise PageError(f"{path}: no mpi_<alg>_busbw_gbs column in the header {','.join(header)!r}")
+    numeric = ["size_bytes", "nexar_busbw_gbs", "nexar_ring_calls"] + [a + "_busbw_gbs" for a in algs]
+    optional = ["nexar_pct_bound", "bound_busbw_gbs", "t_bound_us"] + [a + "_pct_bound" for a in algs]
+    _, rows = read_csv(path, numeric, optional=optional)
+    for r in rows:
+        best = max(r[a + "_busbw_gbs"] for a in algs)
+        if best <= 0 or r["nexar_busbw_gbs"] <= 0:
+            raise PageError(f"{path}: a busbw of 0 or less at {int(r['size_bytes'])} bytes")
+        r["best_mpi"] = best
+        r["ratio"] = r["nexar_busbw_gbs"] / best
+        bound = r["bound_busbw_gbs"]
+        r["mpi_pct"] = 100 * best / bound if bound else None
+        r["nexar_pct"] = 100 * r["nexar_busbw_gbs"] / bound if bound else None
+    return algs, rows
+
+
+ALG_NAMES = {"mpi_default": "MPI (default)", "mpi_ring4": "MPI ring (4)", "mpi_rabens6": "MPI Rabenseifner (6)"}
+
+
+def cluster_table(algs, rows):
+    head = ["size"] + [ALG_NAMES.get(a, a) + " GB/s" for a in algs] + ["nexar GB/s", "MPI ÷ nexar (time)",
+                                                                        "MPI % of link", "nexar % of link",
+                                                                        "nexar ring calls"]
+    body = []
+    for r in rows:
+        body.append([size_name(r["size_bytes"])] + [f"{r[a + '_busbw_gbs']:.3f}" for a in algs] +
+                    [f"{r['nexar_busbw_gbs']:.3f}", ratio(r["ratio"]),
+                     pct(r["mpi_pct"]) if r["mpi_pct"] is not None else "–",
+                     pct(r["nexar_pct"]) if r["nexar_pct"] is not None else "–", f"{r['nexar_ring_calls']:.0f}"])
+    return table(head, ["---:"] * len(head), body)
+
+
+def cluster_summary(algs, rows):
+    took = [r for r in rows if r["nexar_ring_calls"] > 0]
+    passed = [r for r in rows if r["nexar_ring_calls"] == 0]
+    against = "the MPI" if len(algs) == 1 else "the best of the MPI's algorithms"
+    parts = []
+    if took:
+        parts.append(f"where nexar took the calls ({sizes(took)}): {rng([r['ratio'] for r in took])}")
+    if passed:
+        parts.append(f"where it passed them through ({sizes(passed)}): {rng([r['ratio'] for r in passed])}")
+    lines = [f"MPI time ÷ nexar time against {against}: " + "; ".join(parts) + "."]
+    big = [r for r in rows if r["size_bytes"] >= (8 << 20) and r["nexar_pct"] is not None]
+    if big:
+        lines.append(f"From 8 MiB: nexar at {pct_range([r['nexar_pct'] for r in big])} of the link bound, "
+                     f"the MPI at {pct_range([r['mpi_pct'] for r in big])}.")
+    elif not any(r["nexar_pct"] is not None for r in rows):
+        lines.append("No link bound (unlimited links or one node).")
+    else:
+        lines.append("No size of 8 MiB or more in this run.")
+    return lines
+
+
+def cluster_headline(rows):
+    took = [r["ratio"] for r in rows if r["nexar_ring_calls"] > 0] or [r["ratio"] for r in rows]
+    h = f"MPI ÷ nexar {rng(took)} ({size_span([r['size_bytes'] for r in rows])})"
+    big = [r["nexar_pct"] for r in rows if r["size_bytes"] >= (8 << 20) and r["nexar_pct"] is not None]
+    if big:
+        h += f", nexar at {pct_range(big)} of the link from 8 MiB"
+    return h
+
+
+def mpi4py_rows(path):
+    _, rows = read_csv(path, ["run", "calls_per_step", "mpi_allreduce_ms", "nexar_allreduce_ms", "mpi_step_ms",
+                              "nexar_step_ms"], optional=["huge_mib", "total_mib"], text=["mode"])
+    for r in rows:
+        if min(r["mpi_allreduce_ms"], r["nexar_allreduce_ms"], r["mpi_step_ms"], r["nexar_step_ms"]) <= 0:
+            raise PageError(f"{path}: a time of 0 or less in round {r['run']:.0f} ({r['mode']})")
+        r["ratio"] = r["mpi_allreduce_ms"] / r["nexar_allreduce_ms"]
+        r["step_ratio"] = r["mpi_step_ms"] / r["nexar_step_ms"]
+    return rows
+
+
+def mpi4py_table(rows):
+    body = []
+    for r in rows:
+        huge = "–"
+        if r["huge_mib"] is not None and r["total_mib"]:
+            huge = f"{r['huge_mib']:.0f} of {r['total_mib']:.0f} MiB"
+        body.append([f"{r['run']:.0f}", r["mode"], f"{r['calls_per_step']:.0f}", f"{r['mpi_allreduce_ms']:.1f}",
+                     f"{r['nexar_allreduce_ms']:.1f}", ratio(r["ratio"]), f"{r['mpi_step_ms']:.1f}",
+                     f"{r['nexar_step_ms']:.1f}", ratio(r["step_ratio"]), huge])
+    return table(["round", "mode", "calls per step", "allreduce: MPI ms", "nexar ms", "MPI ÷ nexar",
+                  "step: MPI ms", "nexar ms", "MPI ÷ nexar", "on huge pages (nexar run)"],
+                 ["---:", "---"] + ["---:"] * 8, body)
+
+
+def mpi4py_modes(rows):
+    modes = {}
+    for r in rows:
+        modes.setdefault(r["mode"], []).append(r)
+    return modes
+
+
+def mpi4py_summary(rows):
+    lines = []
+    for m, g in mpi4py_modes(rows).items():
+        lines.append(f"`{m}` ({len(g)} round{'s' if len(g) > 1 else ''}): time in `MPI_Allreduce` "
+                     f"{rng([r['ratio'] for r in g])} lower with nexar, the whole step "
+                     f"{rng([r['step_ratio'] for r in g])}.")
+    return lines
+
+
+def mpi4py_headline(rows):
+    return (f"time in `MPI_Allreduce` {rng([r['ratio'] for r in rows])} lower with nexar, whole step "
+            f"{rng([r['step_ratio'] for r in rows])}")
+
+
+def kernel_rows(path):
+    _, rows = read_csv(path, ["bytes", "copy_gbs", "reduce_gbs"],
+                       optional=["inplace_gbs", "unroll4_gbs", "exact", "inplace_exact", "unroll4_exact"],
+                       text=["type"])
+    for r in rows:
+        if r["copy_gbs"] <= 0:
+            raise PageError(f"{path}: a copy bandwidth of 0 or less for {r['type']}")
+    return rows
+
+
+def kernel_table(rows):
+    def of(x, r):
+        return f"{x:.0f} ({100 * x / r['copy_gbs']:.0f} %)" if x is not None else "–"
+
+    def exact(r):
+        flags = [r[k] for k in ("exact", "inplace_exact", "unroll4_exact") if r[k] is not None]
+        return "–" if not flags else "yes" if all(flags) else "NO"
+
+    body = [[r["type"], size_name(r["bytes"]), f"{r['copy_gbs']:.0f}", of(r["reduce_gbs"], r),
+             of(r["inplace_gbs"], r), of(r["unroll4_gbs"], r), exact(r)] for r in rows]
+    return table(["type", "size", "copy GB/s", "reduce GB/s (% of copy)", "in place", "4 vectors per thread",
+                  "exact"], ["---", "---:", "---:", "---:", "---:", "---:", "---"], body)
+
+
+def kernel_summary(rows):
+    by_size = {}
+    for r in rows:
+        by_size.setdefault(r["bytes"], []).append(100 * r["reduce_gbs"] / r["copy_gbs"])
+    parts = [f"{size_name(b)}: {pct_range(v)}" for b, v in by_size.items()]
+    wrong = [r for r in rows if any(r[k] == 0 for k in ("exact", "inplace_exact", "unroll4_exact"))]
+    tail = " Every result exact." if not wrong else f" WRONG RESULTS in {len(wrong)} rows."
+    return ["The kernel's bandwidth as a share of the device copy's: " + "; ".join(parts) + "." + tail]
+
+
+# ---------------------------------------------------------------- the page
+
+def rel(topic, name):
+    return f"{topic}/{name}"
+
+
+def render(topic, d):
+    if topic not in TOPICS:
+        raise PageError(f"unknown topic {topic!r} (one of {', '.join(ORDER)})")
+    if not os.path.isdir(d):
+        raise PageError(f"{d}: no such folder")
+    t = TOPICS[topic]
+    meta = read_meta(os.path.join(d, "meta"))
+    quick = meta.get("quick") == "1"
+    sections, summary, headline = [], [], ""
+
+    def links(name):
+        out = [f"CSV: [{rel(topic, name)}]({rel(topic, name)})"]
+        png = name[:-4] + ".png"
+        if os.path.isfile(os.path.join(d, png)):
+            out.append(f"plot: [{rel(topic, png)}]({rel(topic, png)})")
+            return ["; ".join(out) + ".", "", f"![{png}]({rel(topic, png)})"]
+        return ["; ".join(out) + " (no plot)."]
+
+    if t["kind"] == "osu":
+        tables = []
+        for name, title, short in t["csvs"]:
+            rows = osu_rows(os.path.join(d, name))
+            tables.append((title, short, rows))
+            sections += [f"## {title}", ""] + links(name) + [""] + osu_table(rows) + [""]
+            summary += [f"- **{short}**: " + " ".join(osu_summary(rows))]
+        headline = osu_headline(tables)
+    elif t["kind"] == "cluster":
+        name, title, short = t["csvs"][0]
+        algs, rows = cluster_rows(os.path.join(d, name))
+        sections += [f"## {title}", ""] + links(name) + [""] + cluster_table(algs, rows) + [""]
+        summary += ["- " + line for line in cluster_summary(algs, rows)]
+        headline = cluster_headline(rows)
+    elif t["kind"] == "mpi4py":
+        name, title, short = t["csvs"][0]
+        rows = mpi4py_rows(os.path.join(d, name))
+        sections += [f"## {title}", ""] + links(name) + [""] + mpi4py_table(rows) + [""]
+        summary += ["- " + line for line in mpi4py_summary(rows)]
+        headline = mpi4py_headline(rows)
+    elif t["kind"] == "gpu":
+        (kname, ktitle, _), (rname, rtitle, _) = t["csvs"]
+        krows = kernel_rows(os.path.join(d, kname))
+        rrows = osu_rows(os.path.join(d, rname))
+        sections += [f"## {ktitle}", ""] + links(kname) + [""] + kernel_table(krows) + [""]
+        sections += [f"## {rtitle}", ""] + links(rname) + [""] + osu_table(rrows) + [""]
+        summary += ["- " + kernel_summary(krows)[0],
+                    f"- **staged ring**: nexar {rng([r['ratio'] for r in rrows])} faster than the by-hand path "
+                    f"({size_span([r['size_bytes'] for r in rrows])})."]
+        pcts = [100 * r["reduce_gbs"] / r["copy_gbs"] for r in krows]
+        headline = (f"kernel at {pct_range(pcts)} of a device copy; staged ring "
+                    f"{rng([r['ratio'] for r in rrows])} the by-hand path")
+    plots = []
+    for png, heading, what in t.get("extra_plots", []):
+        if os.path.isfile(os.path.join(d, png)):
+            plots += [f"## {heading}", "", f"{what} [{rel(topic, png)}]({rel(topic, png)})", "",
+                      f"![{png}]({rel(topic, png)})", ""]
+
+    date = meta["date"]
+    day = date[:10]
+    if quick:
+        headline = "quick run, not a measurement: " + headline
+    elapsed = ""
+    if meta.get("elapsed_s", "").isdigit():
+        s = int(meta["elapsed_s"])
+        elapsed = f" (the run took {s // 60} min {s % 60} s)"
+    out = [f"<!-- results-page: topic={topic} date={day} quick={1 if quick else 0} "
+           f"headline={headline.replace('--', '- -')} -->",
+           f"# {t['title']}", ""]
+    if quick:
+        out += ["> **Quick run** (`NEXAR_RESULTS_QUICK=1`): fewer sizes, iterations or rounds than a real run, "
+                "to check that the page can be made (the commands below say which). These numbers are not a "
+                f"measurement; run `scripts/results.sh {topic}` without it.", ""]
+    out += [f"Measured on {day} at {date[11:16]} UTC by "
+            f"`scripts/results.sh {topic}`{elapsed}. A rerun replaces this page and the files in "
+            f"[{topic}/]({topic}/); the raw output is [{rel(topic, 'run-log.txt')}]({rel(topic, 'run-log.txt')}).",
+            ""]
+    machine = (f"**Machine:** {meta['cpu']}, {meta['cores']} cores, {meta['memory']} memory, "
+               f"{meta['kernel']}, transparent huge pages `{meta['thp']}`")
+    if meta.get("virt"):
+        machine += f", virtualization {meta['virt']}"
+    if meta.get("gpu"):
+        machine += f"; GPU: {meta['gpu']}"
+    machine += (f". **MPI:** {meta['mpi']}; **UCX:** {meta['ucx']}. **nexar:** {meta['nexar']} "
+                f"(git `{meta['git']}`), settings: {meta.get('settings') or 'none (its defaults)'}.")
+    out += [machine, "", "## Commands", "", "```sh"] + meta["commands"] + ["```", ""]
+    out += [f"Run from the source tree after `make`; `$OUT` is a fresh folder, which became [{topic}/]({topic}/) "
+            "once every command had succeeded."]
+    out += [""] + [n for n in meta["notes"]] + ([""] if meta["notes"] else [])
+    out += ["## Summary", ""] + summary + ["", "## How to read this", "", t["read"], ""] + plots + sections
+    while out and out[-1] == "":
+        out.pop()
+    return "\n".join(out) + "\n", headline
+
+
+# ---------------------------------------------------------------- the index
+
+HEADER_RE = re.compile(r"^<!-- results-page: topic=(\S+) date=(\S+) quick=(\d) headline=(.*) -->$")
+
+
+def page_header(path):
+    with open(path, encoding="utf-8") as f:
+        first = f.readline().rstrip("\n")
+    m = HEADER_RE.match(first)
+    if not m:
+        return None
+    return {"topic": m.group(1), "date": m.group(2), "quick": m.group(3) == "1", "headline": m.group(4)}
+
+
+def write_index(results_dir):
+    if not os.path.isdir(results_dir):
+        raise PageError(f"{results_dir}: no such folder")
+    rows = []
+    for topic in ORDER:
+        page = os.path.join(results_dir, topic + ".md")
+        title = TOPICS[topic]["title"]
+        h = page_header(page) if os.path.isfile(page) else None
+        if h is None and os.path.isfile(page):
+            raise PageError(f"{page}: its first line is not a results-page header")
+        if h is None:
+            rows.append([title, "not measured yet", f"`scripts/results.sh {topic}` makes it"])
+        else:
+            rows.append([f"[{title}]({topic}.md)", h["date"] + (" (quick run)" if h["quick"] else ""),
+                         h["headline"]])
+    out = ["# Results", "",
+           "One page per topic, each from one run of `scripts/results.sh TOPIC` on the machine it names, with "
+           "the exact commands, the CSVs, the plots and the raw log. A rerun replaces the page and its folder; "
+           "older runs are not kept beside it (what changed between versions is in `NEWS`).", ""]
+    out += table(["page", "measured", "headline"], ["---", "---", "---"], rows)
+    out += ["", "Ratios are the MPI's time ÷ nexar's from one run side by side (above 1: nexar faster); on a "
+            "shared VM the absolute numbers are noise. What the bounds mean: [Benchmarking](../benchmarking.md).",
+            "", "## Regenerating", "", "```sh",
+            "make && scripts/results.sh                 # every topic (or: make results)",
+            "scripts/results.sh one-node mpi4py         # some topics",
+            "NEXAR_RESULTS_QUICK=1 scripts/results.sh one-node   # a quick check of the script, not a measurement",
+            "```", "",
+            "`across-nodes` needs root (network namespaces) and `gpu` a GPU; where a topic cannot run, the script "
+            "says why and leaves its page as it is. Each page says how long its run took.", ""]
+    with open(os.path.join(results_dir, "README.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(out))
+
+
+def main(argv):
+    try:
+        if len(argv) == 3 and argv[1] == "--index":
+            write_index(argv[2])
+            return 0
+        out = None
+        args = list(argv[1:])
+        if "-o" in args:
+            i = args.index("-o")
+            if i + 1 >= len(args):
+                raise PageError("-o takes a file name")
+            out = args[i + 1]
+            del args[i:i + 2]
+        if len(args) != 2 or args[0].startswith("-"):
+            sys.stderr.write(__doc__.split("\n\n")[1] + "\n")
+            return 2
+        page, _ = render(args[0], args[1])
+        if out:
+            tmp = out + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(page)
+            os.replace(tmp, out)
+        else:
+            sys.stdout.write(page)
+        return 0
+    except PageError as e:
+        sys.stderr.write(f"results_page.py: {e}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

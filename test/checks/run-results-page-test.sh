@@ -1,0 +1,214 @@
+#!/bin/bash
+# scripts/results_page.py, the page writer of docs/results/ (scripts/results.sh
+# runs it), on small CSVs written here in each topic's real columns (those of
+# bench/osu_allreduce.c, bench/nexar-cluster-bench, bench/nexar-mpi4py-bench
+# and bench/gpu_reduce_bench.cu): each page must carry the date, the machine,
+# the exact commands, a table row per CSV row with the MPI's time / nexar's
+# and the path, and its links; the index must list it with its date.  A
+# missing or garbled CSV, or a meta file without a date, must fail with a
+# message that names the file, and write no page.  Runs no MPI job.
+set -u
+. "$(dirname "$0")/../lib.sh"
+src=${NEXAR_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+python=/usr/bin/python3
+page_py="$src/scripts/results_page.py"
+[ -x "$python" ] || { echo "SKIP: $python is missing (results_page.py runs with it)"; exit 77; }
+[ -f "$page_py" ] || fail "$page_py is missing"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+checks=0
+
+# has PAGE TEXT: PAGE holds the line fragment TEXT (fixed string).
+has() {
+    checks=$((checks + 1))
+    grep -qF -- "$2" "$1" || fail "$(basename "$1"): no '$2' in:
+$(cat "$1")"
+}
+# meta DIR [quick]: a meta file as scripts/results.sh writes it.
+meta() {
+    cat >"$1/meta" <<EOF
+topic=$(basename "$1")
+date=2026-12-03T10:20:30Z
+cpu=Test CPU 9000
+cores=2
+memory=23.4 GiB
+kernel=Linux 6.1.0-test
+thp=madvise
+mpi=mpirun (Open MPI) 4.1.4
+ucx=1.13.1 (ucx_info -v)
+nexar=0.1.0
+git=abc1234-dirty
+settings=
+quick=${2:-0}
+command=bench/nexar-osu -np 2 --malloc both -c -m 4K:256M --csv \$OUT/out-of-place.csv
+command=bench/nexar-osu -np 2 --malloc both -c -l -m 4K:256M --csv \$OUT/in-place.csv
+elapsed_s=125
+EOF
+}
+# page TOPIC: renders the page of $dir/TOPIC into $dir/TOPIC.md, or fails.
+page() {
+    "$python" "$page_py" "$1" "$dir/$1" -o "$dir/$1.md" 2>"$dir/err" ||
+        fail "results_page.py $1 failed: $(cat "$dir/err")"
+}
+# must_fail WHAT TOPIC TEXT: the page of TOPIC must fail, say TEXT, and write nothing.
+must_fail() {
+    local what=$1 topic=$2 text=$3
+    checks=$((checks + 1))
+    rm -f "$dir/$topic.md"
+    if "$python" "$page_py" "$topic" "$dir/$topic" -o "$dir/$topic.md" 2>"$dir/err"; then
+        fail "$what: results_page.py succeeded"
+    fi
+    grep -q '^results_page.py: ' "$dir/err" || fail "$what: no message: $(cat "$dir/err")"
+    grep -qF -- "$text" "$dir/err" || fail "$what: the message does not say '$text': $(cat "$dir/err")"
+    [ ! -e "$dir/$topic.md" ] || fail "$what: a page was written anyway"
+    echo "ok: $what -> $(head -n 1 "$dir/err")"
+}
+
+osu_header=size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls,bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs,add3_gbs,one_pass_bound_gbs,path
+# osu_csv FILE: four sizes, one per path: mpi, 1shot, ring, and a mixed one.
+osu_csv() {
+    cat >"$1" <<EOF
+$osu_header
+4096,2,3.000,1.3653,3.300,1.2412,0.9091,0,0.0000,0.0,0.0,1.3653,1.2412,0.0,0.0,mpi
+16384,2,9.000,1.8204,4.500,3.6409,2.0000,100,0.0000,0.0,0.0,1.8204,3.6409,0.0,0.0,1shot
+1048576,2,400.000,2.6214,200.000,5.2429,2.0000,100,10.4858,40.0,30.0,2.6214,5.2429,25.0,14.0,ring
+268435456,2,60000.000,4.4739,40000.000,6.7109,1.5000,12,10.0000,16.0,13.0,4.4739,6.7109,12.0,13.0,ring+mpi
+EOF
+}
+
+# ---------------------------------------------------------------- one-node
+mkdir -p "$dir/one-node"
+meta "$dir/one-node"
+for f in out-of-place-default out-of-place-tuned in-place-default in-place-tuned; do osu_csv "$dir/one-node/$f.csv"; done
+: >"$dir/one-node/out-of-place-tuned.png"  # a plot for one table only
+page one-node
+p="$dir/one-node.md"
+has "$p" "<!-- results-page: topic=one-node date=2026-12-03 quick=0 headline="
+has "$p" "Measured on 2026-12-03 at 10:20 UTC by \`scripts/results.sh one-node\` (the run took 2 min 5 s)"
+has "$p" "**Machine:** Test CPU 9000, 2 cores, 23.4 GiB memory, Linux 6.1.0-test, transparent huge pages \`madvise\`"
+has "$p" "mpirun (Open MPI) 4.1.4"
+has "$p" "**UCX:** 1.13.1 (ucx_info -v)"
+has "$p" "git \`abc1234-dirty\`"
+# shellcheck disable=SC2016  # $OUT is literal on the page
+has "$p" 'bench/nexar-osu -np 2 --malloc both -c -m 4K:256M --csv $OUT/out-of-place.csv'
+# shellcheck disable=SC2016
+has "$p" 'bench/nexar-osu -np 2 --malloc both -c -l -m 4K:256M --csv $OUT/in-place.csv'
+has "$p" "| size | MPI µs | nexar µs | MPI ÷ nexar | MPI % of bound | nexar % of bound | path |"
+# Ratios from the times (the speedup column is not read), shares from busbw / bound.
+has "$p" "| 4 KiB | 3.0 | 3.3 | 0.91× | – | – | mpi |"
+has "$p" "| 16 KiB | 9.0 | 4.5 | 2.00× | – | – | 1shot |"
+has "$p" "| 1 MiB | 400.0 | 200.0 | 2.00× | 25 % | 50 % | ring |"
+has "$p" "| 256 MiB | 60,000 | 40,000 | 1.50× | 45 % | 67 % | ring+mpi |"
+rows=$(grep -c '^| [0-9]* [KMG]iB |' "$p")
+checks=$((checks + 1))
+[ "$rows" = 16 ] || fail "one-node.md: $rows table rows, not 4 per CSV x 4 CSVs"
+has "$p" "\`mpi\` (passed through; 1 size, 4 KiB): 0.91×"
+has "$p" "\`ring\` (ring; 1 size, 1 MiB): 2.00×"
+has "$p" "From 1 MiB (1 MiB – 256 MiB): nexar at 50–67 % of the bound, the MPI at 25–45 %."
+has "$p" "[one-node/out-of-place-default.csv](one-node/out-of-place-default.csv) (no plot)."
+has "$p" "![out-of-place-tuned.png](one-node/out-of-place-tuned.png)"
+has "$p" "[one-node/run-log.txt](one-node/run-log.txt)"
+has "$p" "## How to read this"
+has "$p" "bench/osu_allreduce.c"
+checks=$((checks + 1))
+! grep -q "Quick run" "$p" || fail "one-node.md: a full run called quick"
+
+# To stdout without -o; the same page.
+checks=$((checks + 1))
+"$python" "$page_py" one-node "$dir/one-node" >"$dir/stdout.md" 2>"$dir/err" || fail "to stdout: $(cat "$dir/err")"
+cmp -s "$dir/stdout.md" "$p" || fail "the page on stdout differs from the one written with -o"
+
+# ---------------------------------------------------------------- a quick run
+mkdir -p "$dir/huge-pages"
+meta "$dir/huge-pages" 1
+osu_csv "$dir/huge-pages/out-of-place.csv"
+osu_csv "$dir/huge-pages/in-place.csv"
+page huge-pages
+has "$dir/huge-pages.md" "quick=1 headline=quick run, not a measurement: "
+has "$dir/huge-pages.md" "**Quick run** (\`NEXAR_RESULTS_QUICK=1\`)"
+
+# ---------------------------------------------------------------- across nodes
+mkdir -p "$dir/across-nodes"
+meta "$dir/across-nodes"
+cat >"$dir/across-nodes/allreduce.csv" <<'EOF'
+size_bytes,mpi_default_busbw_gbs,mpi_default_pct_bound,nexar_busbw_gbs,nexar_pct_bound,nexar_ring_calls,bound_busbw_gbs,t_bound_us
+16384,0.0100,2.7,0.0100,2.7,0,0.3750,65.5
+8388608,0.1500,40.0,0.3000,80.0,6,0.3750,33554.4
+268435456,0.2000,53.3,0.3300,88.0,6,0.3750,1073741.8
+EOF
+page across-nodes
+p="$dir/across-nodes.md"
+has "$p" "| size | MPI (default) GB/s | nexar GB/s | MPI ÷ nexar (time) | MPI % of link | nexar % of link | nexar ring calls |"
+has "$p" "| 16 KiB | 0.010 | 0.010 | 1.00× | 3 % | 3 % | 0 |"
+has "$p" "| 8 MiB | 0.150 | 0.300 | 2.00× | 40 % | 80 % | 6 |"
+has "$p" "| 256 MiB | 0.200 | 0.330 | 1.65× | 53 % | 88 % | 6 |"
+has "$p" "where nexar took the calls (2 sizes, 8 MiB – 256 MiB): 1.65–2.00×"
+has "$p" "From 8 MiB: nexar at 80–88 % of the link bound, the MPI at 40–53 %."
+has "$p" "The bound is the link rate"
+
+# ---------------------------------------------------------------- mpi4py
+mkdir -p "$dir/mpi4py"
+meta "$dir/mpi4py"
+cat >"$dir/mpi4py/grad-exchange.csv" <<'EOF'
+run,mode,calls_per_step,mpi_allreduce_ms,nexar_allreduce_ms,allreduce_ratio,mpi_step_ms,nexar_step_ms,step_ratio,huge_mib,total_mib
+1,per-tensor,148,130.0,65.0,2.00,131.0,66.0,1.98,372,475
+1,bucketed,17,134.0,67.0,2.00,250.0,200.0,1.25,364,475
+EOF
+page mpi4py
+p="$dir/mpi4py.md"
+has "$p" "| 1 | per-tensor | 148 | 130.0 | 65.0 | 2.00× | 131.0 | 66.0 | 1.98× | 372 of 475 MiB |"
+has "$p" "| 1 | bucketed | 17 | 134.0 | 67.0 | 2.00× | 250.0 | 200.0 | 1.25× | 364 of 475 MiB |"
+has "$p" "\`bucketed\` (1 round): time in \`MPI_Allreduce\` 2.00× lower with nexar, the whole step 1.25×."
+
+# ---------------------------------------------------------------- gpu
+mkdir -p "$dir/gpu"
+meta "$dir/gpu"
+cat >"$dir/gpu/gpu-kernel.csv" <<'EOF'
+type,bytes,copy_gbs,reduce_gbs,inplace_gbs,unroll4_gbs,reduce_pct_of_copy,exact,inplace_exact,unroll4_exact
+f32,67108864,3600.0,3780.0,3790.0,3670.0,105.0,1,1,1
+EOF
+# An older CSV of the device ring: no path column, no bound.
+cat >"$dir/gpu/gpu-staged-ring.csv" <<'EOF'
+size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls,bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs
+67108864,2,37500.000,1.7896,7500.000,8.9478,5.0000,12,0.0000,0.0000,0.0000,1.7896,8.9478
+EOF
+page gpu
+has "$dir/gpu.md" "| f32 | 64 MiB | 3600 | 3780 (105 %) | 3790 (105 %) | 3670 (102 %) | yes |"
+has "$dir/gpu.md" "| 64 MiB | 37,500 | 7,500.0 | 5.00× | – | – | - |"
+
+# ---------------------------------------------------------------- the index
+checks=$((checks + 1))
+"$python" "$page_py" --index "$dir" 2>"$dir/err" || fail "--index failed: $(cat "$dir/err")"
+has "$dir/README.md" "| [One node, 4 KiB pages: allreduce](one-node.md) | 2026-12-03 | MPI ÷ nexar where nexar took the call (out of place, default: 1.50–2.00× at 16 KiB – 256 MiB; out of place, tuned: 1.50–2.00× at 16 KiB – 256 MiB; in place, default: 1.50–2.00× at 16 KiB – 256 MiB; in place, tuned: 1.50–2.00× at 16 KiB – 256 MiB); where it passed through: 0.91× at 4 KiB |"
+has "$dir/README.md" "| 2026-12-03 (quick run) | quick run, not a measurement"
+has "$dir/README.md" "| One node: reduce-scatter and allgather | not measured yet | \`scripts/results.sh reduce-scatter-allgather\` makes it |"
+has "$dir/README.md" "[A real client: mpi4py gradient exchange](mpi4py.md)"
+
+# ---------------------------------------------------------------- failures
+rm "$dir/one-node/in-place-tuned.csv"
+must_fail "a missing CSV" one-node "in-place-tuned.csv: no such file"
+osu_csv "$dir/one-node/in-place-tuned.csv"
+sed -i '3s/9.000/nine/' "$dir/one-node/in-place-tuned.csv"
+must_fail "a value that is no number" one-node "in-place-tuned.csv line 3: mpi_avg_us = 'nine' is not a number"
+osu_csv "$dir/one-node/in-place-tuned.csv"
+sed -i '4s/,[^,]*$//' "$dir/one-node/in-place-tuned.csv"
+must_fail "a row cut short" one-node "in-place-tuned.csv line 4: 15 fields where the header has 16"
+echo "size_bytes,ranks,mpi_avg_us" >"$dir/one-node/in-place-tuned.csv"
+must_fail "a CSV without the columns" one-node "in-place-tuned.csv: no column nexar_avg_us"
+head -n 1 "$dir/across-nodes/allreduce.csv" >"$dir/x" && mv "$dir/x" "$dir/across-nodes/allreduce.csv"
+must_fail "a header only" across-nodes "allreduce.csv: no data rows"
+: >"$dir/mpi4py/grad-exchange.csv"
+must_fail "an empty CSV" mpi4py "grad-exchange.csv: empty"
+printf 'binary\0junk\n' >"$dir/gpu/gpu-kernel.csv"
+must_fail "a CSV of another format" gpu "gpu-kernel.csv"
+printf 'type,bytes\n\377\376,1\n' >"$dir/gpu/gpu-kernel.csv"
+must_fail "a CSV that is not text" gpu "gpu-kernel.csv: not a CSV"
+osu_csv "$dir/one-node/in-place-tuned.csv"
+sed -i '/^date=/d' "$dir/one-node/meta"
+must_fail "a meta file without a date" one-node "meta: no date"
+rm "$dir/one-node/meta"
+must_fail "no meta file" one-node "meta: no such file"
+must_fail "an unknown topic" two-node "unknown topic 'two-node'"
+
+echo "results page: $checks checks passed"
+exit 0
