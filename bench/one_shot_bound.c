@@ -1,6 +1,6 @@
 /*
  * one_shot_bound: the bound under nexar's one-shot allreduce on this
- * machine (docs/manual.md, "Small calls").  Two processes on cores 0 and 1, a
+ * machine (docs/how-it-works.md, "Small calls").  Two processes on cores 0 and 1, a
  * shared mapping, and per call exactly the one-shot's work with nothing of
  * MPI or nexar around it: copy the input into this process's slot,
  * publish the call's number, wait for the other's, sum both slots into the

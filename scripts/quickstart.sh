@@ -20,6 +20,8 @@
 #
 # Builds in the source tree with ./configure's defaults (MPI, UCX and CUDA
 # found on the system); set CONFIGURE_FLAGS to pass more options.
+# NEXAR_QUICKSTART_SMOKE=1 (CI) runs bench's every step on small sizes and
+# few rounds: the command works end to end, in a minute or two.
 set -eu
 cd "$(dirname "$0")/.."
 what=${1:-}
@@ -36,7 +38,7 @@ make -j"$jobs"
 
 if [ "$what" = bench ]; then
     # Where a GPU may come, nexar learns nothing and leaves host buffers to
-    # the MPI unless asked (docs/manual.md, "The learnt threshold"): the host tables
+    # the MPI unless asked (docs/user-guide.md, "The learnt threshold"): the host tables
     # then take them from 8 MiB.
     if nvidia-smi -L >/dev/null 2>&1 && [ -z "${NEXAR_HOST_BUFFERS:-}" ]; then
         echo "# a GPU is here: host buffers are asked for (NEXAR_HOST_BUFFERS=1), and take nexar's ring from 8 MiB"
@@ -44,17 +46,22 @@ if [ "$what" = bench ]; then
     fi
     # No NEXAR_* setting: what LD_PRELOAD alone gives (the path column says
     # which path each size settled on).
-    bench/nexar-osu -np 2 --malloc all -c -m 4K:256M --csv bench/results.csv --plot bench/busbw.png
+    sizes=4K:256M overlap=64K:16M persistent=4K:16M rounds=3 steps=12
+    if [ "${NEXAR_QUICKSTART_SMOKE:-0}" = 1 ]; then
+        echo "# NEXAR_QUICKSTART_SMOKE=1: small sizes and few rounds, to check the steps; not a measurement"
+        sizes=4K:1M overlap=64K:1M persistent=4K:256K rounds=1 steps=2
+    fi
+    bench/nexar-osu -np 2 --malloc all -c -m "$sizes" --csv bench/results.csv --plot bench/busbw.png
     echo "CSV: bench/results-{default,tuned,thp}.csv; plots: bench/busbw-{default,tuned,thp}.png"
     echo
     echo "## nonblocking: MPI_Iallreduce's overlap with computation, MPI and nexar"
-    bench/nexar-overlap -np 2 -c -m 64K:16M --csv bench/overlap.csv
+    bench/nexar-overlap -np 2 -c -m "$overlap" --csv bench/overlap.csv
     echo "## persistent and nonblocking against blocking"
-    bench/nexar-overlap -np 2 --persistent -m 4K:16M -r 3 --csv bench/persistent.csv
+    bench/nexar-overlap -np 2 --persistent -m "$persistent" -r "$rounds" --csv bench/persistent.csv
     echo "CSV: bench/overlap.csv, bench/persistent.csv"
     echo
     echo "## a real client: mpi4py + numpy gradient exchange, without and with nexar"
-    bench/nexar-mpi4py-bench --runs 3 --csv bench/mpi4py-grad.csv
+    bench/nexar-mpi4py-bench --runs "$rounds" --steps "$steps" --csv bench/mpi4py-grad.csv
     echo "CSV: bench/mpi4py-grad.csv"
     if [ -x ./nexar_gpu_reduce_bench ] && nvidia-smi -L >/dev/null 2>&1; then
         echo

@@ -4,7 +4,7 @@
 // the call's sequence number; then each reduces every rank's board, in rank
 // order, into its own recvbuf.  One copy and one meeting of the ranks,
 // where the ring takes 2 (P - 1) steps of a chunk each: for small vectors
-// those steps' meetings cost more than the bytes do (docs/manual.md, "Small
+// those steps' meetings cost more than the bytes do (docs/how-it-works.md, "Small
 // calls").  Every rank reduces the same inputs in the same order, so all get
 // the same bits, as from the ring.
 //

@@ -38,7 +38,7 @@ static_assert(std::string_view(PACKAGE_VERSION) == NEXAR_VERSION, "configure.ac'
 #define NEXAR_XSTRINGIFY(x) NEXAR_STRINGIFY(x)
 static_assert(std::string_view(NEXAR_VERSION) == NEXAR_XSTRINGIFY(NEXAR_VERSION_MAJOR) "." NEXAR_XSTRINGIFY(
                                                      NEXAR_VERSION_MINOR) "." NEXAR_XSTRINGIFY(NEXAR_VERSION_PATCH),
-              "NEXAR_VERSION is not MAJOR.MINOR.PATCH of nexar.h's macros");
+              "nexar.h: NEXAR_VERSION is not MAJOR.MINOR.PATCH of its macros");
 const char* nexar_version(void) { return PACKAGE_VERSION; }
 
 int nexar_transport_ready(void) {

@@ -252,7 +252,7 @@ TaskStep CollectiveTask::agreed() {
 // (ring_run): the block is read once and its copy overlaps the transfer.
 // Where this rank fills its successor's slots, the chooser decides whether
 // that copy goes along with the one into the slots or comes first (each
-// won at some sizes: docs/manual.md, Tuning).  Device buffers get the block copied
+// won at some sizes: docs/tuning.md).  Device buffers get the block copied
 // into place first.  Not before the agreement: a call that fails there
 // leaves recvbuf alone.  A GPU copy that fails fails the call; the other
 // ranks' rings then time out.

@@ -43,7 +43,7 @@ inline const char* shm_copy_setting_name(ShmCopySetting s) {
 
 // The one-shot allreduce's default limit: on this project's VM, 2 ranks,
 // it beat the ring's persistent call 1.3-7x from 8 to 32 KiB and lost at
-// 64 KiB (a bare exchange: 14.4 us against the ring's 12.3; docs/manual.md, "Small
+// 64 KiB (a bare exchange: 14.4 us against the ring's 12.3; docs/how-it-works.md, "Small
 // calls").  Most a setting may ask for: every rank of the node maps every
 // other rank's two slots of it.
 constexpr uint64_t kOneShotBytes = 32ull << 10;
@@ -52,7 +52,7 @@ constexpr uint64_t kMaxOneShotBytes = 1ull << 20;
 // its cost grows with them.
 constexpr uint32_t kMaxOneShotRanks = 16;
 
-// Default segment sizes, chosen with bench/nexar-sweep (docs/manual.md, "Tuning"):
+// Default segment sizes, chosen with bench/nexar-sweep (docs/tuning.md):
 // the shared-memory ring wants segments that stay in cache, the UCX ring
 // fewer and larger messages.
 constexpr uint64_t kShmSegmentBytes = 256ull << 10;
@@ -61,17 +61,17 @@ constexpr uint64_t kUcxSegmentBytes = 1ull << 20;
 // (NEXAR_SHM_COPY other than slots) puts no segment in a slot: each costs a
 // record and a process_vm_readv/writev only, so larger segments mean fewer
 // calls.  On 2 MiB pages, 2 ranks, 8-16 MiB, 4 MiB segments ran 1.0-1.3x
-// as fast as 256 KiB ones, and 16 MiB no faster than 4 (docs/manual.md, "Tuning").
+// as fast as 256 KiB ones, and 16 MiB no faster than 4 (docs/tuning.md).
 constexpr uint64_t kShmAddressSegmentBytes = 4ull << 20;
 // Device buffers: each segment costs GPU copies, a kernel and event polls,
 // and ranks sharing a GPU take turns on it; on an H200, 2 ranks, 256 MiB,
-// 4 MiB segments ran 1.6x faster than 1 MiB (docs/manual.md, "Results on a GPU").
+// 4 MiB segments ran 1.6x faster than 1 MiB (docs/results/gpu.md, "Results on a GPU").
 constexpr uint64_t kDeviceSegmentBytes = 4ull << 20;
 
 // NEXAR_THRESHOLD_BYTES=auto (core/path_learner.h): calls below this pass
 // through with no agreement and no learning.  On this project's VM, 2 ranks,
 // Open MPI took 1.5 us at 1 KiB and nexar's one-shot 2.0; at 4 KiB 3.5
-// against 2.9 (docs/manual.md, "Small calls").
+// against 2.9 (docs/how-it-works.md, "Small calls").
 constexpr uint64_t kAutoFloorBytes = 2ull << 10;
 // Device buffers keep a fixed threshold until a GPU measurement supports
 // learning theirs; so does every call in a job where GPUs may come (their
@@ -82,7 +82,7 @@ constexpr uint64_t kDeviceThresholdBytes = 8ull << 20;
 // computation runs inside them): with NEXAR_THRESHOLD_BYTES=auto they take
 // the ring (or the one-shot) from this size.  They are measured against
 // the MPI's own nonblocking and persistent calls: at 4-64 KiB, 2 ranks,
-// nexar's persistent call took 2.5-12 us against Open MPI's 7-28 (docs/manual.md,
+// nexar's persistent call took 2.5-12 us against Open MPI's 7-28 (docs/user-guide.md,
 // "The learnt threshold").
 constexpr uint64_t kAutoNonblockingBytes = 4ull << 10;
 

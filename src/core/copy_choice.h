@@ -4,8 +4,8 @@
 // What wins depends on the pages under the user's buffers, which nothing
 // cheap can tell: on 4 KiB pages CMA pins page after page and copies at
 // about 60 % of memcpy, so two copies through cached slots win; on 2 MiB
-// pages it copies at memcpy's speed and one copy beats two (docs/manual.md,
-// "Tuning").  So, per communicator and per shape of call (size class, and
+// pages it copies at memcpy's speed and one copy beats two (docs/tuning.md,
+// "Copy mechanism").  So, per communicator and per shape of call (size class, and
 // which collective, in place or not), the chooser tries each mode that
 // moves the call's bytes differently (its candidates: a reduce-scatter
 // alone has no use for mixed or push, an allgather alone none for cma) for
@@ -31,7 +31,7 @@
 // slots, its own block is copied into place either before the ring or
 // together with its copy into the slots (one read of the block for both).
 // The second won at 32-64 MiB and lost at 8-16 MiB on this project's VM
-// (docs/manual.md "Tuning"), so it is a candidate of its own.
+// (docs/tuning.md), so it is a candidate of its own.
 #pragma once
 
 #include <cstddef>

@@ -474,7 +474,7 @@ bool Engine::progress(bool may_call_mpi, bool wait_for_lock) {
 // thread that sleeps is scheduled ahead of the application's computation
 // when it wakes, one that spins or yields shares the core with it and
 // waits its turn.  Across 2 simulated nodes at 2 Gbit/s that took the
-// overlap at 1-4 MiB from 41-66 % to 78-98 % (docs/manual.md).  After kNapFor
+// overlap at 1-4 MiB from 41-66 % to 78-98 % (docs/how-it-works.md, "Nonblocking and persistent collectives").  After kNapFor
 // without a move (a peer that has not started the call) the naps grow to
 // kLongNapUs.
 namespace {

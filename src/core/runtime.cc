@@ -171,7 +171,7 @@ void Runtime::init(int thread_level) {
     multi_thread_ = thread_level == MPI_THREAD_MULTIPLE;
     // Across nodes UCX's rendezvous protocol (the receiver fetches each
     // large message after a handshake) left the link 40 % idle over TCP
-    // with 1 MiB segments; eager sends reached 95 % of it (docs/manual.md,
+    // with 1 MiB segments; eager sends reached 95 % of it (docs/how-it-works.md,
     // "Across nodes").  Inside a node the eager protocol measured no slower.
     // So a job that spans nodes sends eagerly, unless the user set
     // UCX_RNDV_THRESH.

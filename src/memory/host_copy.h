@@ -7,7 +7,7 @@
 // destination line into the cache, then writes it back: a third memory
 // pass.  Measured on this project's VM (EPYC, 4 KiB pages), 256 KiB pieces
 // into a 64 MiB buffer: memcpy 9.8 GB/s from memory and 13.4 from cache,
-// streaming 18.7 and 23.5 (docs/manual.md "Tuning").
+// streaming 18.7 and 23.5 (docs/tuning.md).
 #pragma once
 
 #include <cstddef>

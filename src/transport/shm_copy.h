@@ -1,5 +1,5 @@
 // How a call's same-node hops move segments (transport/shm_channel.h;
-// NEXAR_SHM_COPY, docs/manual.md "Tuning").  Ordered: ranks agree on the least any
+// NEXAR_SHM_COPY, docs/tuning.md).  Ordered: ranks agree on the least any
 // of them proposes.
 #pragma once
 

@@ -55,4 +55,73 @@ echo "pkg-config: $flags"
 # shellcheck disable=SC2086
 cc ${NEXAR_SAN_FLAGS:-} "$stage/use.c" -o "$stage/use" $flags $(mpicc --showme:link 2>/dev/null) || fail "compiling against the installed header and library failed"
 LD_LIBRARY_PATH="$stage$libdir" "$stage/use" | grep -aq "^nexar [0-9]" || fail "the installed library did not run"
+
+# The README's "Using it" commands, extracted and run as written against this
+# install: /usr/local is the staging prefix, and mpirun, mpiexec.mpich and
+# mpicc are this lane's (with what root and this small machine need).
+readme="${NEXAR_SRCDIR:-$NEXAR_BUILDDIR}/README.md"
+mapfile -t using < <(awk '$0 == "## Using it" { on = 1; next } on && /^#/ && !f { exit } on && /^```/ { f = !f; next } on && f && !/^#/ && NF' "$readme" | sed 's/ *#.*//')
+[ "${#using[@]}" -ge 4 ] || fail "cannot read the commands of README's Using it section (${#using[@]} found)"
+shim="$stage/shim"; mkdir -p "$shim"
+launcher_flags=""
+[ "$NEXAR_MPI_FAMILY" = openmpi ] && launcher_flags="--oversubscribe$([ "$(id -u)" = 0 ] && echo " --allow-run-as-root")"
+printf '#!/bin/sh\nexec timeout 120 %s %s "$@"\n' "$MPIRUN" "$launcher_flags" >"$shim/mpirun"
+cp "$shim/mpirun" "$shim/mpiexec.mpich"
+printf '#!/bin/sh\nexec %s "$@"\n' "${MPICC:-mpicc}" >"$shim/mpicc"
+chmod +x "$shim"/*
+cat >"$stage/my_app.c" <<'C'
+/* A plain MPI program: it knows nothing of nexar, and only says whether
+ * nexar is in the process and whether its sums are right. */
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int rank, size, bad = 0, n = 1 << 18;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    float *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
+    for (int call = 0; call < 30; ++call) {
+        for (int i = 0; i < n; ++i) in[i] = (float)(rank + 1 + i % 7 + call);
+        MPI_Allreduce(in, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        for (int i = 0; i < n; ++i)
+            if (out[i] != (float)(size * (size + 1) / 2 + size * (i % 7 + call))) bad = 1;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "nexar_version");
+    if (rank == 0) printf("my_app: %s, %s%s\n", bad ? "WRONG SUMS" : "ok", version ? "nexar " : "no nexar", version ? version() : "");
+    MPI_Finalize();
+    return bad;
+}
+C
+(cd "$stage" && "$shim/mpicc" my_app.c -o my_app -ldl) || fail "cannot build the plain MPI program my_app"
+ran=0
+for cmd in "${using[@]}"; do
+    case $cmd in
+        *mpiexec.mpich*) [ "$NEXAR_MPI_FAMILY" = mpich ] || { echo "README: not on this lane (MPICH's): $cmd"; continue; } ;;
+        *" -x "*) [ "$NEXAR_MPI_FAMILY" = openmpi ] || { echo "README: not on this lane (Open MPI's): $cmd"; continue; } ;;
+    esac
+    run=${cmd//\/usr\/local/$stage$prefix}
+    echo "README: $cmd"
+    out=$(cd "$stage" && PATH="$shim:$stage$prefix/bin:$PATH" PKG_CONFIG_PATH="$stage$libdir/pkgconfig" \
+          PKG_CONFIG_SYSROOT_DIR="$stage" bash -c "$run" 2>&1) || { echo "$out" | tail -n 20; fail "README's command failed: $cmd"; }
+    case $cmd in
+        *libnexar_pmpi.so*my_app*)
+            echo "$out" | grep -aq "^my_app: ok, nexar [0-9]" || { echo "$out" | tail -n 20; fail "README's command did not run my_app with nexar: $cmd"; } ;;
+        mpicc*)
+            # The program linked with nexar runs with it, unpreloaded.
+            out=$(cd "$stage" && LD_LIBRARY_PATH="$stage$libdir" "$shim/mpirun" -np 2 ./my_app 2>&1)
+            echo "$out" | grep -aq "^my_app: ok, nexar [0-9]" || { echo "$out" | tail -n 20; fail "my_app linked by the README's command did not run with nexar"; }
+            echo "  my_app linked with nexar: $(echo "$out" | grep -a '^my_app')" ;;
+        nexar-info*)
+            echo "$out" | grep -aq "^nexar-pmpi build" || fail "README's nexar-info printed no report" ;;
+    esac
+    case $cmd in *NEXAR_LOG=info*)
+        echo "$out" | grep -aq "nexar\[rank 0\]: nexar [0-9.]*, built for" || fail "README's NEXAR_LOG=info command logged no version line" ;;
+    esac
+    ran=$((ran + 1))
+done
+[ $ran -ge 3 ] || fail "only $ran of README's commands ran on this lane"
+echo "README: $ran commands of Using it ran"
 echo "install test passed"

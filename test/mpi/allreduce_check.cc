@@ -136,7 +136,7 @@ int g_world_rank = 0;
 int g_known_defects = 0;
 bool g_expect_ring = true;
 
-// The MPIs' own wrong answers (docs/manual.md, Tests).  For these pairs only the
+// The MPIs' own wrong answers (docs/testing.md, Tests).  For these pairs only the
 // local reference counts; the ring must still be right.
 //   Open MPI 4.1.x computes MIN and MAX of MPI_UNSIGNED_LONG as if the
 //   values were signed, and of MPI_OFFSET (signed) as if they were unsigned,

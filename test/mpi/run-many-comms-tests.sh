@@ -13,7 +13,7 @@
 #     used round after round: idle ones release their inboxes and set them
 #     up again when used; results stay exact and memory bounded.
 # Not timed: how long a new communicator's first call takes is measured by
-# the same program, outside the tests (docs/manual.md, "Many communicators").
+# the same program, outside the tests (docs/user-guide.md, "Many communicators").
 set -u
 . "$(dirname "$0")/../lib.sh"
 prog="$NEXAR_BUILDDIR/nexar_many_comms"
