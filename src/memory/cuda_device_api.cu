@@ -1,8 +1,10 @@
 // The CUDA plugin: nexar's device API (memory/device_api.h) on the CUDA
 // runtime, linked statically so the plugin needs nothing but the driver.
 // Loaded by memory/device.cc only where libcuda.so.1 exists.
+#include <cuda.h>  // driver types only: its functions are looked up at run time
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -115,10 +117,97 @@ int alloc_pinned(void** p, size_t bytes) { return check(cudaMallocHost(p, bytes 
 void free_pinned(void* p) { cudaFreeHost(p); }
 const char* last_error() { return g_error; }
 
+// --- IPC ---
+
+// cuPointerGetAttribute from the driver the runtime loaded (the plugin links
+// no libcuda): the allocation's unique id and range.
+using PointerGetAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+PointerGetAttribute pointer_get_attribute() {
+    static PointerGetAttribute fn = [] {
+        void* f = nullptr;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &found) !=
+                cudaSuccess ||
+            found != cudaDriverEntryPointSuccess) {
+            cudaGetLastError();
+            f = nullptr;
+        }
+        return reinterpret_cast<PointerGetAttribute>(f);
+    }();
+    return fn;
+}
+
+int attribute(const void* ptr, CUpointer_attribute what, void* out, const char* name) {
+    PointerGetAttribute get = pointer_get_attribute();
+    if (!get) return snprintf(g_error, sizeof g_error, "cuPointerGetAttribute not found in the driver"), 1;
+    CUresult r = get(out, what, reinterpret_cast<CUdeviceptr>(ptr));
+    if (r != CUDA_SUCCESS) return snprintf(g_error, sizeof g_error, "cuPointerGetAttribute(%s): error %d", name, int(r)), 1;
+    return 0;
+}
+
+int ipc_export_memory(const void* ptr, nexar_ipc_memory* out) {
+    memset(out, 0, sizeof *out);
+    unsigned long long id = 0;
+    CUdeviceptr start = 0;
+    size_t bytes = 0;
+    if (attribute(ptr, CU_POINTER_ATTRIBUTE_BUFFER_ID, &id, "BUFFER_ID") ||
+        attribute(ptr, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, &start, "RANGE_START_ADDR") ||
+        attribute(ptr, CU_POINTER_ATTRIBUTE_RANGE_SIZE, &bytes, "RANGE_SIZE"))
+        return 1;
+    cudaIpcMemHandle_t handle;
+    static_assert(sizeof handle <= NEXAR_IPC_HANDLE_BYTES, "cudaIpcMemHandle_t does not fit");
+    if (check(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(start)), "cudaIpcGetMemHandle")) return 1;
+    memcpy(out->handle, &handle, sizeof handle);
+    out->buffer_id = id;
+    out->base = uint64_t(start);
+    out->offset = uint64_t(reinterpret_cast<uintptr_t>(ptr) - uintptr_t(start));
+    out->bytes = bytes;
+    return 0;
+}
+int ipc_open_memory(const nexar_ipc_memory* in, void** base) {
+    cudaIpcMemHandle_t handle;
+    memcpy(&handle, in->handle, sizeof handle);
+    return check(cudaIpcOpenMemHandle(base, handle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+}
+int ipc_close_memory(void* base) { return check(cudaIpcCloseMemHandle(base), "cudaIpcCloseMemHandle"); }
+
+int ipc_event_create(void** ev, unsigned char out[NEXAR_IPC_HANDLE_BYTES]) {
+    cudaEvent_t e;
+    if (check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventInterprocess), "cudaEventCreate"))
+        return 1;
+    cudaIpcEventHandle_t handle;
+    static_assert(sizeof handle <= NEXAR_IPC_HANDLE_BYTES, "cudaIpcEventHandle_t does not fit");
+    if (check(cudaIpcGetEventHandle(&handle, e), "cudaIpcGetEventHandle")) {
+        cudaEventDestroy(e);
+        return 1;
+    }
+    memset(out, 0, NEXAR_IPC_HANDLE_BYTES);
+    memcpy(out, &handle, sizeof handle);
+    *ev = e;
+    return 0;
+}
+int ipc_event_open(const unsigned char in[NEXAR_IPC_HANDLE_BYTES], void** ev) {
+    cudaIpcEventHandle_t handle;
+    memcpy(&handle, in, sizeof handle);
+    cudaEvent_t e;
+    if (check(cudaIpcOpenEventHandle(&e, handle), "cudaIpcOpenEventHandle")) return 1;
+    *ev = e;
+    return 0;
+}
+int stream_wait_event(void* s, void* ev) {
+    return check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(ev), 0),
+                 "cudaStreamWaitEvent");
+}
+int can_access_peer(int device, int peer, int* yes) {
+    if (device == peer) return *yes = 1, 0;
+    return check(cudaDeviceCanAccessPeer(yes, device, peer), "cudaDeviceCanAccessPeer");
+}
+
 const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "CUDA", init, pointer_kind, set_device, get_device, stream_create,
                                stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
                                event_query, timing_event_create, event_elapsed_ms, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
-                               free_pinned, last_error};
+                               free_pinned, last_error, ipc_export_memory, ipc_open_memory, ipc_close_memory,
+                               ipc_event_create, ipc_event_open, stream_wait_event, can_access_peer};
 
 }  // namespace
 

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define NEXAR_DEVICE_API_VERSION 2
+#define NEXAR_DEVICE_API_VERSION 3
 
 enum nexar_mem_kind {
     NEXAR_MEM_HOST = 0,        /* pageable host memory, or not known to the driver */
@@ -31,6 +31,20 @@ enum nexar_mem_kind {
     NEXAR_MEM_DEVICE = 2,      /* device memory */
     NEXAR_MEM_MANAGED = 3      /* unified (managed) memory */
 };
+
+/* CUDA IPC (API version 3): device memory and events of one process opened
+ * by another process of the node, the way NCCL's P2P transport and UCX's
+ * cuda_ipc do.  The handle is the driver's (cudaIpcMemHandle_t, 64 bytes)
+ * or the host-emulated GPU's. */
+#define NEXAR_IPC_HANDLE_BYTES 64
+typedef struct nexar_ipc_memory {
+    unsigned char handle[NEXAR_IPC_HANDLE_BYTES];
+    uint64_t buffer_id; /* unique per allocation in the exporting process: a
+                           freed and reused address gets another one */
+    uint64_t base;      /* the allocation's address in the exporting process */
+    uint64_t offset;    /* of the exported pointer from that base */
+    uint64_t bytes;     /* of the allocation */
+} nexar_ipc_memory;
 
 typedef struct nexar_device_api {
     uint32_t version; /* NEXAR_DEVICE_API_VERSION */
@@ -68,6 +82,23 @@ typedef struct nexar_device_api {
     void (*free_pinned)(void *ptr);
 
     const char *(*last_error)(void);
+
+    /* --- IPC (version 3) --- */
+    /* Describes the allocation holding `ptr` for another process; fails for
+     * memory the driver cannot export (cudaMallocAsync pools without IPC,
+     * virtual-memory-API allocations, host memory). */
+    int (*ipc_export_memory)(const void *ptr, nexar_ipc_memory *out);
+    /* Maps another process's allocation; *base is its base in this process. */
+    int (*ipc_open_memory)(const nexar_ipc_memory *in, void **base);
+    int (*ipc_close_memory)(void *base);
+    /* An event other processes can open and wait for (no timing). */
+    int (*ipc_event_create)(void **event, unsigned char handle[NEXAR_IPC_HANDLE_BYTES]);
+    int (*ipc_event_open)(const unsigned char handle[NEXAR_IPC_HANDLE_BYTES], void **event);
+    /* Work queued on `stream` afterwards waits for the event's latest record
+     * (cudaStreamWaitEvent). */
+    int (*stream_wait_event)(void *stream, void *event);
+    /* *yes = 1 when `device` can map `peer`'s memory (the same device: 1). */
+    int (*can_access_peer)(int device, int peer, int *yes);
 } nexar_device_api;
 
 /* The plugin's one exported symbol. */

@@ -1,15 +1,24 @@
 #include "fake_device.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <new>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <random>
-#include <set>
+#include <map>
 #include <thread>
 
 #include "reduce/host_reduce.h"
@@ -20,7 +29,71 @@ namespace {
 
 std::atomic<unsigned long> g_ops{0};
 std::mutex g_mem_mutex;
-std::set<std::pair<const char*, size_t>> g_device_ranges;
+
+// "Device" memory lives in memfd-backed shared mappings, so that another
+// process can open it through an IPC handle (/proc/PID/fd/FD, as the
+// driver's handle names an allocation of another process).
+struct Allocation {
+    size_t bytes;
+    int fd;             // -1: an IPC mapping of another process's allocation
+    uint64_t buffer_id; // 0 for IPC mappings
+};
+std::map<const char*, Allocation> g_allocations;  // by base
+std::atomic<uint64_t> g_next_buffer_id{1};
+
+// The emulation's IPC handle: who exported it and which memfd, with the
+// memfd's inode so that an fd number reused for another allocation is not
+// taken for it.
+struct FakeHandle {
+    char magic[8];
+    int32_t pid;
+    int32_t fd;
+    uint64_t inode;
+    uint64_t bytes;
+};
+static_assert(sizeof(FakeHandle) <= NEXAR_IPC_HANDLE_BYTES, "the fake handle does not fit");
+constexpr char kMagic[8] = "nxfake1";
+
+int shared_memfd(size_t bytes, void** map) {
+    int fd = memfd_create("nexar-fake-gpu", MFD_CLOEXEC);
+    if (fd < 0) return -1;
+    if (ftruncate(fd, off_t(bytes)) != 0) return close(fd), -1;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return close(fd), -1;
+    *map = p;
+    return fd;
+}
+uint64_t inode_of(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 ? uint64_t(st.st_ino) : 0;
+}
+void make_handle(int fd, size_t bytes, unsigned char out[NEXAR_IPC_HANDLE_BYTES]) {
+    FakeHandle h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, kMagic, sizeof h.magic);
+    h.pid = int32_t(getpid());
+    h.fd = fd;
+    h.inode = inode_of(fd);
+    h.bytes = bytes;
+    memset(out, 0, NEXAR_IPC_HANDLE_BYTES);
+    memcpy(out, &h, sizeof h);
+}
+// Maps what a handle names, or fails as the driver does for a stale handle.
+void* open_handle(const unsigned char in[NEXAR_IPC_HANDLE_BYTES], size_t* bytes) {
+    FakeHandle h;
+    memcpy(&h, in, sizeof h);
+    if (memcmp(h.magic, kMagic, sizeof h.magic) != 0) return nullptr;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", int(h.pid), int(h.fd));
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return nullptr;
+    void* p = MAP_FAILED;
+    if (inode_of(fd) == h.inode) p = mmap(nullptr, size_t(h.bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return nullptr;
+    *bytes = size_t(h.bytes);
+    return p;
+}
 
 class Stream {
 public:
@@ -71,19 +144,38 @@ private:
     std::thread worker_;
 };
 
-struct Event {
+// An event's state: in the Event itself, or for an IPC event in a shared
+// page that every process that opened it maps.
+struct EventState {
     std::atomic<unsigned long> recorded{0}, reached{0};
     std::atomic<int64_t> reached_ns{0};  // when the stream reached it (timing events)
+    std::atomic<int32_t> owner{0};       // the creating process (IPC events)
+};
+static_assert(std::atomic<unsigned long>::is_always_lock_free, "shared events need lock-free atomics");
+struct Event {
+    EventState own;
+    EventState* state = &own;
+    int fd = -1;  // IPC events: the shared page's memfd (its creator's)
+    ~Event() {
+        if (state != &own) munmap(state, sizeof(EventState));
+        if (fd >= 0) close(fd);
+    }
 };
 
 int init(char*, size_t) { return 0; }
 
+// The allocation (or IPC mapping) holding p; end() if none.  Caller holds g_mem_mutex.
+std::map<const char*, Allocation>::iterator allocation_of(const void* p) {
+    auto it = g_allocations.upper_bound(static_cast<const char*>(p));
+    if (it == g_allocations.begin()) return g_allocations.end();
+    --it;
+    return static_cast<const char*>(p) < it->first + it->second.bytes ? it : g_allocations.end();
+}
+
 int pointer_kind(const void* p, int* kind, int* device) {
     std::lock_guard<std::mutex> l(g_mem_mutex);
-    *kind = NEXAR_MEM_HOST;
+    *kind = allocation_of(p) != g_allocations.end() ? NEXAR_MEM_DEVICE : NEXAR_MEM_HOST;
     *device = 0;
-    for (const auto& r : g_device_ranges)
-        if (p >= r.first && static_cast<const char*>(p) < r.first + r.second) *kind = NEXAR_MEM_DEVICE;
     return 0;
 }
 int set_device(int) { return 0; }
@@ -94,11 +186,11 @@ int stream_synchronize(void* s) { return static_cast<Stream*>(s)->synchronize(),
 int event_create(void** e) { return *e = new Event, 0; }
 void event_destroy(void* e) { delete static_cast<Event*>(e); }
 int event_query(void* e) {
-    auto* ev = static_cast<Event*>(e);
+    auto* ev = static_cast<Event*>(e)->state;
     return ev->reached.load() >= ev->recorded.load() ? 0 : 1;
 }
 int event_record(void* e, void* s) {
-    auto* ev = static_cast<Event*>(e);
+    auto* ev = static_cast<Event*>(e)->state;
     unsigned long gen = ++ev->recorded;
     static_cast<Stream*>(s)->push([ev, gen] {
         ev->reached_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -109,8 +201,8 @@ int event_record(void* e, void* s) {
     return 0;
 }
 int event_elapsed_ms(void* start, void* end, float* ms) {
-    auto* a = static_cast<Event*>(start);
-    auto* b = static_cast<Event*>(end);
+    auto* a = static_cast<Event*>(start)->state;
+    auto* b = static_cast<Event*>(end)->state;
     if (event_query(a) != 0 || event_query(b) != 0) return 1;  // CUDA: cudaErrorNotReady
     *ms = float(double(b->reached_ns.load() - a->reached_ns.load()) * 1e-6);
     return 0;
@@ -130,28 +222,98 @@ int reduce_async(void* dst, const void* a, const void* b, size_t count, int dtyp
     return 0;
 }
 int alloc_device(void** p, size_t bytes) {
-    *p = malloc(bytes ? bytes : 1);
+    bytes = bytes ? bytes : 1;
+    int fd = shared_memfd(bytes, p);
+    if (fd < 0) return 1;
     std::lock_guard<std::mutex> l(g_mem_mutex);
-    g_device_ranges.insert({static_cast<const char*>(*p), bytes});
-    return *p ? 0 : 1;
+    g_allocations[static_cast<const char*>(*p)] = {bytes, fd, g_next_buffer_id++};
+    return 0;
 }
 void free_device(void* p) {
     std::lock_guard<std::mutex> l(g_mem_mutex);
-    for (auto it = g_device_ranges.begin(); it != g_device_ranges.end(); ++it)
-        if (it->first == p) {
-            g_device_ranges.erase(it);
-            break;
-        }
-    free(p);
+    auto it = g_allocations.find(static_cast<const char*>(p));
+    if (it == g_allocations.end() || it->second.fd < 0) return;
+    munmap(p, it->second.bytes);
+    close(it->second.fd);
+    g_allocations.erase(it);
 }
 int alloc_pinned(void** p, size_t bytes) { return (*p = malloc(bytes ? bytes : 1)) ? 0 : 1; }
 void free_pinned(void* p) { free(p); }
 const char* last_error() { return "fake device error"; }
 
+int ipc_export_memory(const void* p, nexar_ipc_memory* out) {
+    std::lock_guard<std::mutex> l(g_mem_mutex);
+    auto it = allocation_of(p);
+    if (it == g_allocations.end() || it->second.fd < 0) return 1;  // host memory, or another process's
+    memset(out, 0, sizeof *out);
+    make_handle(it->second.fd, it->second.bytes, out->handle);
+    out->buffer_id = it->second.buffer_id;
+    out->base = uint64_t(reinterpret_cast<uintptr_t>(it->first));
+    out->offset = uint64_t(static_cast<const char*>(p) - it->first);
+    out->bytes = it->second.bytes;
+    return 0;
+}
+int ipc_open_memory(const nexar_ipc_memory* in, void** base) {
+    size_t bytes = 0;
+    void* p = open_handle(in->handle, &bytes);
+    if (!p) return 1;
+    std::lock_guard<std::mutex> l(g_mem_mutex);
+    g_allocations[static_cast<const char*>(p)] = {bytes, -1, 0};
+    *base = p;
+    return 0;
+}
+int ipc_close_memory(void* base) {
+    std::lock_guard<std::mutex> l(g_mem_mutex);
+    auto it = g_allocations.find(static_cast<const char*>(base));
+    if (it == g_allocations.end() || it->second.fd >= 0) return 1;
+    munmap(base, it->second.bytes);
+    g_allocations.erase(it);
+    return 0;
+}
+int ipc_event_create(void** e, unsigned char handle[NEXAR_IPC_HANDLE_BYTES]) {
+    void* page = nullptr;
+    int fd = shared_memfd(sizeof(EventState), &page);
+    if (fd < 0) return 1;
+    auto* ev = new Event;
+    ev->state = new (page) EventState;
+    ev->state->owner.store(int32_t(getpid()));
+    ev->fd = fd;
+    make_handle(fd, sizeof(EventState), handle);
+    *e = ev;
+    return 0;
+}
+int ipc_event_open(const unsigned char handle[NEXAR_IPC_HANDLE_BYTES], void** e) {
+    size_t bytes = 0;
+    void* page = open_handle(handle, &bytes);
+    if (!page) return 1;
+    auto* ev = new Event;
+    ev->state = static_cast<EventState*>(page);
+    *e = ev;
+    return 0;
+}
+// The stream waits for the event's latest record at the time of the call,
+// as cudaStreamWaitEvent does.  A creator that died never reaches it: the
+// wait ends then (the stream of a real GPU would hang; nexar's host-side
+// deadlines are what report the failure, and a test must not hang).
+int stream_wait_event(void* s, void* e) {
+    EventState* ev = static_cast<Event*>(e)->state;
+    const unsigned long target = ev->recorded.load();
+    static_cast<Stream*>(s)->push([ev, target] {
+        for (unsigned spins = 0; ev->reached.load() < target; ++spins) {
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+            const int32_t owner = ev->owner.load();
+            if (spins % 1024 == 1023 && owner && kill(owner, 0) != 0 && errno == ESRCH) return;
+        }
+    });
+    return 0;
+}
+int can_access_peer(int, int, int* yes) { return *yes = 1, 0; }
+
 const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "fake", init, pointer_kind, set_device, get_device, stream_create,
                                stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
                                event_query, event_create, event_elapsed_ms, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
-                               free_pinned, last_error};
+                               free_pinned, last_error, ipc_export_memory, ipc_open_memory, ipc_close_memory,
+                               ipc_event_create, ipc_event_open, stream_wait_event, can_access_peer};
 
 }  // namespace
 
