@@ -9,6 +9,13 @@
 #include <map>
 #include <string>
 
+#include <sys/mman.h>
+
+#include <chrono>
+#include <new>
+#include <vector>
+
+#include "algo/ipc_allreduce.h"
 #include "fake_device.h"
 #include "memory/ipc_cache.h"
 
@@ -254,5 +261,114 @@ TEST(EmulatedIpc, AStreamWaitsForAnotherProcesssEvent) {
     api->free_device(from);
     api->free_device(to);
 }
+
+// --- the IPC allreduce, between processes on the emulated GPU ---
+
+// What the processes of one test share: their boards and event handles.
+struct Shared {
+    nexar::IpcBoard boards[4];
+    unsigned char input[4][NEXAR_IPC_HANDLE_BYTES], done[4][NEXAR_IPC_HANDLE_BYTES];
+    std::atomic<int> handles_set{0};
+};
+
+// Rank `me` of `n`: three calls (out of place, out of place with new values,
+// in place) of `count` items, each checked against sums it computes itself.
+// Returns 0 when every item of every call was right.
+int ipc_rank(Shared* sh, int n, int me, size_t count, nexar::DataType type, nexar::ReduceOp op) {
+    const nexar_device_api* api = fake_device::api();
+    const size_t elem = nexar::datatype_size(type);
+    void *send = nullptr, *recv = nullptr, *stream = nullptr, *finished = nullptr;
+    nexar::IpcPeers peers;
+    peers.api = api, peers.me = me;
+    nexar::PeerMemoryCache cache(api, 16);
+    peers.cache = &cache;
+    if (api->alloc_device(&send, count * elem) || api->alloc_device(&recv, count * elem)) return 10;
+    if (api->stream_create(&stream) || api->event_create(&finished)) return 11;
+    peers.stream = stream, peers.finished = finished;
+    peers.events.resize(size_t(n));
+    for (int r = 0; r < n; ++r) peers.boards.push_back(&sh->boards[r]);
+    if (api->ipc_event_create(&peers.events[size_t(me)].input, sh->input[me]) ||
+        api->ipc_event_create(&peers.events[size_t(me)].done, sh->done[me]))
+        return 12;
+    sh->handles_set.fetch_add(1);
+    while (sh->handles_set.load() < n) usleep(100);
+    for (int r = 0; r < n; ++r)
+        if (r != me && (api->ipc_event_open(sh->input[r], &peers.events[size_t(r)].input) ||
+                        api->ipc_event_open(sh->done[r], &peers.events[size_t(r)].done)))
+            return 13;
+    // value(rank, i, call): small integers, exact in every type.
+    auto value = [](int rank, size_t i, int call) { return int64_t((rank + 1) * (call + 2) + int64_t(i % 13)); };
+    auto put = [&](void* buf, size_t i, int64_t v) {
+        if (type == nexar::DataType::f32) static_cast<float*>(buf)[i] = float(v);
+        else if (type == nexar::DataType::f64) static_cast<double*>(buf)[i] = double(v);
+        else static_cast<int32_t*>(buf)[i] = int32_t(v);
+    };
+    auto get = [&](const void* buf, size_t i) -> int64_t {
+        if (type == nexar::DataType::f32) return int64_t(static_cast<const float*>(buf)[i]);
+        if (type == nexar::DataType::f64) return int64_t(static_cast<const double*>(buf)[i]);
+        return static_cast<const int32_t*>(buf)[i];
+    };
+    // The input reaches the "GPU" through the stream, late (after a large
+    // copy): a peer that read it without waiting for this rank's input
+    // event would read the previous call's values.
+    std::vector<char> staging(count * elem);
+    void *slow_from = nullptr, *slow_to = nullptr;
+    const size_t slow = size_t(8) << 20;
+    if (api->alloc_device(&slow_from, slow) || api->alloc_device(&slow_to, slow)) return 18;
+    for (int call = 0; call < 3; ++call) {
+        const bool in_place = call == 2;
+        void* input = in_place ? recv : send;
+        for (size_t i = 0; i < count; ++i) put(staging.data(), i, value(me, i, call));
+        if (!in_place) memset(recv, 0xff, count * elem);
+        if (api->memcpy_async(slow_to, slow_from, slow, stream) ||
+            api->memcpy_async(input, staging.data(), count * elem, stream))
+            return 19;
+        nexar::IpcAllreduce run(peers, uint64_t(call + 1), input, recv, count, type, op);
+        std::string error;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!run.finished()) {
+            bool moved = false;
+            if (!ok(run.poll(&moved, &error))) return fprintf(stderr, "rank %d: %s\n", me, error.c_str()), 14;
+            if (std::chrono::steady_clock::now() > deadline)
+                return fprintf(stderr, "rank %d: call %d stuck waiting for rank %d\n", me, call, run.waiting_for()), 15;
+        }
+        for (size_t i = 0; i < count; ++i) {
+            int64_t want = value(0, i, call);
+            for (int r = 1; r < n; ++r)
+                want = op == nexar::ReduceOp::max ? std::max(want, value(r, i, call)) : want + value(r, i, call);
+            if (get(recv, i) != want)
+                return fprintf(stderr, "rank %d call %d item %zu: %lld, want %lld\n", me, call, i,
+                               (long long)get(recv, i), (long long)want), 16;
+        }
+    }
+    // Three calls, each rank's two buffers: each peer's allocation opened once.
+    if (cache.opens() != uint64_t(2 * (n - 1))) return fprintf(stderr, "rank %d: %llu opens\n", me, (unsigned long long)cache.opens()), 17;
+    return 0;
+}
+
+// Runs ranks 0..n-1 as processes; the test passes when all exit 0.
+void run_ipc_ranks(int n, size_t count, nexar::DataType type, nexar::ReduceOp op) {
+    void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mem, MAP_FAILED);
+    Shared* sh = new (mem) Shared;
+    std::vector<pid_t> pids;
+    for (int r = 0; r < n; ++r) {
+        pid_t pid = fork();
+        if (pid == 0) _exit(ipc_rank(sh, n, r, count, type, op));
+        pids.push_back(pid);
+    }
+    for (int r = 0; r < n; ++r) {
+        int status = 0;
+        waitpid(pids[size_t(r)], &status, 0);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+            << "rank " << r << " of " << n << ": " << (WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status));
+    }
+    munmap(mem, sizeof(Shared));
+}
+
+TEST(IpcAllreduce, TwoRanksFloatSum) { run_ipc_ranks(2, 100003, nexar::DataType::f32, nexar::ReduceOp::sum); }
+TEST(IpcAllreduce, ThreeRanksDoubleSum) { run_ipc_ranks(3, 65537, nexar::DataType::f64, nexar::ReduceOp::sum); }
+TEST(IpcAllreduce, FourRanksIntMax) { run_ipc_ranks(4, 4099, nexar::DataType::i32, nexar::ReduceOp::max); }
+TEST(IpcAllreduce, FewerItemsThanRanks) { run_ipc_ranks(3, 2, nexar::DataType::f32, nexar::ReduceOp::sum); }
 
 }  // namespace

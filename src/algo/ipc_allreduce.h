@@ -1,0 +1,96 @@
+// The allreduce of device buffers whose ranks share a node, GPU to GPU
+// through CUDA IPC (issue 27): no byte passes through host memory.
+//
+// The vector is cut into one chunk per rank.  Rank r reduces chunk r
+// straight from every rank's send buffer (its own first, then the others in
+// rank order) into its own receive buffer, and copies the result into every
+// other rank's receive buffer: a direct reduce-scatter and allgather, one
+// pass over the bytes.  At 2 ranks each rank reduces its half from both
+// buffers and writes it to both.  Chunk r of any buffer is read and written
+// by rank r alone, so in place is safe, and every rank gets the same bits.
+//
+// Ordering, across processes, by IPC events only (nothing polls device
+// memory from the host):
+//   1. each rank records its `input` event once the application's buffers
+//      are ready, and publishes on its board the call's sequence number and
+//      where its buffers are (IPC descriptors);
+//   2. once every board has the call, it maps the peers' buffers (the
+//      cache), makes its stream wait for every peer's `input`, reduces its
+//      chunk, copies it out, records its `done` event and publishes;
+//   3. its stream then waits for every peer's `done` (they wrote into its
+//      receive buffer), and the call ends when the stream has got there.
+// A rank records `input` for call s + 1 only after call s ended for it,
+// which needs every peer's `done` of s: each wait meets the record it means.
+//
+// Polled, like OneShotAllreduce; liveness (a peer that exited, a timeout)
+// is the caller's: waiting_for() names the rank not yet there.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "memory/device_api.h"
+#include "memory/ipc_cache.h"
+#include "reduce/types.h"
+
+namespace nexar {
+
+// One rank's board, in host memory every rank of the node maps.
+struct IpcBoard {
+    std::atomic<uint64_t> ready{0};  // the latest call whose input event and buffers are published
+    std::atomic<uint64_t> done{0};   // the latest call whose writes are queued and done event recorded
+    nexar_ipc_memory send[2], recv[2];  // call s's buffers in [s % 2]
+};
+
+// A rank's two IPC events: its own, or a peer's opened in this process.
+struct IpcEvents {
+    void* input = nullptr;
+    void* done = nullptr;
+};
+
+// What one rank brings to its IPC allreduces, valid while they run.
+struct IpcPeers {
+    const nexar_device_api* api = nullptr;
+    std::vector<IpcBoard*> boards;  // by rank
+    std::vector<IpcEvents> events;  // by rank (this rank's own at `me`)
+    int me = 0;
+    PeerMemoryCache* cache = nullptr;
+    void* stream = nullptr;       // this rank's stream for the call's work
+    void* finished = nullptr;     // a local event: the call's work is done
+};
+
+class IpcAllreduce {
+public:
+    // `sequence` > 0, one more than this communicator's previous IPC call.
+    // sendbuf may equal recvbuf.  The stream must already wait for the
+    // application's work on the buffers (DeviceBuffers::wait_for_application).
+    IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf, size_t count,
+                 DataType type, ReduceOp op);
+    Status poll(bool* moved, std::string* error);
+    bool finished() const { return stage_ == Stage::finished; }
+    // The first rank whose board does not hold what this call waits for (-1: none).
+    int waiting_for() const;
+
+private:
+    enum class Stage { publish, reduce, collect, finishing, finished };
+    Status publish(std::string* error);
+    Status reduce_and_scatter(std::string* error);
+    Status collect(std::string* error);
+    Status failed(const char* what, std::string* error);
+    size_t chunk_begin(int rank) const { return count_ * size_t(rank) / peers_.boards.size(); }
+
+    const IpcPeers& peers_;
+    const uint64_t seq_;
+    const char* send_;
+    char* recv_;
+    const size_t count_, elem_;
+    const DataType type_;
+    const ReduceOp op_;
+    Stage stage_ = Stage::publish;
+};
+
+}  // namespace nexar
