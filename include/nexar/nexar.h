@@ -33,7 +33,8 @@ typedef struct nexar_stats {
 /* Fills *out; returns 0, or -1 when out is NULL. */
 int nexar_get_stats(nexar_stats_t *out);
 /* Any counter of the NEXAR_STATS line by its field name ("shm_bytes",
- * "reduce_scatter_calls", ...; the README's Settings table lists them):
+ * "reduce_scatter_calls", ...; the Counters table of docs/user-guide.md
+ * lists them, and nexar-info -p's stats_fields):
  * sets *value and returns 0, or returns -1 for a name the line does not
  * have (or a NULL argument).  Counters of this process, readable at any
  * time, also after MPI_Finalize. */

@@ -172,6 +172,44 @@ void CollectiveTask::plan_here() {
     a.neg_new_round = chooses_copy_ && ctx_->copy_chooser().wants_new_round(bytes_, variant_) ? -1 : 0;
     a.ucx_segment = int64_t(plan_.segment);
     a.buffers = buffers_ok_;
+    a.ipc = ipc_possible();
+}
+
+// This rank can take the IPC allreduce (algo/ipc_allreduce.h): a blocking
+// allreduce of device buffers, every rank of the communicator on this
+// node, IPC not refused on the context before, and both buffers
+// exportable (not so: managed memory, cudaMallocAsync pools without IPC,
+// virtual-memory-API allocations).  Any rank's no takes today's ring for
+// the call, on every rank.
+bool CollectiveTask::ipc_possible() {
+    if (!cfg_.cuda_ipc || call_.kind != Collective::allreduce || nonblocking_ || !plan_.ready || !plan_.device() ||
+        ctx_->topology().nodes() != 1 || ctx_->ipc_unavailable())
+        return false;
+    const nexar_device_api* api = rt_.device_api();
+    nexar_ipc_memory m;
+    const bool send_ok = api->ipc_export_memory(src_, &m) == 0;
+    if (send_ok && api->ipc_export_memory(call_.recvbuf, &m) == 0) return true;
+    if (ctx_->first_ipc_refusal())
+        NEXAR_INFO("communicator context %u: a device %s buffer cannot be exported through IPC (%s): such calls "
+                   "take the ring through host memory",
+                   ctx_->id(), send_ok ? "receive" : "send", api->last_error());
+    return false;
+}
+
+// Collective: every rank agreed on IPC for this call, and none had tried
+// to set it up on this context.  Ready on every rank or on none.
+void CollectiveTask::set_up_ipc() {
+    std::unique_ptr<IpcContext> ipc;
+    std::string why;
+    DeviceBuffers& dev = ctx_->device_buffers(rt_.device_api());
+    Status s = IpcContext::create(*ctx_, rt_.device_api(), dev.send_stream(), &ipc, &why);
+    if (ok(s) && me_ == 0)
+        NEXAR_INFO("communicator context %u: device buffers go GPU to GPU through IPC (%d ranks on one node)",
+                   ctx_->id(), size_);
+    else if (!ok(s))
+        NEXAR_INFO("communicator context %u: no IPC for device buffers (%s): they take the ring through host memory",
+                   ctx_->id(), why.c_str());
+    ctx_->set_ipc(std::move(ipc));
 }
 
 TaskStep CollectiveTask::plan() {
@@ -299,6 +337,15 @@ TaskStep CollectiveTask::start_run() {
     // needs no scratch, and takes its sequence number whatever happens
     // here: no rank falls out of step with the others' boards.
     const bool allreduce = call_.kind == Collective::allreduce;
+    // Device buffers of one node, every rank able: GPU to GPU through IPC.
+    if (allreduce && agreement_.ipc) {
+        if (!ctx_->ipc() && !ctx_->ipc_unavailable()) set_up_ipc();
+        ipc_ = ctx_->ipc() != nullptr;
+        if (ipc_) {
+            run_ = build_run();
+            return TaskStep::run;
+        }
+    }
     one_shot_ = allreduce && agreement_.shm && ctx_->boards_ready() &&
                 uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
     if (one_shot_) {
@@ -333,6 +380,7 @@ TaskStep CollectiveTask::start_run() {
 RingCallRun* CollectiveTask::build_run() {
     const DataType type = element_.type;
     const ReduceOp op = element_.op;
+    if (ipc_) return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
     if (one_shot_) {
         one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
         return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;

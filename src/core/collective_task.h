@@ -111,6 +111,8 @@ private:
     void check_own_buffers();
     void place_ring_buffers();
     void plan_here();
+    bool ipc_possible();
+    void set_up_ipc();
     RingCallRun* build_run();
     Status place_own_block();
     Status move_own_block();
@@ -166,6 +168,7 @@ private:
     CopyProposal used_;
     bool hierarchical_ = false;
     bool one_shot_ = false;
+    bool ipc_ = false;
     bool timed_ = false;
     std::chrono::steady_clock::time_point t0_;
     std::optional<HostEngine> host_engine_;  // before the runs: their channels use it
@@ -173,6 +176,7 @@ private:
     std::optional<FlatRingRun> flat_;
     std::optional<HierarchicalRun> hier_;
     std::optional<OneShotRun> one_shot_run_;
+    std::optional<IpcRun> ipc_run_;
     RingCallRun* run_ = nullptr;
 };
 

@@ -27,6 +27,7 @@
 #include "algo/one_shot.h"
 #include "algo/ring.h"
 #include "algo/topology.h"
+#include "core/ipc_context.h"
 #include "memory/device_buffers.h"
 #include "core/copy_choice.h"
 #include "core/path_learner.h"
@@ -246,6 +247,15 @@ public:
     ShmInbox& board(int rank) { return *boards_[size_t(rank)]; }
     // The next one-shot call's sequence number (from 1; every rank counts alike).
     uint64_t next_one_shot() { return ++one_shot_sequence_; }
+    // The IPC allreduce's state (core/ipc_context.h): set up collectively at
+    // the first device call that agreed on IPC; null until then, and for
+    // good where that set-up failed (ipc_unavailable()).
+    IpcContext* ipc() { return ipc_.get(); }
+    bool ipc_unavailable() const { return ipc_unavailable_; }
+    void set_ipc(std::unique_ptr<IpcContext> ipc) { ipc_ = std::move(ipc), ipc_unavailable_ = !ipc_; }
+    // True the first time only: NEXAR_LOG=info says once per context why
+    // a device call could not go through IPC.
+    bool first_ipc_refusal() { return !ipc_refusal_said_.exchange(true); }
     // GPU streams, events and slots, created on the first device-buffer call.
     DeviceBuffers& device_buffers(const nexar_device_api* api) {
         if (!device_buffers_) device_buffers_.reset(new DeviceBuffers(api));
@@ -288,6 +298,9 @@ private:
     std::vector<std::unique_ptr<ShmInbox>> boards_;  // by rank
     std::vector<OneShotBoard> board_views_;
     uint64_t one_shot_sequence_ = 0;
+    std::unique_ptr<IpcContext> ipc_;  // after device_buffers_: goes first (its calls ran on their stream)
+    bool ipc_unavailable_ = false;
+    std::atomic<bool> ipc_refusal_said_{false};
 };
 
 }  // namespace nexar

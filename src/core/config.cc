@@ -13,7 +13,7 @@ bool operator==(const Config& a, const Config& b) {
     return a.enable == b.enable && a.threshold_auto == b.threshold_auto && a.threshold_bytes == b.threshold_bytes &&
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
            a.host_setting == b.host_setting && a.host_buffers == b.host_buffers && a.learn == b.learn && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
-           a.log_level == b.log_level && a.cuda_path == b.cuda_path &&
+           a.log_level == b.log_level && a.cuda_path == b.cuda_path && a.cuda_ipc == b.cuda_ipc &&
            a.algorithm == b.algorithm && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
            a.stream_bytes == b.stream_bytes && a.nonblocking == b.nonblocking && a.progress == b.progress &&
            a.one_shot_bytes == b.one_shot_bytes;
@@ -254,6 +254,8 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         c.one_shot_bytes = kOneShotBytes;
         complain("NEXAR_ONE_SHOT_BYTES", v, "a byte count from 0 (never) to 1M", format_bytes(kOneShotBytes));
     }
+    if ((v = lookup("NEXAR_CUDA_IPC")) && !parse_bool(v, &c.cuda_ipc))
+        complain("NEXAR_CUDA_IPC", v, "1 or 0", "1");
     return c;
 }
 
@@ -261,11 +263,11 @@ std::string describe(const Config& c) {
     char buf[440];
     snprintf(buf, sizeof buf,
              "enable=%d threshold=%s segment=%s depth=%u host_buffers=%s shm=%d timeout=%gs stats=%d cuda_path=%s "
-             "algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
+             "cuda_ipc=%d algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
              c.enable ? 1 : 0, c.threshold_auto ? "auto" : format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
              c.pipeline_depth, host_buffers_name(c.host_setting), c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
-             algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
+             c.cuda_ipc ? 1 : 0, algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
              format_bytes(c.stream_bytes).c_str(), c.nonblocking ? 1 : 0, progress_mode_name(c.progress),
              format_bytes(c.one_shot_bytes).c_str());
     return buf;

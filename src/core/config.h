@@ -117,6 +117,7 @@ struct Config {
     bool stats = false;                           // NEXAR_STATS
     LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
     CudaPath cuda_path = CudaPath::automatic;     // NEXAR_CUDA_PATH
+    bool cuda_ipc = true;                         // NEXAR_CUDA_IPC: device buffers of one node GPU to GPU
     Algorithm algorithm = Algorithm::automatic;   // NEXAR_ALGORITHM
     ShmCopySetting shm_copy = ShmCopySetting::automatic;  // NEXAR_SHM_COPY
     bool gpu_profile = false;                     // NEXAR_GPU_PROFILE: time the device ring's stages

@@ -1,5 +1,7 @@
 #include "core/ring_calls.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -76,32 +78,68 @@ FlatRingRun::FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEn
 
 void FlatRingRun::account() const { count_bytes(*out_); }
 
-OneShotRun::OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-                       const RingOptions& opt)
-    : ctx_(ctx), op_(ctx.boards(), ctx.rank(), ctx.next_one_shot(), src, recvbuf, count, type, op), opt_(opt),
-      bytes_(count * datatype_size(type)) {}
+namespace {
 
-// Failed here: the other ranks stop waiting for this one (check_stall).
-Status OneShotRun::fail(Status s) {
-    ctx_.board(ctx_.rank()).mark_broken();
-    return s;
-}
-
-// A peer whose communicator failed (its board says so) may be out of step
-// with this rank's boards: its slots hold nothing of this call.
-Status OneShotRun::check_peers(std::string* error) {
-    for (int r = 0; r < ctx_.size(); ++r) {
-        if (r == ctx_.rank() || !ctx_.board(r).broken()) continue;
+// Liveness of a call that meets its peers on boards (BoardRun): a peer
+// whose board says its communicator failed, a peer that exited, no move
+// for NEXAR_TIMEOUT_S.  `late`: the rank the call waits for (-1: none, it
+// waits for its own work: an IPC allreduce's on the GPU, which a peer that
+// died may never let end); `patient`: a persistent call no peer has
+// started yet waits.
+Status failed_peer(CommContext& ctx, const std::function<ShmInbox&(int)>& board, std::string* error) {
+    for (int r = 0; r < ctx.size(); ++r) {
+        if (r == ctx.rank() || !board(r).broken()) continue;
         char buf[160];
         snprintf(buf, sizeof buf, "a call on rank %d's communicator failed before: the error is in rank %d's log", r,
                  r);
         *error = buf;
-        return fail(Status::peer_failure);
+        return Status::peer_failure;
     }
     return Status::ok;
 }
 
-Status OneShotRun::poll(bool* moved, std::string* error) {
+Status board_stall(CommContext& ctx, const std::function<ShmInbox&(int)>& board, int late, bool patient,
+                   const RingOptions& opt, std::chrono::steady_clock::time_point idle_since, const char* what,
+                   std::string* error) {
+    char buf[256];
+    Status s = failed_peer(ctx, board, error);
+    if (!ok(s)) return s;
+    for (int r = 0; r < ctx.size(); ++r) {
+        if (r == ctx.rank() || (late >= 0 && r != late)) continue;
+        const pid_t pid = board(r).owner_pid();
+        if (!process_gone(pid)) continue;
+        snprintf(buf, sizeof buf, "rank %d (process %d) has exited in the middle of %s", r, int(pid), what);
+        *error = buf;
+        return Status::peer_failure;
+    }
+    if (opt.timeout_s <= 0 || patient) return Status::ok;
+    const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
+    if (idle_s <= opt.timeout_s) return Status::ok;
+    if (late >= 0)
+        snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): %s waits for rank %d", idle_s, what, late);
+    else
+        snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): %s waits for its work (the GPU's) to end",
+                 idle_s, what);
+    *error = buf;
+    return Status::timeout;
+}
+
+}  // namespace
+
+template <class Operation>
+Status BoardRun<Operation>::fail(Status s) {
+    board(ctx_.rank()).mark_broken();
+    return s;
+}
+
+template <class Operation>
+Status BoardRun<Operation>::check_peers(std::string* error) {
+    Status s = failed_peer(ctx_, [this](int r) -> ShmInbox& { return board(r); }, error);
+    return ok(s) ? s : fail(s);
+}
+
+template <class Operation>
+Status BoardRun<Operation>::poll(bool* moved, std::string* error) {
     Status s = Status::ok;
     if (!checked_peers_ && !ok(s = check_peers(error))) return s;
     checked_peers_ = true;
@@ -109,33 +147,34 @@ Status OneShotRun::poll(bool* moved, std::string* error) {
     return ok(s) ? s : fail(s);
 }
 
-Status OneShotRun::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
-    char buf[256];
-    Status s = check_peers(error);
-    if (!ok(s)) return s;
-    const int late = op_.waiting_for();
-    if (late < 0) return Status::ok;
-    const pid_t pid = ctx_.board(late).owner_pid();
-    if (late != ctx_.rank() && process_gone(pid)) {
-        snprintf(buf, sizeof buf, "rank %d (process %d) has exited before its part of a one-shot allreduce", late,
-                 int(pid));
-        *error = buf;
-        return fail(Status::peer_failure);
-    }
-    if (opt_.timeout_s <= 0 || (opt_.patient_start && !op_.any_peer_arrived())) return Status::ok;
-    const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
-    if (idle_s <= opt_.timeout_s) return Status::ok;
-    snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): the one-shot allreduce waits for rank %d",
-             idle_s, late);
-    *error = buf;
-    return fail(Status::timeout);
+template <class Operation>
+Status BoardRun<Operation>::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
+    Status s = board_stall(ctx_, [this](int r) -> ShmInbox& { return board(r); }, op_.waiting_for(), patient(), opt_,
+                           idle_since, what_, error);
+    return ok(s) ? s : fail(s);
 }
+
+template class BoardRun<OneShotAllreduce>;
+template class BoardRun<IpcAllreduce>;
+
+OneShotRun::OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                       const RingOptions& opt)
+    : BoardRun(ctx, opt, "a one-shot allreduce", ctx.boards(), ctx.rank(), ctx.next_one_shot(), src, recvbuf, count,
+               type, op),
+      bytes_(count * datatype_size(type)) {}
 
 void OneShotRun::account() const {
     Stats& stats = process_stats();
     stats.shm_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
     stats.one_shot_calls.fetch_add(1, std::memory_order_relaxed);
 }
+
+IpcRun::IpcRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
+               const RingOptions& opt)
+    : BoardRun(ctx, opt, "an IPC allreduce", ctx.ipc()->peers(), ctx.ipc()->next_sequence(), src, recvbuf, count,
+               type, op) {}
+
+void IpcRun::account() const { process_stats().ipc_calls.fetch_add(1, std::memory_order_relaxed); }
 
 Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
                       const RingOptions& opt, std::string* error) {

@@ -14,6 +14,9 @@
 #include <string>
 
 #include "algo/hierarchical.h"
+#include <utility>
+
+#include "algo/ipc_allreduce.h"
 #include "algo/one_shot.h"
 #include "algo/ring.h"
 #include "core/comm_context.h"
@@ -99,29 +102,64 @@ private:
     UcxRecvChannel inter_in_;
 };
 
+// A run that meets its peers on shared-memory boards rather than
+// channels (the one-shot's, the IPC allreduce's): the same checks of the
+// peers for both.  A peer whose board says its communicator failed may be
+// out of step with this rank's; one that exited or gave up, or no move for
+// NEXAR_TIMEOUT_S, fails the call; failing marks this rank's board, so the
+// others stop waiting for it.
+template <class Operation>
+class BoardRun : public RingCallRun {
+public:
+    Status poll(bool* moved, std::string* error) override;
+    bool finished() const override { return op_.finished(); }
+    Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) override;
+
+protected:
+    template <class... OperationArgs>
+    BoardRun(CommContext& ctx, const RingOptions& opt, const char* what, OperationArgs&&... args)
+        : ctx_(ctx), op_(std::forward<OperationArgs>(args)...), opt_(opt), what_(what) {}
+    virtual ShmInbox& board(int rank) = 0;
+    // Waits with no timeout (a persistent call no peer has started yet).
+    virtual bool patient() const { return false; }
+    Status fail(Status s);
+    Status check_peers(std::string* error);
+
+    CommContext& ctx_;
+    Operation op_;
+    RingOptions opt_;
+    const char* what_;
+    bool checked_peers_ = false;
+};
+
 // The one-shot allreduce (algo/one_shot.h) on the context's boards.
 // Requires ctx.boards_ready(); takes the context's next one-shot sequence.
-class OneShotRun final : public RingCallRun {
+class OneShotRun final : public BoardRun<OneShotAllreduce> {
 public:
     // Check `valid` before the first poll.
     OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
                const RingOptions& opt);
     bool valid() const { return op_.valid(); }
-    Status poll(bool* moved, std::string* error) override;
-    bool finished() const override { return op_.finished(); }
-    // A peer that exited or gave up; no move for NEXAR_TIMEOUT_S (a
-    // persistent call waits as long as no peer has started it).
-    Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) override;
     void account() const override;
 
 private:
-    Status fail(Status s);
-    Status check_peers(std::string* error);
-    CommContext& ctx_;
-    OneShotAllreduce op_;
-    RingOptions opt_;
+    ShmInbox& board(int rank) override { return ctx_.board(rank); }
+    bool patient() const override { return opt_.patient_start && !op_.any_peer_arrived(); }
     size_t bytes_;
-    bool checked_peers_ = false;
+};
+
+// The IPC allreduce (algo/ipc_allreduce.h) of device buffers on the
+// context's IPC state; its stall checks also cover the wait for the GPU's
+// work, which a peer that died may never let finish.  Requires ctx.ipc();
+// takes its next sequence.
+class IpcRun final : public BoardRun<IpcAllreduce> {
+public:
+    IpcRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
+           const RingOptions& opt);
+    void account() const override;
+
+private:
+    ShmInbox& board(int rank) override { return ctx_.ipc()->board(rank); }
 };
 
 // This local index's ring across the nodes alone, over UCX, in place on

@@ -20,6 +20,7 @@ const StatsField kStatsFields[] = {
     {"allgather_calls", &Stats::allgather_calls},
     {"push_bytes", &Stats::push_bytes},
     {"one_shot_calls", &Stats::one_shot_calls},
+    {"ipc_calls", &Stats::ipc_calls},
 };
 const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
 

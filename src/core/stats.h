@@ -29,6 +29,8 @@ struct Stats {
     std::atomic<uint64_t> push_bytes{0};
     // Allreduces done by the one-shot (algo/one_shot.h; also in ring_calls).
     std::atomic<uint64_t> one_shot_calls{0};
+    // Allreduces of device buffers done GPU to GPU through IPC (algo/ipc_allreduce.h; also in ring_calls).
+    std::atomic<uint64_t> ipc_calls{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
@@ -45,7 +47,7 @@ struct StatsField {
 extern const StatsField kStatsFields[];
 extern const size_t kStatsFieldCount;
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

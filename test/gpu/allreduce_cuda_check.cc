@@ -13,9 +13,14 @@
 // plugin that NEXAR_EMULATED_GPU_PLUGIN names (test/gpu/emulated_gpu_plugin.cc),
 // the one nexar then loads too: the dispatcher's device paths run without a
 // GPU (test/gpu/run-emulated-gpu-tests.sh).  --quick: fewer counts.
+// --fault NAME: one allreduce of device buffers under MPI_ERRORS_RETURN,
+// during which rank 1 dies or stops (the emulated GPU's fault hook); rank 0
+// reports "fault_check NAME: rank 0 got class C after T s" (the report
+// test/lib.sh's check_fault_report reads) and aborts the job.
 #include <mpi.h>
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -189,7 +194,9 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     bool mixed = false, expect_ring = true, emulated = false, quick = false;
+    const char* fault = nullptr;
     for (int i = 1; i < argc; ++i) {
+        if (std::string(argv[i]) == "--fault" && i + 1 < argc) fault = argv[++i];
         mixed |= std::string(argv[i]) == "--mixed";
         expect_ring &= std::string(argv[i]) != "--no-ring";
         emulated |= std::string(argv[i]) == "--emulated-gpu";
@@ -211,6 +218,25 @@ int main(int argc, char** argv) {
     int ndev = 1;
     rt.GetDeviceCount(&ndev);
     rt.SetDevice(g_rank % ndev);
+    if (fault) {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        const size_t n = size_t(1) << 20;
+        std::vector<float> in(n, 1.0f);
+        void* buf = nullptr;
+        if (rt.Malloc(&buf, n * sizeof(float)) != 0) return 2;
+        rt.Memcpy(buf, in.data(), n * sizeof(float), 4);
+        const double t0 = MPI_Wtime();
+        const int rc = MPI_Allreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        const double took = MPI_Wtime() - t0;
+        if (g_rank == 0) {
+            int cls = rc;
+            if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+            fprintf(stderr, "fault_check %s: rank 0 got class %d after %.2f s\n", fault, cls, took);
+            usleep(300000);
+            MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
+        }
+        pause();
+    }
     bool host_memory = mixed && g_rank % 2 == 1;
     const std::vector<size_t> counts =
         quick ? std::vector<size_t>{3, 65537, (1 << 20) + 5} : std::vector<size_t>{1, 3, 1000, 65537, 1 << 20, (3 << 20) + 5};

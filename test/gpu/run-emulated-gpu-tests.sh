@@ -2,10 +2,12 @@
 # The dispatcher's device-buffer paths without a GPU: libnexar_pmpi loads
 # the host-emulated GPU plugin (test/gpu/emulated_gpu_plugin.cc) in place of
 # the CUDA one, and allreduce_cuda_check --emulated-gpu allocates its
-# "device" buffers there.  Every collective takes the staged device path
-# (the emulated GPU's copies and reductions complete late, on threads of
-# their own, so a missing wait shows as a wrong result); with ranks mixing
-# host and device memory; and with the ring refused, where device ranks
+# "device" buffers there (shared mappings that the other ranks open through
+# the emulated IPC).  Allreduces go GPU to GPU through IPC at 2-4 ranks;
+# every collective takes the staged device path with IPC off or refused by
+# one rank (the emulated GPU's copies and reductions complete late, on
+# threads of their own, so a missing wait shows as a wrong result); ranks
+# mix host and device memory; and with the ring refused, device ranks
 # stage through host memory for MPI.  Never skipped.
 set -u
 . "$(dirname "$0")/../lib.sh"
@@ -37,16 +39,65 @@ every_rank() {
     for v in "${values[@]}"; do [ "$v" -gt 0 ] || fail "$1=$v on a rank: expected calls there"; done
 }
 
+# no_rank FIELD: each rank's FIELD (NEXAR_STATS) is zero.
+no_rank() {
+    local v
+    read_stats "$log" "$1"
+    for v in "${values[@]}"; do [ "$v" = 0 ] || fail "$1=$v on a rank: expected none"; done
+}
+
 min_ring=1
-run 2 NEXAR_CUDA_PATH=staged
+# One node, device buffers everywhere: allreduces go GPU to GPU through IPC
+# (algo/ipc_allreduce.h), the reduce-scatters and allgathers take the
+# staged ring.
+for np in 2 3 4; do
+    run $np
+    every_rank ipc_calls
+    every_rank reduce_scatter_calls
+    grep -aq "device buffers go GPU to GPU through IPC ($np ranks on one node)" "$log" ||
+        fail "NEXAR_LOG=info did not say the allreduces went through IPC"
+done
+# The staged ring for every collective: IPC turned off...
+run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged
+no_rank ipc_calls
 every_rank reduce_scatter_calls
 every_rank allgather_calls
-run 3 NEXAR_CUDA_PATH=staged NEXAR_SEGMENT_BYTES=256K
+run 3 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged NEXAR_SEGMENT_BYTES=256K
+no_rank ipc_calls
 every_rank reduce_scatter_calls
 every_rank allgather_calls
+# ...or refused by one rank's driver: every rank takes the staged ring, agreed.
+run 3 NEXAR_EMULATED_GPU_REFUSE_IPC_RANK=1
+no_rank ipc_calls
+grep -aq "nexar\[rank 1\]: communicator context 1: a device send buffer cannot be exported through IPC" "$log" ||
+    fail "NEXAR_LOG=info did not say why rank 1 could not take IPC"
+# ...or, at set-up, one rank cannot open the others' memory (a container
+# that forbids IPC): the context stays on the staged ring for good.
+run 2 NEXAR_EMULATED_GPU_REFUSE_OPEN_RANK=0
+no_rank ipc_calls
+grep -aq "no IPC for device buffers (opening rank 1's device memory" "$log" ||
+    fail "NEXAR_LOG=info did not say why IPC could not be set up"
 # Host ranks beside device ranks: the ring takes both kinds.
 run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
+no_rank ipc_calls
 # Host ranks cannot take the ring: all fall back, device ranks stage through host.
 min_ring=0 run 2 NEXAR_HOST_BUFFERS=0 -- --mixed --no-ring
 every_rank fallback_calls
+# A peer that dies or stops in the middle of an IPC allreduce: rank 0 gets
+# an error (MPI_ERR_OTHER) within NEXAR_TIMEOUT_S, then aborts the job.  On
+# MPICH only the stopped peer (MPICH ends the job itself when one dies).
+faults="kill stop"
+[ "$NEXAR_MPI_FAMILY" = mpich ] && faults="stop"
+for fault in $faults; do
+    timeout_s=3
+    start=$(date +%s)
+    echo "== 2 ranks, rank 1 ${fault}s in the middle of an IPC allreduce"
+    env NEXAR_TEST_TIMEOUT=60 NEXAR_TIMEOUT_S=$timeout_s NEXAR_EMULATED_GPU_FAULT=$fault NEXAR_EMULATED_GPU_FAULT_RANK=1 \
+        bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" 2 --keep-going "$prog" \
+        --emulated-gpu --fault "ipc-$fault" >"$log" 2>&1
+    took=$(($(date +%s) - start))
+    grep -a 'fault_check\|IPC allreduce' "$log" | head -n 3
+    check_fault_report "$log" "ipc-$fault" "$timeout_s" "$took"
+    grep -aq "an IPC allreduce" "$log" || fail "ipc-$fault: the error did not come from the IPC allreduce"
+done
 echo "all emulated-GPU MPI runs passed"

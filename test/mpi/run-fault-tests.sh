@@ -81,7 +81,7 @@ for mode in $modes; do
     grep -av '^\[' "$log" | grep -av "mpool.c" | head -n 4
     check_fault_report "$log" "$mode" "$timeout_s" "$took"
     if [ "$mode" = kill-small ]; then
-        grep -aq "has exited before its part of a one-shot allreduce" "$log" ||
+        grep -aq "has exited in the middle of a one-shot allreduce" "$log" ||
             fail "kill-small: the error did not come from the one-shot allreduce"
     fi
 done

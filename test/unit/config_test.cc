@@ -139,9 +139,13 @@ TEST(ParseConfig, ReadsEverySetting) {
                       {"NEXAR_ALGORITHM", "HIER"},
                       {"NEXAR_SHM_COPY", "Mixed"},
                       {"NEXAR_GPU_PROFILE", "on"},
-                      {"NEXAR_STREAM_BYTES", "32M"}},
+                      {"NEXAR_STREAM_BYTES", "32M"},
+                      {"NEXAR_CUDA_IPC", "0"}},
                      &problems);
     EXPECT_TRUE(problems.empty());
+    EXPECT_FALSE(c.cuda_ipc);
+    EXPECT_TRUE(Config().cuda_ipc);
+    EXPECT_TRUE(c != Config());
     EXPECT_TRUE(c.gpu_profile);
     EXPECT_EQ(c.stream_bytes, 32ull << 20);
     EXPECT_EQ(c.algorithm, Algorithm::hier);
@@ -171,10 +175,12 @@ TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
                       {"NEXAR_ALGORITHM", "tree"},
                       {"NEXAR_SHM_COPY", "zerocopy"},
                       {"NEXAR_GPU_PROFILE", "2"},
-                      {"NEXAR_STREAM_BYTES", "never"}},
+                      {"NEXAR_STREAM_BYTES", "never"},
+                      {"NEXAR_CUDA_IPC", "sometimes"}},
                      &problems);
     EXPECT_TRUE(c == Config()) << describe(c);
-    ASSERT_EQ(problems.size(), 12u);
+    ASSERT_EQ(problems.size(), 13u);
+    EXPECT_NE(problems[12].find("NEXAR_CUDA_IPC='sometimes'"), std::string::npos) << problems[12];
     EXPECT_NE(problems[11].find("NEXAR_STREAM_BYTES='never'"), std::string::npos) << problems[11];
     EXPECT_NE(problems[11].find("default 4MiB"), std::string::npos) << problems[11];
     EXPECT_NE(problems[10].find("NEXAR_GPU_PROFILE='2'"), std::string::npos) << problems[10];

@@ -241,7 +241,31 @@ int alloc_pinned(void** p, size_t bytes) { return (*p = malloc(bytes ? bytes : 1
 void free_pinned(void* p) { free(p); }
 const char* last_error() { return "fake device error"; }
 
+// A driver that refuses IPC, on one MPI rank (a test hook: the MPI tests
+// set NEXAR_EMULATED_GPU_REFUSE_IPC_RANK to the rank whose exports fail).
+// Whether this process is the MPI rank that the variable names.
+bool this_rank_is(const char* variable) {
+    const char* which = getenv(variable);
+    if (!which || !*which) return false;
+    const char* rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank) rank = getenv("PMI_RANK");
+    return rank && strcmp(rank, which) == 0;
+}
+bool refuses_ipc() { return this_rank_is("NEXAR_EMULATED_GPU_REFUSE_IPC_RANK"); }
+// (NEXAR_EMULATED_GPU_REFUSE_OPEN_RANK: that rank cannot open others' memory.)
+
+// A process that dies (kill) or stops (stop) in the middle of an IPC
+// allreduce: when its stream first waits for another process's event, by
+// when it has published its buffers and its peers wait for its writes (a
+// test hook: NEXAR_EMULATED_GPU_FAULT=kill|stop on the rank that
+// NEXAR_EMULATED_GPU_FAULT_RANK names).
+void maybe_fail_here() {
+    const char* what = getenv("NEXAR_EMULATED_GPU_FAULT");
+    if (what && this_rank_is("NEXAR_EMULATED_GPU_FAULT_RANK")) raise(strcmp(what, "stop") == 0 ? SIGSTOP : SIGKILL);
+}
+
 int ipc_export_memory(const void* p, nexar_ipc_memory* out) {
+    if (refuses_ipc()) return 1;
     std::lock_guard<std::mutex> l(g_mem_mutex);
     auto it = allocation_of(p);
     if (it == g_allocations.end() || it->second.fd < 0) return 1;  // host memory, or another process's
@@ -254,6 +278,7 @@ int ipc_export_memory(const void* p, nexar_ipc_memory* out) {
     return 0;
 }
 int ipc_open_memory(const nexar_ipc_memory* in, void** base) {
+    if (this_rank_is("NEXAR_EMULATED_GPU_REFUSE_OPEN_RANK")) return 1;  // as a container that forbids IPC
     size_t bytes = 0;
     void* p = open_handle(in->handle, &bytes);
     if (!p) return 1;
@@ -296,6 +321,7 @@ int ipc_event_open(const unsigned char handle[NEXAR_IPC_HANDLE_BYTES], void** e)
 // wait ends then (the stream of a real GPU would hang; nexar's host-side
 // deadlines are what report the failure, and a test must not hang).
 int stream_wait_event(void* s, void* e) {
+    maybe_fail_here();
     EventState* ev = static_cast<Event*>(e)->state;
     const unsigned long target = ev->recorded.load();
     static_cast<Stream*>(s)->push([ev, target] {

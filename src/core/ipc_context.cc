@@ -1,0 +1,107 @@
+#include "core/ipc_context.h"
+
+#include <cstring>
+#include <new>
+
+#include "core/comm_context.h"
+#include "core/pmpi.h"
+
+namespace nexar {
+
+namespace {
+
+// What each rank tells the others at set-up.
+struct IpcSetup {
+    ShmInboxName board;
+    unsigned char input[NEXAR_IPC_HANDLE_BYTES];
+    unsigned char done[NEXAR_IPC_HANDLE_BYTES];
+    nexar_ipc_memory probe;  // a small allocation every peer must be able to open
+    int32_t ok;
+    int32_t device;
+};
+
+}  // namespace
+
+Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, void* stream, std::unique_ptr<IpcContext>* out,
+                          std::string* why) {
+    const int n = ctx.size(), me = ctx.rank();
+    std::unique_ptr<IpcContext> ipc(new IpcContext(api, size_t(n)));
+    IpcPeers& p = ipc->peers_;
+    p.api = api, p.me = me, p.stream = stream, p.cache = &ipc->cache_;
+    p.events.resize(size_t(n));
+    ipc->inboxes_.resize(size_t(n));
+    std::string error;
+    IpcSetup mine;
+    memset(&mine, 0, sizeof mine);
+    const size_t board_bytes = (sizeof(IpcBoard) + 63) & ~size_t(63);
+    Status s = ShmInbox::create(1, board_bytes, &ipc->inboxes_[size_t(me)], &mine.board, &error);
+    if (ok(s)) new (ipc->inboxes_[size_t(me)]->slot(0)) IpcBoard;
+    IpcEvents& own = p.events[size_t(me)];
+    if (ok(s) && (api->ipc_event_create(&own.input, mine.input) != 0 ||
+                  api->ipc_event_create(&own.done, mine.done) != 0 || api->event_create(&p.finished) != 0)) {
+        error = std::string("IPC events: ") + api->last_error();
+        s = Status::unavailable;
+    }
+    // A probe of the driver's will: every peer opens this allocation once
+    // (no peer access between the GPUs, a container or MIG that forbids
+    // IPC, a driver that refuses the handle: all show here, before any call
+    // depends on it).
+    void* probe = nullptr;
+    if (ok(s) && (api->get_device(&mine.device) != 0 || api->alloc_device(&probe, 256) != 0 ||
+                  api->ipc_export_memory(probe, &mine.probe) != 0)) {
+        error = std::string("exporting device memory: ") + api->last_error();
+        s = Status::unavailable;
+    }
+    mine.ok = ok(s) ? 1 : 0;
+    std::vector<IpcSetup> all(static_cast<size_t>(n));
+    pmpi::allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
+    for (int r = 0; ok(s) && r < n; ++r) {
+        if (r == me) continue;
+        if (!all[size_t(r)].ok) {
+            s = Status::unavailable, error = "rank " + std::to_string(r) + " could not set up its IPC events";
+            break;
+        }
+        s = ShmInbox::open(all[size_t(r)].board, &ipc->inboxes_[size_t(r)], &error);
+        IpcEvents& e = p.events[size_t(r)];
+        if (ok(s) && (api->ipc_event_open(all[size_t(r)].input, &e.input) != 0 ||
+                      api->ipc_event_open(all[size_t(r)].done, &e.done) != 0)) {
+            error = "opening rank " + std::to_string(r) + "'s IPC events: " + api->last_error();
+            s = Status::unavailable;
+        }
+        int reach = 0;
+        if (ok(s) && (api->can_access_peer(mine.device, all[size_t(r)].device, &reach) != 0 || !reach)) {
+            error = "GPU " + std::to_string(mine.device) + " cannot reach rank " + std::to_string(r) + "'s GPU " +
+                    std::to_string(all[size_t(r)].device) + " (no peer access)";
+            s = Status::unavailable;
+        }
+        void* opened = nullptr;
+        if (ok(s) && api->ipc_open_memory(&all[size_t(r)].probe, &opened) != 0) {
+            error = "opening rank " + std::to_string(r) + "'s device memory: " + api->last_error();
+            s = Status::unavailable;
+        }
+        if (opened) api->ipc_close_memory(opened);
+    }
+    int ready = ok(s) ? 1 : 0;
+    pmpi::allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
+    if (probe) api->free_device(probe);  // every peer has closed it
+    if (ipc->inboxes_[size_t(me)]) ipc->inboxes_[size_t(me)]->unlink();  // every rank has mapped it, or given up
+    if (!ready) {
+        *why = ok(s) ? "another rank could not set up IPC" : error;
+        return Status::unavailable;
+    }
+    for (int r = 0; r < n; ++r) p.boards.push_back(reinterpret_cast<IpcBoard*>(ipc->inboxes_[size_t(r)]->slot(0)));
+    *out = std::move(ipc);
+    return Status::ok;
+}
+
+IpcContext::~IpcContext() {
+    const nexar_device_api* api = peers_.api;
+    if (!api) return;
+    for (const IpcEvents& e : peers_.events) {
+        if (e.input) api->event_destroy(e.input);
+        if (e.done) api->event_destroy(e.done);
+    }
+    if (peers_.finished) api->event_destroy(peers_.finished);
+}
+
+}  // namespace nexar
