@@ -1,7 +1,8 @@
 #!/bin/bash
 # MPI tests with CUDA device buffers at 2 and 4 ranks sharing the machine's
-# GPU(s): the staged path, the direct path when UCX can move CUDA memory,
-# and ranks mixing host and device buffers.  Skipped (exit 77, with the
+# GPU(s): allreduces GPU to GPU through CUDA IPC, the staged path
+# (NEXAR_CUDA_IPC=0), the direct path when UCX can move CUDA memory, and
+# ranks mixing host and device buffers.  Skipped (exit 77, with the
 # reason) on a machine without a GPU.
 set -u
 . "$(dirname "$0")/../lib.sh"
@@ -25,19 +26,31 @@ run() {  # run NP VAR=VALUE... [-- ARGS]
     check_stats "$log" "$np" "$min_ring"
 }
 min_ring=1
+# every_rank FIELD: each rank's FIELD (NEXAR_STATS) is above zero.
+every_rank() {
+    local v
+    read_stats "$log" "$1"
+    for v in "${values[@]}"; do [ "$v" -gt 0 ] || fail "$1=$v on a rank: expected calls there"; done
+}
 
-run 2 NEXAR_CUDA_PATH=staged
-run 4 NEXAR_CUDA_PATH=staged NEXAR_SEGMENT_BYTES=256K
-run 2 NEXAR_CUDA_PATH=auto NEXAR_PIPELINE_DEPTH=2
+# GPU to GPU through CUDA IPC (the default for one node).
+run 2
+every_rank ipc_calls
+run 4
+every_rank ipc_calls
+# The staged path, IPC off.
+run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged
+run 4 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged NEXAR_SEGMENT_BYTES=256K
+run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=auto NEXAR_PIPELINE_DEPTH=2
 # The stage profile: results stay exact, and every rank prints its line.
-run 2 NEXAR_CUDA_PATH=staged NEXAR_GPU_PROFILE=1
+run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged NEXAR_GPU_PROFILE=1
 [ "$(grep -ac '^nexar: rank [0-9]*: gpu_stages calls=[1-9]' "$log")" = 2 ] ||
     fail "NEXAR_GPU_PROFILE=1: expected a gpu_stages line from each of the 2 ranks"
 run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
 # Host ranks cannot take the ring: all fall back, device ranks stage through host.
 min_ring=0 run 2 NEXAR_HOST_BUFFERS=0 -- --mixed --no-ring
 if ucx_info -d 2>/dev/null | grep -aq "cuda_copy"; then
-    run 2 NEXAR_CUDA_PATH=direct
+    run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=direct
 else
     echo "(direct path not run: this UCX has no CUDA support; ucx_info -d lists no cuda_copy)"
 fi
