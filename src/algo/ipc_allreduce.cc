@@ -34,6 +34,9 @@ Status IpcAllreduce::publish(std::string* error) {
     const size_t slot = size_t(seq_ % 2);
     if (api->ipc_export_memory(send_, &own->send[slot]) != 0) return failed("exporting the send buffer", error);
     if (api->ipc_export_memory(recv_, &own->recv[slot]) != 0) return failed("exporting the receive buffer", error);
+    if (peers_.application && (api->event_record(peers_.application, nullptr) != 0 ||
+                               api->stream_wait_event(peers_.stream, peers_.application) != 0))
+        return failed("waiting for the application's work", error);
     if (api->event_record(peers_.events[size_t(peers_.me)].input, peers_.stream) != 0)
         return failed("recording the input event", error);
     own->ready.store(seq_, std::memory_order_release);

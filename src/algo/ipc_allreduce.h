@@ -12,7 +12,8 @@
 // Ordering, across processes, by IPC events only (nothing polls device
 // memory from the host):
 //   1. each rank records its `input` event once the application's buffers
-//      are ready, and publishes on its board the call's sequence number and
+//      are ready (its stream waits for an event recorded on the legacy
+//      default stream), and publishes on its board the call's sequence number and
 //      where its buffers are (IPC descriptors);
 //   2. once every board has the call, it maps the peers' buffers (the
 //      cache), makes its stream wait for every peer's `input`, reduces its
@@ -61,13 +62,15 @@ struct IpcPeers {
     PeerMemoryCache* cache = nullptr;
     void* stream = nullptr;       // this rank's stream for the call's work
     void* finished = nullptr;     // a local event: the call's work is done
+    void* application = nullptr;  // a local event the stream waits on: the application's work is done
 };
 
 class IpcAllreduce {
 public:
     // `sequence` > 0, one more than this communicator's previous IPC call.
-    // sendbuf may equal recvbuf.  The stream must already wait for the
-    // application's work on the buffers (DeviceBuffers::wait_for_application).
+    // sendbuf may equal recvbuf.  The stream first waits for the work the
+    // application queued on the legacy default stream (as a CUDA-aware
+    // MPI's: work on its other streams must be synchronized before the call).
     IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                  DataType type, ReduceOp op);
     Status poll(bool* moved, std::string* error);

@@ -185,6 +185,8 @@ bool CollectiveTask::ipc_possible() {
     if (!cfg_.cuda_ipc || call_.kind != Collective::allreduce || nonblocking_ || !plan_.ready || !plan_.device() ||
         ctx_->topology().nodes() != 1 || ctx_->ipc_unavailable())
         return false;
+    // The context's IPC state belongs to the GPU it was made on.
+    if (ctx_->ipc() && ctx_->ipc()->device() != plan_.device_id) return false;
     const nexar_device_api* api = rt_.device_api();
     nexar_ipc_memory m;
     const bool send_ok = api->ipc_export_memory(src_, &m) == 0;
@@ -201,8 +203,7 @@ bool CollectiveTask::ipc_possible() {
 void CollectiveTask::set_up_ipc() {
     std::unique_ptr<IpcContext> ipc;
     std::string why;
-    DeviceBuffers& dev = ctx_->device_buffers(rt_.device_api());
-    Status s = IpcContext::create(*ctx_, rt_.device_api(), dev.send_stream(), &ipc, &why);
+    Status s = IpcContext::create(*ctx_, rt_.device_api(), &ipc, &why);
     if (ok(s) && me_ == 0)
         NEXAR_INFO("communicator context %u: device buffers go GPU to GPU through IPC (%d ranks on one node)",
                    ctx_->id(), size_);

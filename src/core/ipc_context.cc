@@ -15,19 +15,22 @@ struct IpcSetup {
     ShmInboxName board;
     unsigned char input[NEXAR_IPC_HANDLE_BYTES];
     unsigned char done[NEXAR_IPC_HANDLE_BYTES];
-    nexar_ipc_memory probe;  // a small allocation every peer must be able to open
+    nexar_ipc_memory probe;  // a small allocation every peer must be able to read
     int32_t ok;
-    int32_t device;
+    int32_t pad;
 };
+
+constexpr size_t kProbeBytes = 256;
+unsigned char probe_byte(int owner, size_t i) { return static_cast<unsigned char>(owner * 31 + int(i) * 7 + 1); }
 
 }  // namespace
 
-Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, void* stream, std::unique_ptr<IpcContext>* out,
+Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, std::unique_ptr<IpcContext>* out,
                           std::string* why) {
     const int n = ctx.size(), me = ctx.rank();
     std::unique_ptr<IpcContext> ipc(new IpcContext(api, size_t(n)));
     IpcPeers& p = ipc->peers_;
-    p.api = api, p.me = me, p.stream = stream, p.cache = &ipc->cache_;
+    p.api = api, p.me = me, p.cache = &ipc->cache_;
     p.events.resize(size_t(n));
     ipc->inboxes_.resize(size_t(n));
     std::string error;
@@ -37,18 +40,23 @@ Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, void* s
     Status s = ShmInbox::create(1, board_bytes, &ipc->inboxes_[size_t(me)], &mine.board, &error);
     if (ok(s)) new (ipc->inboxes_[size_t(me)]->slot(0)) IpcBoard;
     IpcEvents& own = p.events[size_t(me)];
-    if (ok(s) && (api->ipc_event_create(&own.input, mine.input) != 0 ||
-                  api->ipc_event_create(&own.done, mine.done) != 0 || api->event_create(&p.finished) != 0)) {
+    if (ok(s) && (api->get_device(&ipc->device_) != 0 || api->stream_create_nonblocking(&p.stream) != 0 ||
+                  api->event_create(&p.finished) != 0 || api->event_create(&p.application) != 0 ||
+                  api->ipc_event_create(&own.input, mine.input) != 0 ||
+                  api->ipc_event_create(&own.done, mine.done) != 0)) {
         error = std::string("IPC events: ") + api->last_error();
         s = Status::unavailable;
     }
-    // A probe of the driver's will: every peer opens this allocation once
-    // (no peer access between the GPUs, a container or MIG that forbids
-    // IPC, a driver that refuses the handle: all show here, before any call
-    // depends on it).
+    // A probe of the driver's will and of the path between the GPUs: every
+    // peer opens this allocation and reads it back (no peer access, a
+    // container or MIG that forbids IPC, a driver that refuses the handle:
+    // all show here, before any call depends on it).
     void* probe = nullptr;
-    if (ok(s) && (api->get_device(&mine.device) != 0 || api->alloc_device(&probe, 256) != 0 ||
-                  api->ipc_export_memory(probe, &mine.probe) != 0)) {
+    unsigned char pattern[kProbeBytes], seen[kProbeBytes];
+    for (size_t i = 0; i < kProbeBytes; ++i) pattern[i] = probe_byte(me, i);
+    if (ok(s) && (api->alloc_device(&probe, kProbeBytes) != 0 ||
+                  api->memcpy_async(probe, pattern, kProbeBytes, p.stream) != 0 ||
+                  api->stream_synchronize(p.stream) != 0 || api->ipc_export_memory(probe, &mine.probe) != 0)) {
         error = std::string("exporting device memory: ") + api->last_error();
         s = Status::unavailable;
     }
@@ -57,28 +65,33 @@ Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, void* s
     pmpi::allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
     for (int r = 0; ok(s) && r < n; ++r) {
         if (r == me) continue;
+        const std::string rank = "rank " + std::to_string(r);
         if (!all[size_t(r)].ok) {
-            s = Status::unavailable, error = "rank " + std::to_string(r) + " could not set up its IPC events";
+            s = Status::unavailable, error = rank + " could not set up its IPC events";
             break;
         }
         s = ShmInbox::open(all[size_t(r)].board, &ipc->inboxes_[size_t(r)], &error);
         IpcEvents& e = p.events[size_t(r)];
         if (ok(s) && (api->ipc_event_open(all[size_t(r)].input, &e.input) != 0 ||
                       api->ipc_event_open(all[size_t(r)].done, &e.done) != 0)) {
-            error = "opening rank " + std::to_string(r) + "'s IPC events: " + api->last_error();
-            s = Status::unavailable;
-        }
-        int reach = 0;
-        if (ok(s) && (api->can_access_peer(mine.device, all[size_t(r)].device, &reach) != 0 || !reach)) {
-            error = "GPU " + std::to_string(mine.device) + " cannot reach rank " + std::to_string(r) + "'s GPU " +
-                    std::to_string(all[size_t(r)].device) + " (no peer access)";
+            error = "opening " + rank + "'s IPC events: " + api->last_error();
             s = Status::unavailable;
         }
         void* opened = nullptr;
         if (ok(s) && api->ipc_open_memory(&all[size_t(r)].probe, &opened) != 0) {
-            error = "opening rank " + std::to_string(r) + "'s device memory: " + api->last_error();
+            error = "opening " + rank + "'s device memory: " + api->last_error();
             s = Status::unavailable;
         }
+        if (ok(s) && (api->memcpy_async(seen, opened, kProbeBytes, p.stream) != 0 ||
+                      api->stream_synchronize(p.stream) != 0)) {
+            error = "reading " + rank + "'s device memory: " + api->last_error();
+            s = Status::unavailable;
+        }
+        for (size_t i = 0; ok(s) && i < kProbeBytes; ++i)
+            if (seen[i] != probe_byte(r, i)) {
+                error = "reading " + rank + "'s device memory gave other bytes (no peer access between the GPUs?)";
+                s = Status::unavailable;
+            }
         if (opened) api->ipc_close_memory(opened);
     }
     int ready = ok(s) ? 1 : 0;
@@ -94,14 +107,30 @@ Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, void* s
     return Status::ok;
 }
 
+// Whether the GPU is done with everything this context queued: no call
+// failed (on any rank: a failed call's work, or a wait on a dead peer's
+// event, may still sit on the stream) and the last call's work ended.
+bool IpcContext::safe_to_release() {
+    for (const std::unique_ptr<ShmInbox>& b : inboxes_)
+        if (b && b->broken()) return false;
+    return !peers_.finished || peers_.api->event_query(peers_.finished) == 0;
+}
+
 IpcContext::~IpcContext() {
     const nexar_device_api* api = peers_.api;
     if (!api) return;
+    if (!safe_to_release()) {
+        cache_.abandon();  // the GPU may still use the mappings, events and stream: leave them
+        return;
+    }
+    if (peers_.stream) api->stream_synchronize(peers_.stream);
     for (const IpcEvents& e : peers_.events) {
         if (e.input) api->event_destroy(e.input);
         if (e.done) api->event_destroy(e.done);
     }
     if (peers_.finished) api->event_destroy(peers_.finished);
+    if (peers_.application) api->event_destroy(peers_.application);
+    if (peers_.stream) api->stream_destroy(peers_.stream);
 }
 
 }  // namespace nexar

@@ -1,10 +1,17 @@
 // What one communicator's IPC allreduces share (algo/ipc_allreduce.h):
 // each rank's board (a one-slot shared-memory inbox every rank of the node
 // maps), its two IPC events and its peers' (opened here), the cache of the
-// peers' allocations, an event that marks a call's end, and the calls'
-// sequence.  Set up collectively at the first device call that agreed on
-// IPC (the buffers' GPU is current then: the events belong to it), and kept
-// for the context's life.
+// peers' allocations, a stream of its own and the events that order it,
+// and the calls' sequence.  Set up collectively at the first device call
+// that agreed on IPC, on that call's GPU, and kept for the context's life;
+// calls on another GPU take the ring through host memory.
+//
+// The stream is a non-blocking one that waits, call by call, for the
+// application's work on the legacy default stream: a peer that dies
+// mid-call may leave it waiting forever for that peer's event, and then
+// only nexar's stream is wedged, not the application's.  Such a context
+// (a failed call on any rank, or a call whose work did not end) leaks its
+// stream, events and mappings rather than close them under the GPU.
 #pragma once
 
 #include <cstdint>
@@ -26,23 +33,27 @@ class IpcContext {
 public:
     // Collective over the context's communicator: ready on every rank or on
     // none; then *why says why (this rank's reason, or that another rank
-    // had one).  `stream`: the context's device stream the calls run on.
-    static Status create(CommContext& ctx, const nexar_device_api* api, void* stream, std::unique_ptr<IpcContext>* out,
+    // had one).  Made on the current GPU.
+    static Status create(CommContext& ctx, const nexar_device_api* api, std::unique_ptr<IpcContext>* out,
                          std::string* why);
     ~IpcContext();
     IpcContext(const IpcContext&) = delete;
     IpcContext& operator=(const IpcContext&) = delete;
 
     const IpcPeers& peers() const { return peers_; }
+    int device() const { return device_; }
     // The next call's sequence number (from 1; every rank counts alike).
     uint64_t next_sequence() { return ++sequence_; }
     ShmInbox& board(int rank) { return *inboxes_[size_t(rank)]; }
 
 private:
-    explicit IpcContext(const nexar_device_api* api, size_t ranks) : cache_(api, 4 * ranks + 8) {}
+    IpcContext(const nexar_device_api* api, size_t ranks) : cache_(api, 4 * ranks + 8) {}
+    bool safe_to_release();
+
     std::vector<std::unique_ptr<ShmInbox>> inboxes_;  // by rank; each holds that rank's IpcBoard
     PeerMemoryCache cache_;
     IpcPeers peers_;
+    int device_ = 0;
     uint64_t sequence_ = 0;
 };
 

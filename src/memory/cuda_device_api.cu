@@ -119,29 +119,34 @@ const char* last_error() { return g_error; }
 
 // --- IPC ---
 
-// cuPointerGetAttribute from the driver the runtime loaded (the plugin links
-// no libcuda): the allocation's unique id and range.
-using PointerGetAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-PointerGetAttribute pointer_get_attribute() {
-    static PointerGetAttribute fn = [] {
-        void* f = nullptr;
-        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &found) !=
-                cudaSuccess ||
-            found != cudaDriverEntryPointSuccess) {
-            cudaGetLastError();
-            f = nullptr;
-        }
-        return reinterpret_cast<PointerGetAttribute>(f);
-    }();
-    return fn;
+// Driver functions from the driver the runtime loaded (the plugin links no
+// libcuda): the allocation's unique id and its range, as UCX's cuda_ipc
+// takes them.
+void* driver_function(const char* name) {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    cudaError_t e = cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &found);
+#else
+    cudaError_t e = cudaGetDriverEntryPoint(name, &f, cudaEnableDefault, &found);
+#endif
+    if (e != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    return f;
 }
+using PointerGetAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+using MemGetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
 
-int attribute(const void* ptr, CUpointer_attribute what, void* out, const char* name) {
-    PointerGetAttribute get = pointer_get_attribute();
-    if (!get) return snprintf(g_error, sizeof g_error, "cuPointerGetAttribute not found in the driver"), 1;
-    CUresult r = get(out, what, reinterpret_cast<CUdeviceptr>(ptr));
-    if (r != CUDA_SUCCESS) return snprintf(g_error, sizeof g_error, "cuPointerGetAttribute(%s): error %d", name, int(r)), 1;
+int allocation_of(const void* ptr, unsigned long long* id, CUdeviceptr* base, size_t* bytes) {
+    static auto get_attribute = reinterpret_cast<PointerGetAttribute>(driver_function("cuPointerGetAttribute"));
+    static auto get_range = reinterpret_cast<MemGetAddressRange>(driver_function("cuMemGetAddressRange"));
+    if (!get_attribute || !get_range)
+        return snprintf(g_error, sizeof g_error, "cuPointerGetAttribute or cuMemGetAddressRange not in the driver"), 1;
+    CUresult r = get_attribute(id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(ptr));
+    if (r == CUDA_SUCCESS) r = get_range(base, bytes, reinterpret_cast<CUdeviceptr>(ptr));
+    if (r != CUDA_SUCCESS) return snprintf(g_error, sizeof g_error, "the allocation of a device pointer: error %d", int(r)), 1;
     return 0;
 }
 
@@ -150,10 +155,7 @@ int ipc_export_memory(const void* ptr, nexar_ipc_memory* out) {
     unsigned long long id = 0;
     CUdeviceptr start = 0;
     size_t bytes = 0;
-    if (attribute(ptr, CU_POINTER_ATTRIBUTE_BUFFER_ID, &id, "BUFFER_ID") ||
-        attribute(ptr, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, &start, "RANGE_START_ADDR") ||
-        attribute(ptr, CU_POINTER_ATTRIBUTE_RANGE_SIZE, &bytes, "RANGE_SIZE"))
-        return 1;
+    if (allocation_of(ptr, &id, &start, &bytes)) return 1;
     cudaIpcMemHandle_t handle;
     static_assert(sizeof handle <= NEXAR_IPC_HANDLE_BYTES, "cudaIpcMemHandle_t does not fit");
     if (check(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(start)), "cudaIpcGetMemHandle")) return 1;
@@ -198,16 +200,18 @@ int stream_wait_event(void* s, void* ev) {
     return check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(ev), 0),
                  "cudaStreamWaitEvent");
 }
-int can_access_peer(int device, int peer, int* yes) {
-    if (device == peer) return *yes = 1, 0;
-    return check(cudaDeviceCanAccessPeer(yes, device, peer), "cudaDeviceCanAccessPeer");
+int stream_create_nonblocking(void** s) {
+    cudaStream_t stream;
+    if (check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate")) return 1;
+    *s = stream;
+    return 0;
 }
 
 const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "CUDA", init, pointer_kind, set_device, get_device, stream_create,
                                stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
                                event_query, timing_event_create, event_elapsed_ms, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
                                free_pinned, last_error, ipc_export_memory, ipc_open_memory, ipc_close_memory,
-                               ipc_event_create, ipc_event_open, stream_wait_event, can_access_peer};
+                               ipc_event_create, ipc_event_open, stream_wait_event, stream_create_nonblocking};
 
 }  // namespace
 

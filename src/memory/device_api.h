@@ -97,8 +97,11 @@ typedef struct nexar_device_api {
     /* Work queued on `stream` afterwards waits for the event's latest record
      * (cudaStreamWaitEvent). */
     int (*stream_wait_event)(void *stream, void *event);
-    /* *yes = 1 when `device` can map `peer`'s memory (the same device: 1). */
-    int (*can_access_peer)(int device, int peer, int *yes);
+    /* A stream that does not wait for the legacy default stream by itself
+     * (cudaStreamNonBlocking): work that other processes order can wedge it
+     * without wedging the application's.  event_record(event, NULL) records
+     * on the legacy default stream, for it to wait on. */
+    int (*stream_create_nonblocking)(void **stream);
 } nexar_device_api;
 
 /* The plugin's one exported symbol. */

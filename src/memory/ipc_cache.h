@@ -7,7 +7,10 @@
 // peer.  The peer's allocation id tells a freed and reused address from the
 // allocation opened before: that mapping is closed and the new one opened.
 // At most `capacity` allocations stay open; the least recently used goes
-// first.  Everything is closed when the cache goes.
+// first.  Everything is closed when the cache goes.  A peer's freed
+// allocation at an address it does not reuse stays mapped here until it is
+// evicted, which keeps its memory from the driver meanwhile (UCX's cuda_ipc
+// cache makes the same trade).
 #pragma once
 
 #include <cstddef>
@@ -33,6 +36,9 @@ public:
     Status map(int peer, const nexar_ipc_memory& mem, char** ptr, std::string* error);
     // Closes every allocation of `peer` (a peer that failed or left).
     void forget_peer(int peer);
+    // Forgets every mapping without closing it: the GPU may still use them
+    // (a call that failed); leaking is safer than closing under it.
+    void abandon() { entries_.clear(); }
 
     size_t open_count() const { return entries_.size(); }
     uint64_t opens() const { return opens_; }  // handles opened so far
