@@ -104,11 +104,11 @@ Status board_stall(CommContext& ctx, const std::function<ShmInbox&(int)>& board,
     char buf[256];
     Status s = failed_peer(ctx, board, error);
     if (!ok(s)) return s;
-    for (int r = 0; r < ctx.size(); ++r) {
-        if (r == ctx.rank() || (late >= 0 && r != late)) continue;
-        const pid_t pid = board(r).owner_pid();
-        if (!process_gone(pid)) continue;
-        snprintf(buf, sizeof buf, "rank %d (process %d) has exited in the middle of %s", r, int(pid), what);
+    // Only the rank waited for: with every peer there (late < 0) a peer
+    // may have finished and exited in good order.
+    if (late >= 0 && late != ctx.rank() && process_gone(board(late).owner_pid())) {
+        snprintf(buf, sizeof buf, "rank %d (process %d) has exited in the middle of %s", late,
+                 int(board(late).owner_pid()), what);
         *error = buf;
         return Status::peer_failure;
     }
@@ -149,8 +149,12 @@ Status BoardRun<Operation>::poll(bool* moved, std::string* error) {
 
 template <class Operation>
 Status BoardRun<Operation>::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
-    Status s = board_stall(ctx_, [this](int r) -> ShmInbox& { return board(r); }, op_.waiting_for(), patient(), opt_,
-                           idle_since, what_, error);
+    // Every peer there: the next poll finishes, unless the call waits for
+    // its own work (peers may have finished and even exited meanwhile).
+    const int late = op_.waiting_for();
+    if (late < 0 && !waits_for_own_work()) return check_peers(error);
+    Status s = board_stall(ctx_, [this](int r) -> ShmInbox& { return board(r); }, late, patient(), opt_, idle_since,
+                           what_, error);
     return ok(s) ? s : fail(s);
 }
 

@@ -122,6 +122,8 @@ protected:
     virtual ShmInbox& board(int rank) = 0;
     // Waits with no timeout (a persistent call no peer has started yet).
     virtual bool patient() const { return false; }
+    // Can stall with every peer there (waiting for its own work: the GPU's).
+    virtual bool waits_for_own_work() const { return false; }
     Status fail(Status s);
     Status check_peers(std::string* error);
 
@@ -160,6 +162,7 @@ public:
 
 private:
     ShmInbox& board(int rank) override { return ctx_.ipc()->board(rank); }
+    bool waits_for_own_work() const override { return true; }
 };
 
 // This local index's ring across the nodes alone, over UCX, in place on
