@@ -2,12 +2,15 @@
 
 namespace nexar {
 
-IpcAllreduce::IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf, size_t count,
+IpcAllreduce::IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf,
+                           const nexar_ipc_memory& send_ipc, const nexar_ipc_memory& recv_ipc, size_t count,
                            DataType type, ReduceOp op)
     : peers_(peers),
       seq_(sequence),
       send_(static_cast<const char*>(sendbuf)),
       recv_(static_cast<char*>(recvbuf)),
+      send_ipc_(send_ipc),
+      recv_ipc_(recv_ipc),
       count_(count),
       elem_(datatype_size(type)),
       type_(type),
@@ -32,8 +35,8 @@ Status IpcAllreduce::publish(std::string* error) {
     const nexar_device_api* api = peers_.api;
     IpcBoard* own = peers_.boards[size_t(peers_.me)];
     const size_t slot = size_t(seq_ % 2);
-    if (api->ipc_export_memory(send_, &own->send[slot]) != 0) return failed("exporting the send buffer", error);
-    if (api->ipc_export_memory(recv_, &own->recv[slot]) != 0) return failed("exporting the receive buffer", error);
+    own->send[slot] = send_ipc_;
+    own->recv[slot] = recv_ipc_;
     if (peers_.application && (api->event_record(peers_.application, nullptr) != 0 ||
                                api->stream_wait_event(peers_.stream, peers_.application) != 0))
         return failed("waiting for the application's work", error);

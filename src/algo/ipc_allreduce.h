@@ -68,11 +68,13 @@ struct IpcPeers {
 class IpcAllreduce {
 public:
     // `sequence` > 0, one more than this communicator's previous IPC call.
-    // sendbuf may equal recvbuf.  The stream first waits for the work the
+    // sendbuf may equal recvbuf; `send_ipc` and `recv_ipc` describe them
+    // (ipc_export_memory: the caller checked that both export).  The stream first waits for the work the
     // application queued on the legacy default stream (as a CUDA-aware
     // MPI's: work on its other streams must be synchronized before the call).
-    IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf, size_t count,
-                 DataType type, ReduceOp op);
+    IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf,
+                 const nexar_ipc_memory& send_ipc, const nexar_ipc_memory& recv_ipc, size_t count, DataType type,
+                 ReduceOp op);
     Status poll(bool* moved, std::string* error);
     bool finished() const { return stage_ == Stage::finished; }
     // The first rank whose board does not hold what this call waits for (-1: none).
@@ -90,6 +92,7 @@ private:
     const uint64_t seq_;
     const char* send_;
     char* recv_;
+    const nexar_ipc_memory send_ipc_, recv_ipc_;
     const size_t count_, elem_;
     const DataType type_;
     const ReduceOp op_;

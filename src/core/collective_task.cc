@@ -188,9 +188,8 @@ bool CollectiveTask::ipc_possible() {
     // The context's IPC state belongs to the GPU it was made on.
     if (ctx_->ipc() && ctx_->ipc()->device() != plan_.device_id) return false;
     const nexar_device_api* api = rt_.device_api();
-    nexar_ipc_memory m;
-    const bool send_ok = api->ipc_export_memory(src_, &m) == 0;
-    if (send_ok && api->ipc_export_memory(call_.recvbuf, &m) == 0) return true;
+    const bool send_ok = api->ipc_export_memory(src_, &src_ipc_) == 0;
+    if (send_ok && api->ipc_export_memory(call_.recvbuf, &recv_ipc_) == 0) return true;
     if (ctx_->first_ipc_refusal())
         NEXAR_INFO("communicator context %u: a device %s buffer cannot be exported through IPC (%s): such calls "
                    "take the ring through host memory",
@@ -381,7 +380,7 @@ TaskStep CollectiveTask::start_run() {
 RingCallRun* CollectiveTask::build_run() {
     const DataType type = element_.type;
     const ReduceOp op = element_.op;
-    if (ipc_) return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
+    if (ipc_) return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_);
     if (one_shot_) {
         one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
         return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;

@@ -177,6 +177,7 @@ private:
     std::optional<HierarchicalRun> hier_;
     std::optional<OneShotRun> one_shot_run_;
     std::optional<IpcRun> ipc_run_;
+    nexar_ipc_memory src_ipc_{}, recv_ipc_{};  // the buffers as ipc_possible() exported them
     RingCallRun* run_ = nullptr;
 };
 

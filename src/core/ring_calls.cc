@@ -173,10 +173,10 @@ void OneShotRun::account() const {
     stats.one_shot_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
-IpcRun::IpcRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-               const RingOptions& opt)
-    : BoardRun(ctx, opt, "an IPC allreduce", ctx.ipc()->peers(), ctx.ipc()->next_sequence(), src, recvbuf, count,
-               type, op) {}
+IpcRun::IpcRun(CommContext& ctx, const void* src, void* recvbuf, const nexar_ipc_memory& src_ipc,
+               const nexar_ipc_memory& recv_ipc, size_t count, DataType type, ReduceOp op, const RingOptions& opt)
+    : BoardRun(ctx, opt, "an IPC allreduce", ctx.ipc()->peers(), ctx.ipc()->next_sequence(), src, recvbuf, src_ipc,
+               recv_ipc, count, type, op) {}
 
 void IpcRun::account() const { process_stats().ipc_calls.fetch_add(1, std::memory_order_relaxed); }
 

@@ -156,8 +156,8 @@ private:
 // takes its next sequence.
 class IpcRun final : public BoardRun<IpcAllreduce> {
 public:
-    IpcRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-           const RingOptions& opt);
+    IpcRun(CommContext& ctx, const void* src, void* recvbuf, const nexar_ipc_memory& src_ipc,
+           const nexar_ipc_memory& recv_ipc, size_t count, DataType type, ReduceOp op, const RingOptions& opt);
     void account() const override;
 
 private:

@@ -97,18 +97,10 @@ void point_at_cuda_plugin(const char* argv0) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    bool parsable = false;
-    for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "-p")) {
-            parsable = true;
-        } else {
-            fprintf(stderr, "usage: nexar-info [-p]\n  -p  key=value lines for scripts\n");
-            return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
-        }
-    }
-    Lines build, machine, settings;
-
+// What this nexar is: version, the MPI and UCX it was built with, the CPU
+// reduction paths.
+Lines build_lines() {
+    Lines build;
     build.emplace_back("version", NEXAR_VERSION);
     const nexar::MpiIdentity mpi = nexar::mpi_built_for();
     build.emplace_back("mpi_built_for", mpi.family.empty() ? "unknown" : mpi.family + " " + mpi.version);
@@ -118,10 +110,14 @@ int main(int argc, char** argv) {
         if (nexar::host_isa_supported(isa)) isas += std::string(isas.empty() ? "" : ",") + nexar::host_isa_name(isa);
     build.emplace_back("cpu_reduce_paths_usable", isas);
     build.emplace_back("cpu_reduce_path", nexar::host_isa_name(nexar::host_isa_best()));
+    return build;
+}
 
-    const char* plugin_setting = getenv("NEXAR_CUDA_PLUGIN");  // before we point at ours
-    const std::string plugin_asked = plugin_setting ? plugin_setting : "";
-    point_at_cuda_plugin(argv[0]);
+// What this machine offers: GPU and plugin, CMA, THP, /dev/shm, descriptors.
+// Points NEXAR_CUDA_PLUGIN at the plugin beside this program where unset.
+Lines machine_lines(const char* argv0) {
+    Lines machine;
+    point_at_cuda_plugin(argv0);
     const nexar_device_api* api = nullptr;
     std::string why;
     if (ok(nexar::load_device_api(&api, &why)) && api) {
@@ -141,10 +137,18 @@ int main(int argc, char** argv) {
     machine.emplace_back("fd_limit", getrlimit(RLIMIT_NOFILE, &fds) == 0
                                          ? (fds.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(fds.rlim_cur))
                                          : "unknown");
+    return machine;
+}
 
+// Every setting with its value and where it came from, and what they come
+// to in jobs with and without GPUs.  plugin_asked: NEXAR_CUDA_PLUGIN as the
+// user set it ("" when unset); *problems: the malformed values, as the
+// library would report them.
+Lines settings_lines(const std::string& plugin_asked, std::vector<std::string>* problems_out) {
+    Lines settings;
     // Every NEXAR_* setting the library reads: the names it asks for.
     std::vector<std::string> names;
-    std::vector<std::string> problems;
+    std::vector<std::string>& problems = *problems_out;
     nexar::Config cfg = nexar::parse_config(
         [&](const char* name) -> const char* {
             names.emplace_back(name);
@@ -192,6 +196,25 @@ int main(int argc, char** argv) {
     settings.emplace_back("in_a_job_with_a_gpu",
                           std::string("threshold=") + nexar::format_bytes(gpu.threshold_bytes) +
                               " host_buffers=" + (gpu.host_buffers ? "1" : "0"));
+    return settings;
+}
+
+int main(int argc, char** argv) {
+    bool parsable = false;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "-p")) {
+            parsable = true;
+        } else {
+            fprintf(stderr, "usage: nexar-info [-p]\n  -p  key=value lines for scripts\n");
+            return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+
+    const char* plugin_setting = getenv("NEXAR_CUDA_PLUGIN");  // before machine_lines points at ours
+    const std::string plugin_asked = plugin_setting ? plugin_setting : "";
+    std::vector<std::string> problems;
+    const Lines build = build_lines(), machine = machine_lines(argv[0]),
+                settings = settings_lines(plugin_asked, &problems);
 
     if (parsable) {
         for (const Lines* group : {&build, &machine, &settings})

@@ -323,7 +323,9 @@ int ipc_rank(Shared* sh, int n, int me, size_t count, nexar::DataType type, nexa
         if (api->memcpy_async(slow_to, slow_from, slow, stream) ||
             api->memcpy_async(input, staging.data(), count * elem, stream))
             return 19;
-        nexar::IpcAllreduce run(peers, uint64_t(call + 1), input, recv, count, type, op);
+        nexar_ipc_memory input_ipc, recv_ipc;
+        if (api->ipc_export_memory(input, &input_ipc) || api->ipc_export_memory(recv, &recv_ipc)) return 20;
+        nexar::IpcAllreduce run(peers, uint64_t(call + 1), input, recv, input_ipc, recv_ipc, count, type, op);
         std::string error;
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
         while (!run.finished()) {
