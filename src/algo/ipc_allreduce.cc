@@ -4,7 +4,7 @@ namespace nexar {
 
 IpcAllreduce::IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf,
                            const nexar_ipc_memory& send_ipc, const nexar_ipc_memory& recv_ipc, size_t count,
-                           DataType type, ReduceOp op)
+                           DataType type, ReduceOp op, IpcPart part)
     : peers_(peers),
       seq_(sequence),
       send_(static_cast<const char*>(sendbuf)),
@@ -14,7 +14,8 @@ IpcAllreduce::IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void*
       count_(count),
       elem_(datatype_size(type)),
       type_(type),
-      op_(op) {}
+      op_(op),
+      part_(part) {}
 
 Status IpcAllreduce::failed(const char* what, std::string* error) {
     *error = std::string(what) + ": " + peers_.api->last_error();
@@ -51,6 +52,8 @@ Status IpcAllreduce::reduce_and_scatter(std::string* error) {
     const int n = int(peers_.boards.size()), me = peers_.me;
     const size_t slot = size_t(seq_ % 2);
     // Every rank's send buffer and every peer's receive buffer, here.
+    // (Each half maps only what it touches.)
+    const bool reduces = part_ != IpcPart::allgather, scatters = part_ != IpcPart::reduce_scatter;
     std::vector<const char*> sends(static_cast<size_t>(n));
     std::vector<char*> recvs(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) {
@@ -60,8 +63,8 @@ Status IpcAllreduce::reduce_and_scatter(std::string* error) {
         }
         const IpcBoard* b = peers_.boards[size_t(r)];
         char *s = nullptr, *d = nullptr;
-        Status st = peers_.cache->map(r, b->send[slot], &s, error);
-        if (ok(st)) st = peers_.cache->map(r, b->recv[slot], &d, error);
+        Status st = reduces ? peers_.cache->map(r, b->send[slot], &s, error) : Status::ok;
+        if (ok(st) && scatters) st = peers_.cache->map(r, b->recv[slot], &d, error);
         if (!ok(st)) return st;
         sends[size_t(r)] = s, recvs[size_t(r)] = d;
         if (api->stream_wait_event(peers_.stream, peers_.events[size_t(r)].input) != 0)
@@ -73,14 +76,17 @@ Status IpcAllreduce::reduce_and_scatter(std::string* error) {
         // Own input first (in place it is dst itself, read before written),
         // then the others in rank order: one order per chunk, so one result.
         bool first = true;
-        for (int r = 0; r < n; ++r) {
+        for (int r = 0; reduces && r < n; ++r) {
             if (r == me) continue;
             const char* a = first ? send_ + at : dst;
             if (api->reduce_async(dst, a, sends[size_t(r)] + at, items, int(type_), int(op_), peers_.stream) != 0)
                 return failed("reducing from a peer's buffer", error);
             first = false;
         }
-        for (int r = 0; r < n; ++r)
+        // A rank alone (one local rank per node) reduces nothing.
+        if (reduces && first && dst != send_ + at && api->memcpy_async(dst, send_ + at, items * elem_, peers_.stream) != 0)
+            return failed("copying its own input", error);
+        for (int r = 0; scatters && r < n; ++r)
             if (r != me && api->memcpy_async(recvs[size_t(r)] + at, dst, items * elem_, peers_.stream) != 0)
                 return failed("copying into a peer's buffer", error);
     }

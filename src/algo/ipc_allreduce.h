@@ -25,6 +25,14 @@
 //
 // Polled, like OneShotAllreduce; liveness (a peer that exited, a timeout)
 // is the caller's: waiting_for() names the rank not yet there.
+//
+// Either half may run alone, for the hierarchical allreduce's node phases
+// (core/ring_calls.h, IpcHierarchicalRun): the reduce-scatter leaves chunk
+// r reduced in rank r's receive buffer only; the allgather copies each
+// rank's chunk r of its receive buffer into every peer's.  Each half is a
+// call of its own (a sequence number, both events, both boards).  "Rank"
+// here is the index among the ranks that share the IPC state: on a node
+// of a larger communicator, the local index.
 #pragma once
 
 #include <atomic>
@@ -65,6 +73,9 @@ struct IpcPeers {
     void* application = nullptr;  // a local event the stream waits on: the application's work is done
 };
 
+// What an IpcAllreduce does: the whole allreduce, or one half of it.
+enum class IpcPart { allreduce, reduce_scatter, allgather };
+
 class IpcAllreduce {
 public:
     // `sequence` > 0, one more than this communicator's previous IPC call.
@@ -74,11 +85,13 @@ public:
     // MPI's: work on its other streams must be synchronized before the call).
     IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf,
                  const nexar_ipc_memory& send_ipc, const nexar_ipc_memory& recv_ipc, size_t count, DataType type,
-                 ReduceOp op);
+                 ReduceOp op, IpcPart part = IpcPart::allreduce);
     Status poll(bool* moved, std::string* error);
     bool finished() const { return stage_ == Stage::finished; }
     // The first rank whose board does not hold what this call waits for (-1: none).
     int waiting_for() const;
+    // The elements of `count` that rank `rank`'s chunk starts at (rank = ranks: count).
+    static size_t chunk_begin(size_t count, int rank, int ranks) { return count * size_t(rank) / size_t(ranks); }
 
 private:
     enum class Stage { publish, reduce, collect, finishing, finished };
@@ -86,7 +99,7 @@ private:
     Status reduce_and_scatter(std::string* error);
     Status collect(std::string* error);
     Status failed(const char* what, std::string* error);
-    size_t chunk_begin(int rank) const { return count_ * size_t(rank) / peers_.boards.size(); }
+    size_t chunk_begin(int rank) const { return chunk_begin(count_, rank, int(peers_.boards.size())); }
 
     const IpcPeers& peers_;
     const uint64_t seq_;
@@ -96,6 +109,7 @@ private:
     const size_t count_, elem_;
     const DataType type_;
     const ReduceOp op_;
+    const IpcPart part_;
     Stage stage_ = Stage::publish;
 };
 

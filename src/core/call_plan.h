@@ -80,8 +80,11 @@ struct CallAgreement {
     int64_t ucx_segment = 0;    // the segment size it proposes for a ring on UCX (the least is taken)
     int64_t buffers = 0;        // no buffer it needs is NULL (else every rank reports MPI_ERR_BUFFER)
     int64_t neg_new_round = 0;  // -1: its copy chooser saw the chosen mode turn slow (one is enough)
-    int64_t ipc = 0;            // device buffers: it can take the IPC allreduce (algo/ipc_allreduce.h)
+    int64_t ipc = 0;            // device buffers: it can take the IPC allreduce (algo/ipc_allreduce.h):
+                                // 2, or 1 where a buffer is exported as a descriptor (kIpcNeedsFdHandles)
+    int64_t device = 0;         // its buffers are device memory (NEXAR_CUDA_IPC=require fails calls of all-device ranks)
 };
+constexpr int64_t kIpcNeedsFdHandles = 1, kIpcPlain = 2;
 constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));
 static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
 

@@ -173,28 +173,54 @@ void CollectiveTask::plan_here() {
     a.ucx_segment = int64_t(plan_.segment);
     a.buffers = buffers_ok_;
     a.ipc = ipc_possible();
+    a.device = plan_.device() ? 1 : 0;
 }
 
 // This rank can take the IPC allreduce (algo/ipc_allreduce.h): a blocking
 // allreduce of device buffers, every rank of the communicator on this
-// node, IPC not refused on the context before, and both buffers
-// exportable (not so: managed memory, cudaMallocAsync pools without IPC,
-// virtual-memory-API allocations).  Any rank's no takes today's ring for
-// the call, on every rank.
-bool CollectiveTask::ipc_possible() {
-    if (!cfg_.cuda_ipc || call_.kind != Collective::allreduce || nonblocking_ || !plan_.ready || !plan_.device() ||
-        ctx_->topology().nodes() != 1 || ctx_->ipc_unavailable())
-        return false;
+// node (or, across nodes, the hierarchical allreduce ready and not turned
+// off: its node phases take IPC, IpcHierarchicalRun), IPC not refused on
+// the context before, and both buffers exportable (not so: managed memory,
+// cudaMallocAsync pools without IPC, virtual-memory-API allocations made
+// without a descriptor handle type).  Any rank's no takes today's ring for
+// the call, on every rank.  Returns the agreement's value (call_plan.h).
+int64_t CollectiveTask::ipc_possible() {
+    ipc_why_ = "";
+    if (cfg_.cuda_ipc == CudaIpc::off || call_.kind != Collective::allreduce || nonblocking_ || !plan_.ready ||
+        !plan_.device())
+        return 0;
+    if (ctx_->ipc_unavailable()) return ipc_why_ = "IPC could not be set up on this communicator", 0;
+    if (ctx_->topology().nodes() > 1 && (!ctx_->hier_ready() || cfg_.algorithm == Algorithm::ring))
+        return ipc_why_ = "the communicator spans nodes and the hierarchical allreduce is not ready or is off", 0;
     // The context's IPC state belongs to the GPU it was made on.
-    if (ctx_->ipc() && ctx_->ipc()->device() != plan_.device_id) return false;
+    if (ctx_->ipc() && ctx_->ipc()->device() != plan_.device_id)
+        return ipc_why_ = "the call's GPU is not the one the communicator's IPC was set up on", 0;
     const nexar_device_api* api = rt_.device_api();
     const bool send_ok = api->ipc_export_memory(src_, &src_ipc_) == 0;
-    if (send_ok && api->ipc_export_memory(call_.recvbuf, &recv_ipc_) == 0) return true;
+    if (send_ok && api->ipc_export_memory(call_.recvbuf, &recv_ipc_) == 0) {
+        // A buffer beyond the allocation exported (virtual-memory-API memory
+        // mapped in pieces: the export covers the piece holding its start).
+        if (src_ipc_.offset + uint64_t(bytes_) > src_ipc_.bytes || recv_ipc_.offset + uint64_t(bytes_) > recv_ipc_.bytes) {
+            ipc_why_ = "a device buffer spans several allocations";
+            if (ctx_->first_ipc_refusal())
+                NEXAR_INFO("communicator context %u: a device buffer spans several allocations, which IPC cannot "
+                           "map at once: such calls take the ring through host memory",
+                           ctx_->id());
+            return 0;
+        }
+        const bool fd = ((src_ipc_.flags | recv_ipc_.flags) & NEXAR_IPC_FD_HANDLE) != 0;
+        if (!fd) return kIpcPlain;
+        // Known not to reach the peers: no need to ask them.
+        if (ctx_->ipc() && !ctx_->ipc()->fd_handles())
+            return ipc_why_ = "the ranks cannot take each other's descriptors (virtual-memory-API memory)", 0;
+        return kIpcNeedsFdHandles;
+    }
+    ipc_why_ = "a device buffer cannot be exported";
     if (ctx_->first_ipc_refusal())
         NEXAR_INFO("communicator context %u: a device %s buffer cannot be exported through IPC (%s): such calls "
                    "take the ring through host memory",
                    ctx_->id(), send_ok ? "receive" : "send", api->last_error());
-    return false;
+    return 0;
 }
 
 // Collective: every rank agreed on IPC for this call, and none had tried
@@ -203,9 +229,13 @@ void CollectiveTask::set_up_ipc() {
     std::unique_ptr<IpcContext> ipc;
     std::string why;
     Status s = IpcContext::create(*ctx_, rt_.device_api(), &ipc, &why);
-    if (ok(s) && me_ == 0)
+    if (ok(s) && me_ == 0 && ctx_->topology().nodes() == 1)
         NEXAR_INFO("communicator context %u: device buffers go GPU to GPU through IPC (%d ranks on one node)",
                    ctx_->id(), size_);
+    else if (ok(s) && me_ == 0)
+        NEXAR_INFO("communicator context %u: device allreduces take the hierarchical allreduce: GPU to GPU through "
+                   "IPC among each node's %d ranks, the ring through host memory across the %d nodes",
+                   ctx_->id(), int(ipc->members().size()), ctx_->topology().nodes());
     else if (!ok(s))
         NEXAR_INFO("communicator context %u: no IPC for device buffers (%s): they take the ring through host memory",
                    ctx_->id(), why.c_str());
@@ -338,13 +368,27 @@ TaskStep CollectiveTask::start_run() {
     // here: no rank falls out of step with the others' boards.
     const bool allreduce = call_.kind == Collective::allreduce;
     // Device buffers of one node, every rank able: GPU to GPU through IPC.
+    // Across nodes, the hierarchical allreduce with its node phases there.
     if (allreduce && agreement_.ipc) {
         if (!ctx_->ipc() && !ctx_->ipc_unavailable()) set_up_ipc();
-        ipc_ = ctx_->ipc() != nullptr;
+        // Every rank knows whether any buffer is exported as a descriptor
+        // (the agreement), and the context whether they reach the peers.
+        ipc_ = ctx_->ipc() && (agreement_.ipc == kIpcPlain || ctx_->ipc()->fd_handles());
+        if (!ipc_ && *ipc_why_ == '\0')
+            ipc_why_ = ctx_->ipc() ? "the ranks cannot take each other's descriptors (virtual-memory-API memory)"
+                                   : "setting IPC up failed";
         if (ipc_) {
+            opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the rings across nodes'
             run_ = build_run();
             return TaskStep::run;
         }
+    }
+    // NEXAR_CUDA_IPC=require: where every rank's buffers are device memory,
+    // a call that cannot take IPC fails (every rank knows: the agreement).
+    if (allreduce && !ipc_ && cfg_.cuda_ipc == CudaIpc::require && agreement_.device) {
+        error_ = std::string("NEXAR_CUDA_IPC=require, and this device allreduce cannot go GPU to GPU through IPC: ") +
+                 (*ipc_why_ ? ipc_why_ : "another rank's buffers or GPU cannot (its NEXAR_LOG=info says why)");
+        return result_ = finish_ring(Status::unavailable), TaskStep::done;
     }
     one_shot_ = allreduce && agreement_.shm && ctx_->boards_ready() &&
                 uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
@@ -376,10 +420,20 @@ TaskStep CollectiveTask::start_run() {
     return TaskStep::run;
 }
 
+// The engine of a ring over device buffers (the agreed device path).
+DeviceEngine& CollectiveTask::new_device_engine() {
+    return device_engine_.emplace(plan_.mode, element_.type, element_.op, ctx_->device_buffers(rt_.device_api()),
+                                  UCS_MEMORY_TYPE_CUDA, cfg_.gpu_profile);
+}
+
 // The agreed algorithm on the agreed channels (null: arguments no ring takes).
 RingCallRun* CollectiveTask::build_run() {
     const DataType type = element_.type;
     const ReduceOp op = element_.op;
+    if (ipc_ && ctx_->topology().nodes() > 1) {
+        return &ipc_hier_run_.emplace(*ctx_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_,
+                                      ring_count_, type, op, opt_);
+    }
     if (ipc_) return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_);
     if (one_shot_) {
         one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
@@ -394,8 +448,7 @@ RingCallRun* CollectiveTask::build_run() {
     if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, call_.kind, used_.mode);
     SegmentEngine* engine = nullptr;
     if (plan_.device())
-        engine = &device_engine_.emplace(plan_.mode, type, op, ctx_->device_buffers(rt_.device_api()),
-                                         UCS_MEMORY_TYPE_CUDA, cfg_.gpu_profile);
+        engine = &new_device_engine();
     else
         engine = &host_engine_.emplace(type, op, ctx_->scratch(), ring_in_place_);
     flat_.emplace(*ctx_, agreement_.shm != 0, used_.mode, *engine, ring_src_, ring_recv_, layout_,

@@ -111,7 +111,8 @@ private:
     void check_own_buffers();
     void place_ring_buffers();
     void plan_here();
-    bool ipc_possible();
+    int64_t ipc_possible();
+    DeviceEngine& new_device_engine();
     void set_up_ipc();
     RingCallRun* build_run();
     Status place_own_block();
@@ -177,7 +178,9 @@ private:
     std::optional<HierarchicalRun> hier_;
     std::optional<OneShotRun> one_shot_run_;
     std::optional<IpcRun> ipc_run_;
+    std::optional<IpcHierarchicalRun> ipc_hier_run_;
     nexar_ipc_memory src_ipc_{}, recv_ipc_{};  // the buffers as ipc_possible() exported them
+    const char* ipc_why_ = "";                  // why this rank's call cannot take IPC ("": it can, or not a device call)
     RingCallRun* run_ = nullptr;
 };
 

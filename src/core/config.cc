@@ -90,6 +90,13 @@ bool parse_host_buffers(const char* text, HostBuffers* out) {
     return *out = on ? HostBuffers::on : HostBuffers::off, true;
 }
 
+bool parse_cuda_ipc(const char* text, CudaIpc* out) {
+    bool on = false;
+    if (text && strcasecmp(text, "require") == 0) return *out = CudaIpc::require, true;
+    if (!parse_bool(text, &on)) return false;
+    return *out = on ? CudaIpc::on : CudaIpc::off, true;
+}
+
 bool parse_uint(const char* text, uint64_t* out) {
     if (!text) return false;
     const char* p = skip_space(text);
@@ -141,6 +148,15 @@ bool parse_cuda_path(const char* text, CudaPath* out) {
     for (CudaPath p : {CudaPath::automatic, CudaPath::direct, CudaPath::staged})
         if (strcasecmp(text, cuda_path_name(p)) == 0) return *out = p, true;
     return false;
+}
+
+const char* cuda_ipc_name(CudaIpc i) {
+    switch (i) {
+        case CudaIpc::off: return "0";
+        case CudaIpc::on: return "1";
+        case CudaIpc::require: return "require";
+    }
+    return "?";
 }
 
 const char* cuda_path_name(CudaPath p) {
@@ -254,8 +270,8 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         c.one_shot_bytes = kOneShotBytes;
         complain("NEXAR_ONE_SHOT_BYTES", v, "a byte count from 0 (never) to 1M", format_bytes(kOneShotBytes));
     }
-    if ((v = lookup("NEXAR_CUDA_IPC")) && !parse_bool(v, &c.cuda_ipc))
-        complain("NEXAR_CUDA_IPC", v, "1 or 0", "1");
+    if ((v = lookup("NEXAR_CUDA_IPC")) && !parse_cuda_ipc(v, &c.cuda_ipc))
+        complain("NEXAR_CUDA_IPC", v, "1, 0 or require", "1");
     return c;
 }
 
@@ -263,11 +279,11 @@ std::string describe(const Config& c) {
     char buf[440];
     snprintf(buf, sizeof buf,
              "enable=%d threshold=%s segment=%s depth=%u host_buffers=%s shm=%d timeout=%gs stats=%d cuda_path=%s "
-             "cuda_ipc=%d algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
+             "cuda_ipc=%s algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
              c.enable ? 1 : 0, c.threshold_auto ? "auto" : format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
              c.pipeline_depth, host_buffers_name(c.host_setting), c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
-             c.cuda_ipc ? 1 : 0, algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
+             cuda_ipc_name(c.cuda_ipc), algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
              format_bytes(c.stream_bytes).c_str(), c.nonblocking ? 1 : 0, progress_mode_name(c.progress),
              format_bytes(c.one_shot_bytes).c_str());
     return buf;

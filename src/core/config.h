@@ -22,6 +22,12 @@ namespace nexar {
 enum class CudaPath { automatic, direct, staged };
 const char* cuda_path_name(CudaPath p);
 
+// Device allreduces of one node (or of each node's ranks) GPU to GPU
+// through IPC (NEXAR_CUDA_IPC): where every rank can (1), never (0: the
+// staged ring), or always, failing a call where it cannot (require).
+enum class CudaIpc { off, on, require };
+const char* cuda_ipc_name(CudaIpc i);
+
 // Which allreduce runs across nodes (NEXAR_ALGORITHM): the node-ordered
 // flat ring, the hierarchical one (algo/hierarchical.h), or the cost
 // model's choice (algo/cost_model.h).
@@ -117,7 +123,7 @@ struct Config {
     bool stats = false;                           // NEXAR_STATS
     LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
     CudaPath cuda_path = CudaPath::automatic;     // NEXAR_CUDA_PATH
-    bool cuda_ipc = true;                         // NEXAR_CUDA_IPC: device buffers of one node GPU to GPU
+    CudaIpc cuda_ipc = CudaIpc::on;               // NEXAR_CUDA_IPC: device buffers of one node GPU to GPU
     Algorithm algorithm = Algorithm::automatic;   // NEXAR_ALGORITHM
     ShmCopySetting shm_copy = ShmCopySetting::automatic;  // NEXAR_SHM_COPY
     bool gpu_profile = false;                     // NEXAR_GPU_PROFILE: time the device ring's stages
@@ -165,6 +171,7 @@ bool parse_seconds(const char* text, double* out);
 bool parse_log_level(const char* text, LogLevel* out);
 // "auto", "direct", "staged".
 bool parse_cuda_path(const char* text, CudaPath* out);
+bool parse_cuda_ipc(const char* text, CudaIpc* out);
 // "auto", "ring", "hier".
 bool parse_algorithm(const char* text, Algorithm* out);
 // "auto", "slots", "mixed", "cma".

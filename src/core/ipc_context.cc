@@ -1,10 +1,16 @@
 #include "core/ipc_context.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <new>
 
 #include "core/comm_context.h"
+#include "core/log.h"
 #include "core/pmpi.h"
+#include "memory/fd_handle.h"
 
 namespace nexar {
 
@@ -17,8 +23,19 @@ struct IpcSetup {
     unsigned char done[NEXAR_IPC_HANDLE_BYTES];
     nexar_ipc_memory probe;  // a small allocation every peer must be able to read
     int32_t ok;
+    int32_t pid;
+    int32_t probe_fd;  // a descriptor every peer tries to take (fd_handle.h); -1: none
     int32_t pad;
 };
+
+// This node's ranks of the communicator, in local-index order.
+std::vector<int> node_members(const CommContext& ctx) {
+    const RingTopology& t = ctx.topology();
+    std::vector<int> members(size_t(t.local_size(ctx.rank())), -1);
+    for (int r = 0; r < ctx.size(); ++r)
+        if (t.same_node(r, ctx.rank())) members[size_t(t.local_index(r))] = r;
+    return members;
+}
 
 constexpr size_t kProbeBytes = 256;
 unsigned char probe_byte(int owner, size_t i) { return static_cast<unsigned char>(owner * 31 + int(i) * 7 + 1); }
@@ -27,8 +44,10 @@ unsigned char probe_byte(int owner, size_t i) { return static_cast<unsigned char
 
 Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, std::unique_ptr<IpcContext>* out,
                           std::string* why) {
-    const int n = ctx.size(), me = ctx.rank();
+    const std::vector<int> members = node_members(ctx);
+    const int n = int(members.size()), me = ctx.topology().local_index(ctx.rank());
     std::unique_ptr<IpcContext> ipc(new IpcContext(api, size_t(n)));
+    ipc->members_ = members;
     IpcPeers& p = ipc->peers_;
     p.api = api, p.me = me, p.cache = &ipc->cache_;
     p.events.resize(size_t(n));
@@ -61,11 +80,19 @@ Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, std::un
         s = Status::unavailable;
     }
     mine.ok = ok(s) ? 1 : 0;
-    std::vector<IpcSetup> all(static_cast<size_t>(n));
-    pmpi::allgather(&mine, int(sizeof mine), MPI_BYTE, all.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
+    mine.pid = int32_t(getpid());
+    mine.probe_fd = memfd_create("nexar-ipc-probe", MFD_CLOEXEC);
+    // Every rank of the communicator takes part (the hierarchical allreduce's
+    // nodes set theirs up at once); each reads its node's entries.
+    std::vector<IpcSetup> everyone(static_cast<size_t>(ctx.size()));
+    pmpi::allgather(&mine, int(sizeof mine), MPI_BYTE, everyone.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
+    std::vector<IpcSetup> all;
+    for (int m : members) all.push_back(everyone[size_t(m)]);
+    int fd_handles = mine.probe_fd >= 0 ? 1 : 0;
+    std::string fd_why = fd_handles ? "" : std::string("memfd_create: ") + strerror(errno);
     for (int r = 0; ok(s) && r < n; ++r) {
         if (r == me) continue;
-        const std::string rank = "rank " + std::to_string(r);
+        const std::string rank = "rank " + std::to_string(members[size_t(r)]);
         if (!all[size_t(r)].ok) {
             s = Status::unavailable, error = rank + " could not set up its IPC events";
             break;
@@ -93,15 +120,31 @@ Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, std::un
                 s = Status::unavailable;
             }
         if (opened) api->ipc_close_memory(opened);
+        // Memory exported as a descriptor needs this (memory/fd_handle.h).
+        if (fd_handles && all[size_t(r)].probe_fd >= 0) {
+            const int taken = take_descriptor(pid_t(all[size_t(r)].pid), all[size_t(r)].probe_fd);
+            if (taken >= 0)
+                close(taken);
+            else
+                fd_handles = 0, fd_why = "taking " + rank + "'s descriptors (pidfd_getfd): " + strerror(errno);
+        } else if (fd_handles) {
+            fd_handles = 0, fd_why = rank + " has no descriptor to offer";
+        }
     }
-    int ready = ok(s) ? 1 : 0;
-    pmpi::allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
+    int agreed[2] = {ok(s) ? 1 : 0, fd_handles};
+    pmpi::allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT, MPI_MIN, ctx.comm());
     if (probe) api->free_device(probe);  // every peer has closed it
+    if (mine.probe_fd >= 0) close(mine.probe_fd);  // every peer has taken it, or given up
     if (ipc->inboxes_[size_t(me)]) ipc->inboxes_[size_t(me)]->unlink();  // every rank has mapped it, or given up
-    if (!ready) {
+    if (!agreed[0]) {
         *why = ok(s) ? "another rank could not set up IPC" : error;
         return Status::unavailable;
     }
+    ipc->fd_handles_ = agreed[1] != 0;
+    if (!ipc->fd_handles_ && ctx.rank() == 0)
+        NEXAR_INFO("communicator context %u: IPC without memory exported as descriptors (the virtual-memory API's: "
+                   "it takes the ring through host memory): %s",
+                   ctx.id(), fd_why.empty() ? "another rank cannot take its peers' descriptors" : fd_why.c_str());
     for (int r = 0; r < n; ++r) p.boards.push_back(reinterpret_cast<IpcBoard*>(ipc->inboxes_[size_t(r)]->slot(0)));
     *out = std::move(ipc);
     return Status::ok;

@@ -86,9 +86,10 @@ namespace {
 // waits for its own work: an IPC allreduce's on the GPU, which a peer that
 // died may never let end); `patient`: a persistent call no peer has
 // started yet waits.
-Status failed_peer(CommContext& ctx, const std::function<ShmInbox&(int)>& board, std::string* error) {
-    for (int r = 0; r < ctx.size(); ++r) {
-        if (r == ctx.rank() || !board(r).broken()) continue;
+Status failed_peer(const BoardGroup& group, const std::function<ShmInbox&(int)>& board, std::string* error) {
+    for (int i = 0; i < group.size; ++i) {
+        if (i == group.me || !board(i).broken()) continue;
+        const int r = group.rank_of(i);
         char buf[160];
         snprintf(buf, sizeof buf, "a call on rank %d's communicator failed before: the error is in rank %d's log", r,
                  r);
@@ -98,16 +99,16 @@ Status failed_peer(CommContext& ctx, const std::function<ShmInbox&(int)>& board,
     return Status::ok;
 }
 
-Status board_stall(CommContext& ctx, const std::function<ShmInbox&(int)>& board, int late, bool patient,
+Status board_stall(const BoardGroup& group, const std::function<ShmInbox&(int)>& board, int late, bool patient,
                    const RingOptions& opt, std::chrono::steady_clock::time_point idle_since, const char* what,
                    std::string* error) {
     char buf[256];
-    Status s = failed_peer(ctx, board, error);
+    Status s = failed_peer(group, board, error);
     if (!ok(s)) return s;
     // Only the rank waited for: with every peer there (late < 0) a peer
     // may have finished and exited in good order.
-    if (late >= 0 && late != ctx.rank() && process_gone(board(late).owner_pid())) {
-        snprintf(buf, sizeof buf, "rank %d (process %d) has exited in the middle of %s", late,
+    if (late >= 0 && late != group.me && process_gone(board(late).owner_pid())) {
+        snprintf(buf, sizeof buf, "rank %d (process %d) has exited in the middle of %s", group.rank_of(late),
                  int(board(late).owner_pid()), what);
         *error = buf;
         return Status::peer_failure;
@@ -116,7 +117,8 @@ Status board_stall(CommContext& ctx, const std::function<ShmInbox&(int)>& board,
     const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
     if (idle_s <= opt.timeout_s) return Status::ok;
     if (late >= 0)
-        snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): %s waits for rank %d", idle_s, what, late);
+        snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): %s waits for rank %d", idle_s, what,
+                 group.rank_of(late));
     else
         snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): %s waits for its work (the GPU's) to end",
                  idle_s, what);
@@ -128,13 +130,13 @@ Status board_stall(CommContext& ctx, const std::function<ShmInbox&(int)>& board,
 
 template <class Operation>
 Status BoardRun<Operation>::fail(Status s) {
-    board(ctx_.rank()).mark_broken();
+    board(group().me).mark_broken();
     return s;
 }
 
 template <class Operation>
 Status BoardRun<Operation>::check_peers(std::string* error) {
-    Status s = failed_peer(ctx_, [this](int r) -> ShmInbox& { return board(r); }, error);
+    Status s = failed_peer(group(), [this](int i) -> ShmInbox& { return board(i); }, error);
     return ok(s) ? s : fail(s);
 }
 
@@ -153,8 +155,8 @@ Status BoardRun<Operation>::check_stall(std::chrono::steady_clock::time_point id
     // its own work (peers may have finished and even exited meanwhile).
     const int late = op_.waiting_for();
     if (late < 0 && !waits_for_own_work()) return check_peers(error);
-    Status s = board_stall(ctx_, [this](int r) -> ShmInbox& { return board(r); }, late, patient(), opt_, idle_since,
-                           what_, error);
+    Status s = board_stall(group(), [this](int i) -> ShmInbox& { return board(i); }, late, patient(), opt_,
+                           idle_since, what_, error);
     return ok(s) ? s : fail(s);
 }
 
@@ -173,12 +175,97 @@ void OneShotRun::account() const {
     stats.one_shot_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
+namespace {
+const char* ipc_what(IpcPart part) {
+    switch (part) {
+        case IpcPart::reduce_scatter: return "the IPC reduce-scatter of a hierarchical allreduce";
+        case IpcPart::allgather: return "the IPC allgather of a hierarchical allreduce";
+        case IpcPart::allreduce: break;
+    }
+    return "an IPC allreduce";
+}
+}  // namespace
+
 IpcRun::IpcRun(CommContext& ctx, const void* src, void* recvbuf, const nexar_ipc_memory& src_ipc,
-               const nexar_ipc_memory& recv_ipc, size_t count, DataType type, ReduceOp op, const RingOptions& opt)
-    : BoardRun(ctx, opt, "an IPC allreduce", ctx.ipc()->peers(), ctx.ipc()->next_sequence(), src, recvbuf, src_ipc,
-               recv_ipc, count, type, op) {}
+               const nexar_ipc_memory& recv_ipc, size_t count, DataType type, ReduceOp op, const RingOptions& opt,
+               IpcPart part)
+    : BoardRun(ctx, opt, ipc_what(part), ctx.ipc()->peers(), ctx.ipc()->next_sequence(), src, recvbuf, src_ipc,
+               recv_ipc, count, type, op, part) {}
+
+BoardGroup IpcRun::group() const {
+    const IpcContext& ipc = *ctx_.ipc();
+    return BoardGroup{int(ipc.members().size()), ipc.index(), &ipc.members()};
+}
 
 void IpcRun::account() const { process_stats().ipc_calls.fetch_add(1, std::memory_order_relaxed); }
+
+IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, SegmentEngine& engine, const void* src, void* recvbuf,
+                                       const nexar_ipc_memory& src_ipc, const nexar_ipc_memory& recv_ipc, size_t count,
+                                       DataType type, ReduceOp op, const RingOptions& opt)
+    : ctx_(ctx),
+      recv_(recvbuf),
+      recv_ipc_(recv_ipc),
+      count_(count),
+      type_(type),
+      op_(op),
+      opt_(opt),
+      inter_sequence_(ctx.next_sequence()),
+      inter_out_(*ctx.worker(), *ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), opt.depth, ctx.scratch(),
+                 engine, false),
+      inter_in_(*ctx.worker(), ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), opt.depth, ctx.scratch(),
+                engine, true) {
+    node_.emplace(ctx, src, recvbuf, src_ipc, recv_ipc, count, type, op, opt, IpcPart::reduce_scatter);
+}
+
+Status IpcHierarchicalRun::poll(bool* moved, std::string* error) {
+    Status s = Status::ok;
+    if (phase_ == 0) {
+        if (!ok(s = node_->poll(moved, error)) || !node_->finished()) return s;
+        // This local index's chunk of the node's sum, across the nodes.
+        const IpcContext& ipc = *ctx_.ipc();
+        const int L = int(ipc.members().size()), q = ipc.index();
+        const size_t begin = IpcAllreduce::chunk_begin(count_, q, L);
+        const size_t items = IpcAllreduce::chunk_begin(count_, q + 1, L) - begin;
+        char* chunk = static_cast<char*>(recv_) + begin * datatype_size(type_);
+        inter_.emplace(inter_peers(ctx_), inter_sequence_, chunk, chunk, items, type_, opt_, inter_out_, inter_in_);
+        phase_ = 1, *moved = true;
+    }
+    if (phase_ == 1) {
+        if (!ok(s = inter_->poll(moved, error))) return fail_node(s);
+        if (!inter_->finished()) return s;
+        node_.reset();
+        node_.emplace(ctx_, recv_, recv_, recv_ipc_, recv_ipc_, count_, type_, op_, opt_, IpcPart::allgather);
+        phase_ = 2, *moved = true;
+    }
+    if (phase_ == 2) {
+        if (!ok(s = node_->poll(moved, error)) || !node_->finished()) return s;
+        phase_ = 3, *moved = true;
+    }
+    return s;
+}
+
+Status IpcHierarchicalRun::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
+    if (phase_ == 1) {
+        Status s = inter_->check_stall(idle_since, error);
+        return ok(s) ? s : fail_node(s);
+    }
+    return phase_ == 3 ? Status::ok : node_->check_stall(idle_since, error);
+}
+
+// A failed ring across nodes: this rank's board says so, so that the
+// node's ranks do not wait for its allgather.
+Status IpcHierarchicalRun::fail_node(Status s) {
+    IpcContext& ipc = *ctx_.ipc();
+    ipc.board(ipc.index()).mark_broken();
+    return s;
+}
+
+void IpcHierarchicalRun::account() const {
+    count_bytes(inter_out_);
+    Stats& stats = process_stats();
+    stats.hier_calls.fetch_add(1, std::memory_order_relaxed);
+    stats.ipc_calls.fetch_add(1, std::memory_order_relaxed);
+}
 
 Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
                       const RingOptions& opt, std::string* error) {

@@ -108,6 +108,14 @@ private:
 // out of step with this rank's; one that exited or gave up, or no move for
 // NEXAR_TIMEOUT_S, fails the call; failing marks this rank's board, so the
 // others stop waiting for it.
+// The ranks whose boards a BoardRun watches: the whole communicator, or
+// the ranks of this node (members[i] is board i's rank in the communicator).
+struct BoardGroup {
+    int size = 0, me = 0;
+    const std::vector<int>* members = nullptr;  // null: board i is rank i's
+    int rank_of(int i) const { return members ? (*members)[size_t(i)] : i; }
+};
+
 template <class Operation>
 class BoardRun : public RingCallRun {
 public:
@@ -119,7 +127,8 @@ protected:
     template <class... OperationArgs>
     BoardRun(CommContext& ctx, const RingOptions& opt, const char* what, OperationArgs&&... args)
         : ctx_(ctx), op_(std::forward<OperationArgs>(args)...), opt_(opt), what_(what) {}
-    virtual ShmInbox& board(int rank) = 0;
+    virtual ShmInbox& board(int index) = 0;
+    virtual BoardGroup group() const { return BoardGroup{ctx_.size(), ctx_.rank(), nullptr}; }
     // Waits with no timeout (a persistent call no peer has started yet).
     virtual bool patient() const { return false; }
     // Can stall with every peer there (waiting for its own work: the GPU's).
@@ -154,15 +163,64 @@ private:
 // context's IPC state; its stall checks also cover the wait for the GPU's
 // work, which a peer that died may never let finish.  Requires ctx.ipc();
 // takes its next sequence.
+// `part`: the whole allreduce (the communicator on one node), or a node
+// phase of IpcHierarchicalRun among the node's ranks.
 class IpcRun final : public BoardRun<IpcAllreduce> {
 public:
     IpcRun(CommContext& ctx, const void* src, void* recvbuf, const nexar_ipc_memory& src_ipc,
-           const nexar_ipc_memory& recv_ipc, size_t count, DataType type, ReduceOp op, const RingOptions& opt);
+           const nexar_ipc_memory& recv_ipc, size_t count, DataType type, ReduceOp op, const RingOptions& opt,
+           IpcPart part = IpcPart::allreduce);
     void account() const override;
 
 private:
-    ShmInbox& board(int rank) override { return ctx_.ipc()->board(rank); }
+    ShmInbox& board(int index) override { return ctx_.ipc()->board(index); }
+    BoardGroup group() const override;
     bool waits_for_own_work() const override { return true; }
+};
+
+// The hierarchical allreduce of device buffers on nodes of several ranks
+// (issue 27): GPU to GPU through IPC inside the node, the device ring
+// (`engine`: staged through host memory where UCX takes no device memory)
+// across nodes, one phase after the other:
+//   1. the IPC reduce-scatter among the node's L ranks leaves chunk q (of
+//      L) reduced over the node in local index q's receive buffer;
+//   2. the ring of local index q across the P nodes allreduces that chunk
+//      in place (L such rings at once, as in algo/hierarchical.h);
+//   3. the IPC allgather gives every rank of the node every chunk.
+// No pipeline: inside a node the GPUs move bytes far faster than any
+// link between nodes, so overlapping the phases would hide little (the
+// host buffers' HierarchicalOperation pipelines because shared memory is
+// not much faster than the link).  Phase 2 starts once phase 1's work has
+// ended (its stream's event) and phase 3 once the ring's device work has:
+// the device engine's streams and the IPC stream never touch a chunk at
+// once.  Requires ctx.ipc() among the node's ranks and ctx.hier_ready().
+class IpcHierarchicalRun final : public RingCallRun {
+public:
+    IpcHierarchicalRun(CommContext& ctx, SegmentEngine& engine, const void* src, void* recvbuf,
+                       const nexar_ipc_memory& src_ipc, const nexar_ipc_memory& recv_ipc, size_t count, DataType type,
+                       ReduceOp op, const RingOptions& opt);
+    ~IpcHierarchicalRun() override { inter_.reset(); }
+    Status poll(bool* moved, std::string* error) override;
+    bool finished() const override { return phase_ == 3; }
+    Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) override;
+    void account() const override;
+
+private:
+    Status fail_node(Status s);
+
+    CommContext& ctx_;
+    void* recv_;
+    nexar_ipc_memory recv_ipc_;
+    size_t count_;
+    DataType type_;
+    ReduceOp op_;
+    RingOptions opt_;
+    uint32_t inter_sequence_;
+    std::optional<IpcRun> node_;  // phase 1, then phase 3
+    UcxSendChannel inter_out_;
+    UcxRecvChannel inter_in_;
+    std::optional<RingOperation> inter_;
+    int phase_ = 0;  // 0, 1, 2: the phase running (from 1 above); 3: finished
 };
 
 // This local index's ring across the nodes alone, over UCX, in place on

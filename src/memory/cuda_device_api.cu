@@ -3,12 +3,17 @@
 // Loaded by memory/device.cc only where libcuda.so.1 exists.
 #include <cuda.h>  // driver types only: its functions are looked up at run time
 #include <cuda_runtime.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "memory/device_api.h"
+#include "memory/fd_handle.h"
 #include "reduce/cuda_reduce.cuh"
 
 namespace {
@@ -150,28 +155,337 @@ int allocation_of(const void* ptr, unsigned long long* id, CUdeviceptr* base, si
     return 0;
 }
 
+// Memory from the virtual-memory API (cuMemCreate + cuMemMap, as PyTorch's
+// expandable segments make it): cudaIpcGetMemHandle refuses it.  It goes as
+// a POSIX file descriptor (cuMemExportToShareableHandle) that the importer
+// takes from the exporting process with pidfd_getfd (memory/fd_handle.h),
+// imports, and maps into an address range of its own.
+#if CUDA_VERSION >= 11030  // cudaGetDriverEntryPoint, the allocation handle queries
+#define NEXAR_CUDA_VMM_IPC 1
+#endif
+
+#ifdef NEXAR_CUDA_VMM_IPC
+
+// What the 64-byte handle of NEXAR_IPC_FD_HANDLE memory holds.
+struct FdHandle {
+    uint32_t magic;  // kFdHandleMagic: made by this plugin
+    int32_t pid;     // the exporting process
+    int32_t fd;      // its descriptor, open there while the allocation is in the cache below
+    int32_t device;  // the allocation's device, as the exporter numbers it (for messages)
+};
+static_assert(sizeof(FdHandle) <= NEXAR_IPC_HANDLE_BYTES, "FdHandle does not fit");
+constexpr uint32_t kFdHandleMagic = 0x4446584eu;  // "NXFD" in memory
+
+// A driver error, named as the driver names it.
+int driver_failed(const char* what, CUresult r) {
+    static auto name = reinterpret_cast<CUresult (*)(CUresult, const char**)>(driver_function("cuGetErrorName"));
+    const char* text = nullptr;
+    if (!name || name(r, &text) != CUDA_SUCCESS || !text) text = "error";
+    snprintf(g_error, sizeof g_error, "%s: %s (%d)", what, text, int(r));
+    return 1;
+}
+
+// The driver's virtual-memory functions (the plugin links no libcuda).
+struct VmmDriver {
+    decltype(&cuMemRetainAllocationHandle) retain = nullptr;
+    decltype(&cuMemGetAllocationPropertiesFromHandle) properties = nullptr;
+    decltype(&cuMemExportToShareableHandle) export_handle = nullptr;
+    decltype(&cuMemImportFromShareableHandle) import_handle = nullptr;
+    decltype(&cuMemRelease) release = nullptr;
+    decltype(&cuMemAddressReserve) reserve = nullptr;
+    decltype(&cuMemAddressFree) address_free = nullptr;
+    decltype(&cuMemMap) map = nullptr;
+    decltype(&cuMemUnmap) unmap = nullptr;
+    decltype(&cuMemSetAccess) set_access = nullptr;
+    const char* missing = nullptr;  // the first one the driver lacks; nullptr: all there
+};
+
+template <class F>
+void load(F* f, const char* name, const char** missing) {
+    *f = reinterpret_cast<F>(driver_function(name));
+    if (!*f && !*missing) *missing = name;
+}
+
+const VmmDriver& vmm_driver() {
+    static const VmmDriver d = [] {
+        VmmDriver v;
+        load(&v.retain, "cuMemRetainAllocationHandle", &v.missing);
+        load(&v.properties, "cuMemGetAllocationPropertiesFromHandle", &v.missing);
+        load(&v.export_handle, "cuMemExportToShareableHandle", &v.missing);
+        load(&v.import_handle, "cuMemImportFromShareableHandle", &v.missing);
+        load(&v.release, "cuMemRelease", &v.missing);
+        load(&v.reserve, "cuMemAddressReserve", &v.missing);
+        load(&v.address_free, "cuMemAddressFree", &v.missing);
+        load(&v.map, "cuMemMap", &v.missing);
+        load(&v.unmap, "cuMemUnmap", &v.missing);
+        load(&v.set_access, "cuMemSetAccess", &v.missing);
+        return v;
+    }();
+    return d;
+}
+
+// The exporter's side: the descriptor of each allocation it exported stays
+// open, so that the same allocation, exported call after call, goes as the
+// same descriptor (and the importers' caches, keyed by base and buffer id,
+// map it once).  At most kExportedFds; the least recently exported is
+// closed first.  Closing a descriptor that peers were told of is safe once
+// the call that published it has ended: peers take and import a
+// descriptor during that very call (core/ipc_context, algo/ipc_allreduce.h:
+// a rank's call ends only after every peer's done event, which each peer
+// records after mapping its peers' buffers), and an importer's mapping
+// holds its own reference to the memory.  A later call exports again and
+// publishes a new descriptor.  The one gap: more than kExportedFds other
+// allocations exported while a call is still in flight (that many
+// nonblocking calls on distinct buffers at once) would close its
+// descriptor before a peer took it, and the peer would fail to take it or
+// take whatever later export reused the number.  An open descriptor keeps
+// the allocation's memory alive after the application frees it, until it
+// leaves the cache: a new export whose range overlaps it closes it at once.
+struct ExportedFd {
+    uint64_t base, bytes, buffer_id;
+    int fd;
+    int device;
+    uint64_t used;  // export clock of its latest use
+};
+constexpr size_t kExportedFds = 64;
+
+// Address ranges this process mapped from other processes' descriptors
+// (ipc_close_memory unmaps them instead of cudaIpcCloseMemHandle).
+struct OpenedRange {
+    uint64_t base, bytes;
+};
+
+// Both under g_ipc_mutex (MPI_THREAD_MULTIPLE: any thread may export or
+// open).  Never destroyed: a close at process exit may come after the
+// plugin's static destructors.
+std::mutex g_ipc_mutex;
+std::vector<ExportedFd>& exported_fds() {
+    static auto* v = new std::vector<ExportedFd>;
+    return *v;
+}
+std::vector<OpenedRange>& opened_ranges() {
+    static auto* v = new std::vector<OpenedRange>;
+    return *v;
+}
+uint64_t g_export_clock = 0;
+
+void describe_fd(const ExportedFd& e, nexar_ipc_memory* out) {
+    FdHandle h;
+    memset(&h, 0, sizeof h);
+    h.magic = kFdHandleMagic;
+    h.pid = int32_t(getpid());
+    h.fd = e.fd;
+    h.device = e.device;
+    memcpy(out->handle, &h, sizeof h);
+    out->flags = NEXAR_IPC_FD_HANDLE;
+}
+
+// Exports virtual-memory-API memory as a descriptor (out's base, offset,
+// bytes and buffer_id already filled in).  *handled: 0 when ptr is not
+// such memory (the caller tries cudaIpcGetMemHandle), 1 when this function
+// answered (its return value tells how).
+int export_vmm(const void* ptr, nexar_ipc_memory* out, int* handled) {
+    *handled = 0;
+    // cudaMalloc's memory says it suits cudaIpcGetMemHandle: the usual
+    // case costs one query.  Other memory is tried as the virtual-memory
+    // API's before cudaIpcGetMemHandle (which fails on that, leaving an
+    // error to clear).
+    static auto get_attribute = reinterpret_cast<PointerGetAttribute>(driver_function("cuPointerGetAttribute"));
+    int legacy = 0;
+    if (get_attribute &&
+        get_attribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, reinterpret_cast<CUdeviceptr>(ptr)) ==
+            CUDA_SUCCESS &&
+        legacy)
+        return 0;
+    const VmmDriver& d = vmm_driver();
+    std::lock_guard<std::mutex> lock(g_ipc_mutex);
+    std::vector<ExportedFd>& cache = exported_fds();
+    for (ExportedFd& e : cache)
+        if (e.base == out->base && e.buffer_id == out->buffer_id && e.bytes == out->bytes) {
+            e.used = ++g_export_clock;
+            describe_fd(e, out);
+            return *handled = 1, 0;
+        }
+    if (d.missing) return 0;  // a driver without the virtual-memory API has no such memory
+    CUmemGenericAllocationHandle mem;
+    // Fails for memory not mapped with cuMemMap (cudaMalloc's, a pool's).
+    if (d.retain(&mem, const_cast<void*>(ptr)) != CUDA_SUCCESS) return 0;
+    *handled = 1;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    CUresult r = d.properties(&prop, mem);
+    if (r != CUDA_SUCCESS) {
+        d.release(mem);
+        return driver_failed("cuMemGetAllocationPropertiesFromHandle", r);
+    }
+    if (!(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        d.release(mem);
+        snprintf(g_error, sizeof g_error,
+                 "a virtual-memory-API allocation made without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR "
+                 "cannot be shared (cuMemCreate's requestedHandleTypes)");
+        return 1;
+    }
+    int fd = -1;
+    r = d.export_handle(&fd, mem, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    d.release(mem);  // the allocation lives on through its mapping and the descriptor
+    if (r != CUDA_SUCCESS) return driver_failed("cuMemExportToShareableHandle", r);
+    // An entry whose range overlaps this one is an allocation the
+    // application unmapped (its range now maps another): close it now.
+    for (auto it = cache.begin(); it != cache.end();) {
+        if (it->base < out->base + out->bytes && out->base < it->base + it->bytes) {
+            close(it->fd);
+            it = cache.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    if (cache.size() >= kExportedFds) {
+        auto oldest = cache.begin();
+        for (auto it = cache.begin(); it != cache.end(); ++it)
+            if (it->used < oldest->used) oldest = it;
+        close(oldest->fd);
+        cache.erase(oldest);
+    }
+    cache.push_back({out->base, out->bytes, out->buffer_id, fd, prop.location.id, ++g_export_clock});
+    describe_fd(cache.back(), out);
+    return 0;
+}
+
+// Takes the exporter's descriptor, imports it, and maps the allocation
+// read-write for this thread's current device.
+int open_fd_memory(const nexar_ipc_memory* in, void** base) {
+    FdHandle h;
+    memcpy(&h, in->handle, sizeof h);
+    if (h.magic != kFdHandleMagic || in->bytes == 0)
+        return snprintf(g_error, sizeof g_error, "a descriptor IPC handle this plugin did not make"), 1;
+    const VmmDriver& d = vmm_driver();
+    if (d.missing)
+        return snprintf(g_error, sizeof g_error, "opening virtual-memory-API memory: %s not in the driver", d.missing), 1;
+    int device = 0;
+    if (check(cudaGetDevice(&device), "cudaGetDevice")) return 1;
+    // Makes the device's primary context current on this thread (CUDA 12:
+    // cudaSetDevice initializes it): the driver calls below act in it.
+    if (check(cudaSetDevice(device), "cudaSetDevice")) return 1;
+    const int fd = nexar::take_descriptor(pid_t(h.pid), h.fd);
+    if (fd < 0) {
+        const int e = errno;
+        if (e == EPERM)
+            snprintf(g_error, sizeof g_error,
+                     "taking descriptor %d of process %d (pidfd_getfd) was refused: the ptrace rules forbid taking "
+                     "another process's descriptors here (Yama's ptrace_scope, a container without CAP_SYS_PTRACE)",
+                     int(h.fd), int(h.pid));
+        else if (e == ESRCH)
+            snprintf(g_error, sizeof g_error, "pidfd_open: no process %d here (another PID namespace?)", int(h.pid));
+        else if (e == EBADF)
+            snprintf(g_error, sizeof g_error, "pidfd_getfd: descriptor %d is not open in process %d", int(h.fd),
+                     int(h.pid));
+        else if (e == ENOSYS)
+            snprintf(g_error, sizeof g_error, "pidfd_getfd: not in this kernel (Linux 5.6 or later needed)");
+        else
+            snprintf(g_error, sizeof g_error, "taking descriptor %d of process %d (pidfd_getfd): %s", int(h.fd),
+                     int(h.pid), strerror(e));
+        return 1;
+    }
+    CUmemGenericAllocationHandle mem;
+    CUresult r = d.import_handle(&mem, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);  // the imported handle does not need it
+    if (r != CUDA_SUCCESS) return driver_failed("cuMemImportFromShareableHandle", r);
+    const size_t bytes = size_t(in->bytes);
+    CUdeviceptr va = 0;
+    r = d.reserve(&va, bytes, 0, 0, 0);
+    if (r != CUDA_SUCCESS) {
+        d.release(mem);
+        return driver_failed("cuMemAddressReserve", r);
+    }
+    // The exporter's mapping starts at offset 0 of the allocation (cuMemMap
+    // allows no other) and is `bytes` long: this one is the same memory.
+    r = d.map(va, bytes, 0, mem, 0);
+    d.release(mem);  // the mapping holds its own reference
+    if (r != CUDA_SUCCESS) {
+        d.address_free(va, bytes);
+        return driver_failed("cuMemMap", r);
+    }
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof access);
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    r = d.set_access(va, bytes, &access, 1);
+    if (r != CUDA_SUCCESS) {
+        d.unmap(va, bytes);
+        d.address_free(va, bytes);
+        return driver_failed("cuMemSetAccess (this GPU's access to a peer's memory)", r);
+    }
+    {
+        std::lock_guard<std::mutex> lock(g_ipc_mutex);
+        opened_ranges().push_back({uint64_t(va), uint64_t(bytes)});
+    }
+    *base = reinterpret_cast<void*>(va);
+    return 0;
+}
+
+// 1 and *bytes when base is a range open_fd_memory mapped (then forgotten).
+int take_opened_range(void* base, size_t* bytes) {
+    std::lock_guard<std::mutex> lock(g_ipc_mutex);
+    std::vector<OpenedRange>& ranges = opened_ranges();
+    for (auto it = ranges.begin(); it != ranges.end(); ++it)
+        if (it->base == uint64_t(reinterpret_cast<uintptr_t>(base))) {
+            *bytes = size_t(it->bytes);
+            ranges.erase(it);
+            return 1;
+        }
+    return 0;
+}
+
+#else  // CUDA before 11.3: no virtual-memory-API IPC
+
+int export_vmm(const void*, nexar_ipc_memory*, int* handled) { return *handled = 0, 0; }
+int open_fd_memory(const nexar_ipc_memory*, void**) {
+    return snprintf(g_error, sizeof g_error, "this CUDA plugin was built without virtual-memory-API IPC (CUDA < 11.3)"), 1;
+}
+int take_opened_range(void*, size_t*) { return 0; }
+
+#endif
+
 int ipc_export_memory(const void* ptr, nexar_ipc_memory* out) {
     memset(out, 0, sizeof *out);
     unsigned long long id = 0;
     CUdeviceptr start = 0;
     size_t bytes = 0;
     if (allocation_of(ptr, &id, &start, &bytes)) return 1;
-    cudaIpcMemHandle_t handle;
-    static_assert(sizeof handle <= NEXAR_IPC_HANDLE_BYTES, "cudaIpcMemHandle_t does not fit");
-    if (check(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(start)), "cudaIpcGetMemHandle")) return 1;
-    memcpy(out->handle, &handle, sizeof handle);
     out->buffer_id = id;
     out->base = uint64_t(start);
     out->offset = uint64_t(reinterpret_cast<uintptr_t>(ptr) - uintptr_t(start));
     out->bytes = bytes;
+    int handled = 0;
+    const int failed = export_vmm(ptr, out, &handled);
+    if (handled) return failed;
+    cudaIpcMemHandle_t handle;
+    static_assert(sizeof handle <= NEXAR_IPC_HANDLE_BYTES, "cudaIpcMemHandle_t does not fit");
+    if (check(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(start)), "cudaIpcGetMemHandle")) return 1;
+    memcpy(out->handle, &handle, sizeof handle);
     return 0;
 }
 int ipc_open_memory(const nexar_ipc_memory* in, void** base) {
+    if (in->flags & NEXAR_IPC_FD_HANDLE) return open_fd_memory(in, base);
     cudaIpcMemHandle_t handle;
     memcpy(&handle, in->handle, sizeof handle);
     return check(cudaIpcOpenMemHandle(base, handle, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
 }
-int ipc_close_memory(void* base) { return check(cudaIpcCloseMemHandle(base), "cudaIpcCloseMemHandle"); }
+int ipc_close_memory(void* base) {
+    size_t bytes = 0;
+    if (!take_opened_range(base, &bytes)) return check(cudaIpcCloseMemHandle(base), "cudaIpcCloseMemHandle");
+#ifdef NEXAR_CUDA_VMM_IPC
+    const VmmDriver& d = vmm_driver();
+    const CUdeviceptr va = reinterpret_cast<CUdeviceptr>(base);
+    CUresult r = d.unmap(va, bytes);
+    if (r != CUDA_SUCCESS) return driver_failed("cuMemUnmap", r);  // the range stays reserved: it is still mapped
+    r = d.address_free(va, bytes);
+    if (r != CUDA_SUCCESS) return driver_failed("cuMemAddressFree", r);
+#endif
+    return 0;
+}
 
 int ipc_event_create(void** ev, unsigned char out[NEXAR_IPC_HANDLE_BYTES]) {
     cudaEvent_t e;

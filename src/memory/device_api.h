@@ -44,7 +44,16 @@ typedef struct nexar_ipc_memory {
     uint64_t base;      /* the allocation's address in the exporting process */
     uint64_t offset;    /* of the exported pointer from that base */
     uint64_t bytes;     /* of the allocation */
+    uint32_t flags;     /* NEXAR_IPC_* below */
+    uint32_t reserved;
 } nexar_ipc_memory;
+
+/* The handle is a file descriptor of the exporting process (memory from
+ * the virtual-memory API, cuMemExportToShareableHandle; the host-emulated
+ * GPU's memory): the importer takes it with pidfd_getfd, which needs the
+ * right to take another process's descriptors (the ptrace rules).  The
+ * IPC set-up probes that right (core/ipc_context.h). */
+#define NEXAR_IPC_FD_HANDLE 1u
 
 typedef struct nexar_device_api {
     uint32_t version; /* NEXAR_DEVICE_API_VERSION */
@@ -86,7 +95,9 @@ typedef struct nexar_device_api {
     /* --- IPC (version 3) --- */
     /* Describes the allocation holding `ptr` for another process; fails for
      * memory the driver cannot export (cudaMallocAsync pools without IPC,
-     * virtual-memory-API allocations, host memory). */
+     * virtual-memory-API allocations made without a POSIX file descriptor
+     * handle type, host memory).  The description stays valid while the
+     * allocation lives: a file descriptor handle stays open in this process. */
     int (*ipc_export_memory)(const void *ptr, nexar_ipc_memory *out);
     /* Maps another process's allocation; *base is its base in this process. */
     int (*ipc_open_memory)(const nexar_ipc_memory *in, void **base);

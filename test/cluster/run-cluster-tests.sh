@@ -238,6 +238,33 @@ check_run 4 --ppn 2 -- --cases 120 --max-count 4000 --big-every 40 --seed 38
 grep -aq "NEXAR_ALGORITHM=auto picks:" "$log" || fail "auto: no cost model decision in the log"
 algorithm=ring
 
+# --- Device buffers across nodes (the host-emulated GPU, test/gpu): the
+# hierarchical allreduce takes their allreduces, GPU to GPU through IPC
+# among each node's ranks and the device ring through host memory across
+# the nodes; with NEXAR_ALGORITHM=ring, the flat ring through host memory.
+# allreduce_cuda_check checks every result against values it computes. ---
+gpu_prog="$NEXAR_BUILDDIR/test/gpu/allreduce_cuda_check"
+gpu_plugin="$NEXAR_BUILDDIR/test/gpu/.libs/libnexar_emulated_gpu.so"
+[ -f "$gpu_plugin" ] || fail "the emulated GPU plugin was not built: $gpu_plugin"
+for algorithm in auto ring; do
+    echo "== allreduce_cuda_check --emulated-gpu --quick, 2 nodes x 2 ranks, NEXAR_ALGORITHM=$algorithm"
+    crun --ranks 4 --ppn 2 -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" "$gpu_prog" --emulated-gpu --quick
+    rc=$?
+    grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 6
+    [ $rc = 0 ] || { tail -n 30 "$log"; fail "allreduce_cuda_check --emulated-gpu across nodes exited with $rc"; }
+    check_stats "$log" 4 1
+    if [ $algorithm = auto ]; then
+        for r in 0 1 2 3; do
+            expect_bytes $r ipc_calls nonzero; expect_bytes $r hier_calls nonzero; expect_bytes $r ucx_bytes nonzero
+        done
+        grep -aq "device allreduces take the hierarchical allreduce: GPU to GPU through IPC among each node's 2 ranks" \
+            "$log" || fail "NEXAR_LOG=info did not say the device allreduces took IPC inside the nodes"
+    else
+        for r in 0 1 2 3; do expect_bytes $r ipc_calls zero; expect_bytes $r hier_calls zero; done
+    fi
+done
+algorithm=ring
+
 # --- Mismatched counts across nodes: MPI_ERR_COUNT everywhere, no hang. ---
 echo "== fault_check count-mismatch, 2 nodes x 2 ranks"
 crun --ranks 4 --ppn 2 --keep-going -- "$fault_prog" count-mismatch

@@ -13,6 +13,13 @@
 // plugin that NEXAR_EMULATED_GPU_PLUGIN names (test/gpu/emulated_gpu_plugin.cc),
 // the one nexar then loads too: the dispatcher's device paths run without a
 // GPU (test/gpu/run-emulated-gpu-tests.sh).  --quick: fewer counts.
+// With --vmm, device memory comes from the CUDA virtual-memory API
+// (cuMemCreate with a POSIX file descriptor handle type, then
+// cuMemAddressReserve, cuMemMap and cuMemSetAccess: how PyTorch's expandable
+// segments allocate), which nexar shares with its peers as a descriptor
+// they take with pidfd_getfd.  Rank 0 prints whether the ranks can take
+// each other's descriptors ("vmm: ..."): run-gpu-mpi-tests.sh expects IPC
+// calls only where they can.
 // --fault NAME: one allreduce of device buffers under MPI_ERRORS_RETURN,
 // during which rank 1 dies or stops (the emulated GPU's fault hook); rank 0
 // reports "fault_check NAME: rank 0 got class C after T s" (the report
@@ -20,18 +27,23 @@
 #include <mpi.h>
 
 #include <dlfcn.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "../mpi/small_values.h"
 #include "cudart_loader.h"
 #include "memory/device_api.h"
+#include "memory/fd_handle.h"
 #include "nexar/nexar.h"
 
 namespace {
@@ -63,6 +75,143 @@ int load_emulated_gpu(char* why, size_t len) {
     rt.Free = emulated_free;
     rt.Memcpy = emulated_memcpy;
     return 0;
+}
+
+// --vmm: the driver's virtual-memory API, dlopened like the runtime (this
+// program builds without CUDA), with its structures as cuda.h lays them out.
+struct CuMemLocation {
+    int type;  // 1: CU_MEM_LOCATION_TYPE_DEVICE
+    int id;
+};
+struct CuMemAllocationProp {
+    int type;                  // 1: CU_MEM_ALLOCATION_TYPE_PINNED
+    int requestedHandleTypes;  // 1: CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    CuMemLocation location;
+    void* win32HandleMetaData;
+    unsigned char compressionType, gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+};
+struct CuMemAccessDesc {
+    CuMemLocation location;
+    int flags;  // 3: CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+};
+static_assert(sizeof(CuMemAllocationProp) == 32 && sizeof(CuMemAccessDesc) == 12, "not cuda.h's layout");
+using CuHandle = unsigned long long;  // CUmemGenericAllocationHandle
+using CuPtr = unsigned long long;     // CUdeviceptr
+struct CuVmm {
+    int (*GetAllocationGranularity)(size_t*, const CuMemAllocationProp*, int);
+    int (*Create)(CuHandle*, size_t, const CuMemAllocationProp*, unsigned long long);
+    int (*AddressReserve)(CuPtr*, size_t, size_t, CuPtr, unsigned long long);
+    int (*Map)(CuPtr, size_t, size_t, CuHandle, unsigned long long);
+    int (*SetAccess)(CuPtr, size_t, const CuMemAccessDesc*, size_t);
+    int (*Unmap)(CuPtr, size_t);
+    int (*AddressFree)(CuPtr, size_t);
+    int (*Release)(CuHandle);
+} vmm;
+int g_device = 0;
+std::map<void*, size_t> g_vmm_sizes;  // mapped size of each allocation
+
+CuMemAllocationProp vmm_prop() {
+    CuMemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = 1;
+    prop.requestedHandleTypes = 1;
+    prop.location.type = 1;
+    prop.location.id = g_device;
+    return prop;
+}
+
+// One allocation per call, its own physical memory and address range,
+// rounded up to the granularity (each is exported alone).
+int vmm_malloc(void** p, size_t bytes) {
+    const CuMemAllocationProp prop = vmm_prop();
+    size_t gran = 0;
+    int r = vmm.GetAllocationGranularity(&gran, &prop, 0);
+    if (r != 0 || gran == 0) return fprintf(stderr, "rank %d: cuMemGetAllocationGranularity: error %d\n", g_rank, r), 1;
+    const size_t size = (bytes + gran - 1) / gran * gran;
+    CuHandle h = 0;
+    CuPtr va = 0;
+    if ((r = vmm.Create(&h, size, &prop, 0)) != 0)
+        return fprintf(stderr, "rank %d: cuMemCreate (POSIX file descriptor handle): error %d\n", g_rank, r), 1;
+    if ((r = vmm.AddressReserve(&va, size, gran, 0, 0)) != 0) {
+        vmm.Release(h);
+        return fprintf(stderr, "rank %d: cuMemAddressReserve: error %d\n", g_rank, r), 1;
+    }
+    if ((r = vmm.Map(va, size, 0, h, 0)) != 0) {
+        vmm.AddressFree(va, size);
+        vmm.Release(h);
+        return fprintf(stderr, "rank %d: cuMemMap: error %d\n", g_rank, r), 1;
+    }
+    vmm.Release(h);  // the mapping keeps the memory
+    const CuMemAccessDesc access = {{1, g_device}, 3};
+    if ((r = vmm.SetAccess(va, size, &access, 1)) != 0) {
+        vmm.Unmap(va, size);
+        vmm.AddressFree(va, size);
+        return fprintf(stderr, "rank %d: cuMemSetAccess: error %d\n", g_rank, r), 1;
+    }
+    *p = reinterpret_cast<void*>(static_cast<uintptr_t>(va));
+    g_vmm_sizes[*p] = size;
+    return 0;
+}
+int vmm_free(void* p) {
+    auto it = g_vmm_sizes.find(p);
+    if (it == g_vmm_sizes.end()) return 1;
+    const CuPtr va = static_cast<CuPtr>(reinterpret_cast<uintptr_t>(p));
+    rt.DeviceSynchronize();  // as cudaFree would: no work of this process still uses it
+    const int r = vmm.Unmap(va, it->second) | vmm.AddressFree(va, it->second);
+    g_vmm_sizes.erase(it);
+    return r;
+}
+
+int load_vmm(char* why, size_t len) {
+    void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return snprintf(why, len, "--vmm: no CUDA driver library (libcuda.so.1)"), 1;
+#define NEXAR_CU(field, name) \
+    *reinterpret_cast<void**>(&vmm.field) = dlsym(h, name); \
+    if (!vmm.field) return snprintf(why, len, "--vmm: the CUDA driver lacks %s", name), 1;
+    NEXAR_CU(GetAllocationGranularity, "cuMemGetAllocationGranularity")
+    NEXAR_CU(Create, "cuMemCreate")
+    NEXAR_CU(AddressReserve, "cuMemAddressReserve")
+    NEXAR_CU(Map, "cuMemMap")
+    NEXAR_CU(SetAccess, "cuMemSetAccess")
+    NEXAR_CU(Unmap, "cuMemUnmap")
+    NEXAR_CU(AddressFree, "cuMemAddressFree")
+    NEXAR_CU(Release, "cuMemRelease")
+#undef NEXAR_CU
+    // The driver calls act in the device's primary context: make it current.
+    rt.SetDevice(g_device);
+    rt.DeviceSynchronize();
+    void* probe = nullptr;
+    if (vmm_malloc(&probe, 1) != 0) return snprintf(why, len, "--vmm: cannot allocate through cuMemCreate"), 1;
+    vmm_free(probe);
+    rt.Malloc = vmm_malloc;
+    rt.Free = vmm_free;
+    return 0;
+}
+
+// Collective: whether every rank can take every other rank's file
+// descriptors (pidfd_getfd: the ptrace rules), as IPC of --vmm memory
+// needs.  Otherwise *why says why (on the ranks that saw it).
+bool descriptors_shareable(std::string* why) {
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    int mine[2] = {int(getpid()), memfd_create("nexar-test-probe", MFD_CLOEXEC)};
+    if (mine[1] < 0) *why = std::string("memfd_create: ") + strerror(errno);
+    std::vector<int> all(2 * size_t(size));
+    MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, MPI_COMM_WORLD);
+    int ok = mine[1] >= 0;
+    for (int r = 0; ok && r < size; ++r) {
+        if (r == g_rank) continue;
+        const int theirs = all[2 * size_t(r) + 1];
+        const int fd = theirs < 0 ? (errno = EBADF, -1) : nexar::take_descriptor(pid_t(all[2 * size_t(r)]), theirs);
+        if (fd < 0) ok = 0, *why = "taking rank " + std::to_string(r) + "'s descriptor: " + strerror(errno);
+        if (fd >= 0) close(fd);
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (mine[1] >= 0) close(mine[1]);
+    if (!ok && why->empty()) *why = "another rank cannot";
+    return ok != 0;
 }
 
 long value(int rank, size_t i, int op) {
@@ -193,7 +342,7 @@ void run_halves(const char* name, MPI_Datatype dt, int op, size_t per_rank, bool
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    bool mixed = false, expect_ring = true, emulated = false, quick = false;
+    bool mixed = false, expect_ring = true, emulated = false, quick = false, use_vmm = false;
     const char* fault = nullptr;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--fault" && i + 1 < argc) fault = argv[++i];
@@ -201,6 +350,7 @@ int main(int argc, char** argv) {
         expect_ring &= std::string(argv[i]) != "--no-ring";
         emulated |= std::string(argv[i]) == "--emulated-gpu";
         quick |= std::string(argv[i]) == "--quick";
+        use_vmm |= std::string(argv[i]) == "--vmm";
     }
     char why[256];
     int have = (emulated ? load_emulated_gpu(why, sizeof why) : cudart_load(&rt, why, sizeof why)) == 0, all = 0;
@@ -217,7 +367,25 @@ int main(int argc, char** argv) {
     }
     int ndev = 1;
     rt.GetDeviceCount(&ndev);
-    rt.SetDevice(g_rank % ndev);
+    g_device = g_rank % ndev;
+    rt.SetDevice(g_device);
+    if (use_vmm) {
+        int loaded = !emulated && load_vmm(why, sizeof why) == 0;
+        if (emulated) snprintf(why, sizeof why, "--vmm needs a real GPU, not --emulated-gpu");
+        if (!loaded) fprintf(stderr, "FAIL rank %d: %s\n", g_rank, why);
+        MPI_Allreduce(MPI_IN_PLACE, &loaded, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!loaded) {
+            MPI_Finalize();
+            return 1;
+        }
+        std::string refused;
+        const bool shareable = descriptors_shareable(&refused);
+        if (!shareable) fprintf(stderr, "rank %d: %s\n", g_rank, refused.c_str());
+        if (g_rank == 0)
+            printf(shareable ? "vmm: the ranks can take each other's descriptors: IPC expected\n"
+                             : "vmm: the ranks cannot take each other's descriptors (pidfd_getfd): no IPC expected\n");
+        fflush(stdout);
+    }
     if (fault) {
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
         const size_t n = size_t(1) << 20;
@@ -272,7 +440,9 @@ int main(int argc, char** argv) {
     }
     int total = 0;
     MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (g_rank == 0) printf("allreduce_cuda_check: failures=%d%s\n", total, mixed ? " (mixed host/device ranks)" : "");
+    if (g_rank == 0)
+        printf("allreduce_cuda_check: failures=%d%s%s\n", total, mixed ? " (mixed host/device ranks)" : "",
+               use_vmm ? " (virtual-memory-API buffers)" : "");
     MPI_Finalize();
     return total ? 1 : 0;
 }

@@ -57,6 +57,34 @@ for np in 2 3 4; do
     grep -aq "device buffers go GPU to GPU through IPC ($np ranks on one node)" "$log" ||
         fail "NEXAR_LOG=info did not say the allreduces went through IPC"
 done
+# Memory exported as descriptors (the CUDA virtual-memory API's, as
+# PyTorch's expandable segments allocate): peers take them with
+# pidfd_getfd, which the set-up probed; on every rank, or on one rank only
+# (the agreement says a descriptor is in the call).
+for who in all 1; do
+    run 3 NEXAR_EMULATED_GPU_VMM=$who
+    every_rank ipc_calls
+    grep -aq "IPC without memory exported as descriptors" "$log" &&
+        fail "NEXAR_LOG=info said the ranks cannot take each other's descriptors (as root they can)"
+done
+# NEXAR_CUDA_IPC=require: where IPC works, as by default...
+run 2 NEXAR_CUDA_IPC=require
+every_rank ipc_calls
+# ...and where one rank's driver refuses it, every rank's device allreduce
+# fails at once (MPI_ERR_OTHER) with the reason, rather than take the
+# staged ring.
+echo "== 2 ranks, NEXAR_CUDA_IPC=require, rank 1's driver refuses IPC"
+start=$(date +%s)
+env NEXAR_TEST_TIMEOUT=60 NEXAR_CUDA_IPC=require NEXAR_EMULATED_GPU_REFUSE_IPC_RANK=1 \
+    bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" 2 --keep-going "$prog" \
+    --emulated-gpu --fault ipc-require >"$log" 2>&1
+took=$(($(date +%s) - start))
+grep -a 'fault_check\|NEXAR_CUDA_IPC=require' "$log" | head -n 3
+check_fault_report "$log" ipc-require 0 "$took"
+grep -aq "nexar\[rank 1\]: error: MPI_Allreduce .*NEXAR_CUDA_IPC=require, and this device allreduce cannot go GPU to GPU through IPC: a device buffer cannot be exported" "$log" ||
+    fail "require: rank 1 did not say why its call could not take IPC"
+grep -aq "nexar\[rank 0\]: error: MPI_Allreduce .*NEXAR_CUDA_IPC=require, .*another rank's buffers or GPU cannot" "$log" ||
+    fail "require: rank 0 did not say that another rank could not take IPC"
 # The staged ring for every collective: IPC turned off...
 run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged
 no_rank ipc_calls

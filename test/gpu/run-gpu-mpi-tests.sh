@@ -1,9 +1,9 @@
 #!/bin/bash
 # MPI tests with CUDA device buffers at 2 and 4 ranks sharing the machine's
-# GPU(s): allreduces GPU to GPU through CUDA IPC, the staged path
-# (NEXAR_CUDA_IPC=0), the direct path when UCX can move CUDA memory, and
-# ranks mixing host and device buffers.  Skipped (exit 77, with the
-# reason) on a machine without a GPU.
+# GPU(s): allreduces GPU to GPU through CUDA IPC (cudaMalloc's buffers and
+# the virtual-memory API's), the staged path (NEXAR_CUDA_IPC=0), the direct
+# path when UCX can move CUDA memory, and ranks mixing host and device
+# buffers.  Skipped (exit 77, with the reason) on a machine without a GPU.
 set -u
 . "$(dirname "$0")/../lib.sh"
 # NEXAR_CUDA_CHECK: the program itself where the libtool wrapper cannot run
@@ -38,6 +38,26 @@ run 2
 every_rank ipc_calls
 run 4
 every_rank ipc_calls
+# NEXAR_CUDA_IPC=require: a device allreduce that could not take IPC would fail.
+run 2 NEXAR_CUDA_IPC=require
+every_rank ipc_calls
+# Buffers from the CUDA virtual-memory API (cuMemCreate with a POSIX file
+# descriptor handle, as PyTorch's expandable segments allocate): IPC too,
+# each buffer exported as a descriptor its peers take with pidfd_getfd.
+# Where the ptrace rules refuse that (the program says so) the calls take
+# the ring through host memory; the results are checked either way.
+vmm_run() {  # vmm_run NP
+    run "$1" -- --vmm --quick
+    local line
+    line=$(grep -a -m1 '^vmm: ' "$log") || fail "--vmm: the program did not say whether descriptors can be taken"
+    echo "$line"
+    case $line in
+        *"IPC expected"*) every_rank ipc_calls ;;
+        *) echo "(virtual-memory-API buffers: IPC not checked on this machine)" ;;
+    esac
+}
+vmm_run 2
+vmm_run 4
 # The staged path, IPC off.
 run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged
 run 4 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged NEXAR_SEGMENT_BYTES=256K

@@ -25,7 +25,8 @@
 #                 for bit, and pointer classification (test/gpu/nexar_gpu_tests)
 #   kernel-bench  the kernel against a device-to-device copy: f32, bf16, f16,
 #                 f64 SUM at 64 MiB and 1 GiB (nexar_gpu_reduce_bench)
-#   gpu-mpi       MPI_Allreduce on device buffers at 2 and 4 ranks: staged,
+#   gpu-mpi       MPI_Allreduce on device buffers at 2 and 4 ranks: IPC
+#                 (cudaMalloc's and virtual-memory-API buffers), staged,
 #                 mixed host/device ranks, all-fallback (run-gpu-mpi-tests.sh)
 #   staged-ring   the staged device ring at 2 ranks on one GPU against
 #                 cudaMemcpy to host + PMPI_Allreduce + cudaMemcpy back,

@@ -143,8 +143,8 @@ TEST(ParseConfig, ReadsEverySetting) {
                       {"NEXAR_CUDA_IPC", "0"}},
                      &problems);
     EXPECT_TRUE(problems.empty());
-    EXPECT_FALSE(c.cuda_ipc);
-    EXPECT_TRUE(Config().cuda_ipc);
+    EXPECT_EQ(c.cuda_ipc, nexar::CudaIpc::off);
+    EXPECT_EQ(Config().cuda_ipc, nexar::CudaIpc::on);
     EXPECT_TRUE(c != Config());
     EXPECT_TRUE(c.gpu_profile);
     EXPECT_EQ(c.stream_bytes, 32ull << 20);
@@ -227,4 +227,20 @@ TEST(ParseConfig, SegmentSizeDefaultsPerRingUnlessSet) {
     EXPECT_EQ(c.shm_segment_bytes(), 512u << 10);
     EXPECT_EQ(c.ucx_segment_bytes(), 512u << 10);
     EXPECT_TRUE(problems.empty());
+}
+
+TEST(Config, CudaIpcTakesOnOffOrRequire) {
+    CudaIpc i = CudaIpc::off;
+    EXPECT_TRUE(parse_cuda_ipc("require", &i));
+    EXPECT_EQ(i, CudaIpc::require);
+    EXPECT_TRUE(parse_cuda_ipc("REQUIRE", &i));
+    EXPECT_EQ(i, CudaIpc::require);
+    EXPECT_TRUE(parse_cuda_ipc("on", &i));
+    EXPECT_EQ(i, CudaIpc::on);
+    EXPECT_TRUE(parse_cuda_ipc("0", &i));
+    EXPECT_EQ(i, CudaIpc::off);
+    EXPECT_FALSE(parse_cuda_ipc("required", &i));
+    EXPECT_FALSE(parse_cuda_ipc("", &i));
+    EXPECT_FALSE(parse_cuda_ipc(nullptr, &i));
+    EXPECT_STREQ(cuda_ipc_name(CudaIpc::require), "require");
 }

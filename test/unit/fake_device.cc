@@ -21,6 +21,7 @@
 #include <map>
 #include <thread>
 
+#include "memory/fd_handle.h"
 #include "reduce/host_reduce.h"
 
 namespace fake_device {
@@ -79,13 +80,16 @@ void make_handle(int fd, size_t bytes, unsigned char out[NEXAR_IPC_HANDLE_BYTES]
     memcpy(out, &h, sizeof h);
 }
 // Maps what a handle names, or fails as the driver does for a stale handle.
-void* open_handle(const unsigned char in[NEXAR_IPC_HANDLE_BYTES], size_t* bytes) {
+// A descriptor handle (NEXAR_IPC_FD_HANDLE, as the virtual-memory API's) is
+// taken with pidfd_getfd as the CUDA plugin takes those; the others are
+// opened through /proc (either needs the right to ptrace the owner).
+void* open_handle(const unsigned char in[NEXAR_IPC_HANDLE_BYTES], bool fd_handle, size_t* bytes) {
     FakeHandle h;
     memcpy(&h, in, sizeof h);
     if (memcmp(h.magic, kMagic, sizeof h.magic) != 0) return nullptr;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", int(h.pid), int(h.fd));
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = fd_handle ? nexar::take_descriptor(pid_t(h.pid), int(h.fd)) : open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return nullptr;
     void* p = MAP_FAILED;
     if (inode_of(fd) == h.inode) p = mmap(nullptr, size_t(h.bytes), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -268,6 +272,13 @@ void maybe_fail_here() {
     if (what && this_rank_is("NEXAR_EMULATED_GPU_FAULT_RANK")) raise(strcmp(what, "stop") == 0 ? SIGSTOP : SIGKILL);
 }
 
+// Memory exported as a descriptor, as the virtual-memory API's is (a test
+// hook: NEXAR_EMULATED_GPU_VMM=all, or the rank whose memory it is).
+bool exports_descriptors() {
+    const char* v = getenv("NEXAR_EMULATED_GPU_VMM");
+    return (v && strcmp(v, "all") == 0) || this_rank_is("NEXAR_EMULATED_GPU_VMM");
+}
+
 int ipc_export_memory(const void* p, nexar_ipc_memory* out) {
     if (refuses_ipc()) return 1;
     std::lock_guard<std::mutex> l(g_mem_mutex);
@@ -279,12 +290,13 @@ int ipc_export_memory(const void* p, nexar_ipc_memory* out) {
     out->base = uint64_t(reinterpret_cast<uintptr_t>(it->first));
     out->offset = uint64_t(static_cast<const char*>(p) - it->first);
     out->bytes = it->second.bytes;
+    out->flags = exports_descriptors() ? NEXAR_IPC_FD_HANDLE : 0;
     return 0;
 }
 int ipc_open_memory(const nexar_ipc_memory* in, void** base) {
     if (this_rank_is("NEXAR_EMULATED_GPU_REFUSE_OPEN_RANK")) return 1;  // as a container that forbids IPC
     size_t bytes = 0;
-    void* p = open_handle(in->handle, &bytes);
+    void* p = open_handle(in->handle, (in->flags & NEXAR_IPC_FD_HANDLE) != 0, &bytes);
     if (!p) return 1;
     std::lock_guard<std::mutex> l(g_mem_mutex);
     g_allocations[static_cast<const char*>(p)] = {bytes, -1, 0};
@@ -313,7 +325,7 @@ int ipc_event_create(void** e, unsigned char handle[NEXAR_IPC_HANDLE_BYTES]) {
 }
 int ipc_event_open(const unsigned char handle[NEXAR_IPC_HANDLE_BYTES], void** e) {
     size_t bytes = 0;
-    void* page = open_handle(handle, &bytes);
+    void* page = open_handle(handle, false, &bytes);
     if (!page) return 1;
     auto* ev = new Event;
     ev->state = static_cast<EventState*>(page);

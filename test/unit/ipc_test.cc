@@ -15,8 +15,13 @@
 #include <new>
 #include <vector>
 
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
 #include "algo/ipc_allreduce.h"
 #include "fake_device.h"
+#include "memory/fd_handle.h"
 #include "memory/ipc_cache.h"
 
 namespace {
@@ -262,6 +267,72 @@ TEST(EmulatedIpc, AStreamWaitsForAnotherProcesssEvent) {
     api->free_device(to);
 }
 
+// --- taking another process's descriptor (memory/fd_handle.h) ---
+
+// A child that holds a memfd holding "nexar" until told to go; its pid
+// and the descriptor's number come back through a pipe.
+struct Holder {
+    pid_t pid = -1;
+    int fd = -1;
+    int go[2] = {-1, -1};
+    explicit Holder(bool dumpable) {
+        int info[2];
+        if (pipe(info) != 0 || pipe(go) != 0) return;
+        pid = fork();
+        if (pid == 0) {
+            if (!dumpable) prctl(PR_SET_DUMPABLE, 0);
+            int m = memfd_create("nexar-test", 0);
+            if (m < 0 || write(m, "nexar", 5) != 5) _exit(1);
+            if (write(info[1], &m, sizeof m) != sizeof m) _exit(1);
+            char c;
+            if (read(go[0], &c, 1) < 0) _exit(1);
+            _exit(0);
+        }
+        if (read(info[0], &fd, sizeof fd) != sizeof fd) fd = -1;
+        close(info[0]), close(info[1]);
+    }
+    ~Holder() {
+        if (write(go[1], "x", 1) < 0) {}
+        if (pid > 0) waitpid(pid, nullptr, 0);
+        close(go[0]), close(go[1]);
+    }
+};
+
+bool reads_nexar(int fd) {
+    char got[6] = {0};
+    return pread(fd, got, 5, 0) == 5 && strcmp(got, "nexar") == 0;
+}
+
+TEST(FdHandle, APeerTakesAnotherProcesssDescriptor) {
+    Holder holder(true);
+    ASSERT_GE(holder.fd, 0);
+    const int fd = nexar::take_descriptor(holder.pid, holder.fd);
+    if (fd < 0 && errno == ENOSYS) GTEST_SKIP() << "pidfd_getfd needs Linux 5.6";
+    ASSERT_GE(fd, 0) << strerror(errno);
+    EXPECT_TRUE(reads_nexar(fd));
+    close(fd);
+}
+
+// Where the ptrace rules refuse it (here: a non-dumpable owner and a
+// taker without CAP_SYS_PTRACE), it fails: the IPC set-up's probe then
+// keeps descriptor-exported memory on the staged ring.
+TEST(FdHandle, RefusedWithoutTheRightToPtraceTheOwner) {
+    Holder holder(false);
+    ASSERT_GE(holder.fd, 0);
+    const int rc = in_child([&] {
+        __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+        __user_cap_data_struct caps[2];
+        if (syscall(SYS_capget, &header, caps) != 0) return 2;
+        caps[0].effective &= ~(1u << CAP_SYS_PTRACE);
+        caps[0].permitted &= ~(1u << CAP_SYS_PTRACE);
+        if (syscall(SYS_capset, &header, caps) != 0) return 3;
+        const int fd = nexar::take_descriptor(holder.pid, holder.fd);
+        if (fd < 0 && errno == ENOSYS) return 0;  // no pidfd_getfd: refused all the same
+        return fd < 0 && errno == EPERM ? 0 : 4;
+    });
+    EXPECT_EQ(rc, 0) << "2/3: capabilities; 4: the descriptor was taken";
+}
+
 // --- the IPC allreduce, between processes on the emulated GPU ---
 
 // What the processes of one test share: their boards and event handles.
@@ -273,8 +344,12 @@ struct Shared {
 
 // Rank `me` of `n`: three calls (out of place, out of place with new values,
 // in place) of `count` items, each checked against sums it computes itself.
-// Returns 0 when every item of every call was right.
-int ipc_rank(Shared* sh, int n, int me, size_t count, nexar::DataType type, nexar::ReduceOp op) {
+// Returns 0 when every item of every call was right.  `halves`: each call
+// as the hierarchical allreduce's node phases run it, the reduce-scatter,
+// then this rank's chunk doubled late through the stream (a stand-in for
+// the ring across nodes), then the allgather, which must carry the doubled
+// chunk.
+int ipc_rank(Shared* sh, int n, int me, size_t count, nexar::DataType type, nexar::ReduceOp op, bool halves) {
     const nexar_device_api* api = fake_device::api();
     const size_t elem = nexar::datatype_size(type);
     void *send = nullptr, *recv = nullptr, *stream = nullptr, *finished = nullptr;
@@ -325,23 +400,61 @@ int ipc_rank(Shared* sh, int n, int me, size_t count, nexar::DataType type, nexa
             return 19;
         nexar_ipc_memory input_ipc, recv_ipc;
         if (api->ipc_export_memory(input, &input_ipc) || api->ipc_export_memory(recv, &recv_ipc)) return 20;
-        nexar::IpcAllreduce run(peers, uint64_t(call + 1), input, recv, input_ipc, recv_ipc, count, type, op);
         std::string error;
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!run.finished()) {
-            bool moved = false;
-            if (!ok(run.poll(&moved, &error))) return fprintf(stderr, "rank %d: %s\n", me, error.c_str()), 14;
-            if (std::chrono::steady_clock::now() > deadline)
-                return fprintf(stderr, "rank %d: call %d stuck waiting for rank %d\n", me, call, run.waiting_for()), 15;
-        }
-        for (size_t i = 0; i < count; ++i) {
-            int64_t want = value(0, i, call);
+        auto run_to_end = [&](nexar::IpcAllreduce& run) {
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (!run.finished()) {
+                bool moved = false;
+                if (!ok(run.poll(&moved, &error))) return fprintf(stderr, "rank %d: %s\n", me, error.c_str()), 14;
+                if (std::chrono::steady_clock::now() > deadline)
+                    return fprintf(stderr, "rank %d: call %d stuck waiting for rank %d\n", me, call,
+                                   run.waiting_for()), 15;
+            }
+            return 0;
+        };
+        auto want = [&](size_t i) {
+            int64_t w = value(0, i, call);
             for (int r = 1; r < n; ++r)
-                want = op == nexar::ReduceOp::max ? std::max(want, value(r, i, call)) : want + value(r, i, call);
-            if (get(recv, i) != want)
-                return fprintf(stderr, "rank %d call %d item %zu: %lld, want %lld\n", me, call, i,
-                               (long long)get(recv, i), (long long)want), 16;
+                w = op == nexar::ReduceOp::max ? std::max(w, value(r, i, call)) : w + value(r, i, call);
+            return w;
+        };
+        const int scale = halves ? 2 : 1;
+        if (!halves) {
+            nexar::IpcAllreduce run(peers, uint64_t(call + 1), input, recv, input_ipc, recv_ipc, count, type, op);
+            if (int rc = run_to_end(run)) return rc;
+        } else {
+            nexar::IpcAllreduce scatter(peers, uint64_t(2 * call + 1), input, recv, input_ipc, recv_ipc, count, type,
+                                        op, nexar::IpcPart::reduce_scatter);
+            if (int rc = run_to_end(scatter)) return rc;
+            const size_t begin = nexar::IpcAllreduce::chunk_begin(count, me, n);
+            const size_t end = nexar::IpcAllreduce::chunk_begin(count, me + 1, n);
+            for (size_t i = 0; i < count; ++i) {
+                const bool mine = i >= begin && i < end;
+                // Out of place, the others' chunks are not written here (0xff bytes).
+                if (!mine && !in_place) {
+                    if (static_cast<unsigned char*>(recv)[i * elem] != 0xff)
+                        return fprintf(stderr, "rank %d call %d item %zu: written by the reduce-scatter\n", me, call,
+                                       i), 22;
+                    continue;
+                }
+                const int64_t expected = mine ? want(i) : value(me, i, call);
+                if (get(recv, i) != expected)
+                    return fprintf(stderr, "rank %d call %d item %zu after the reduce-scatter: %lld, want %lld\n", me,
+                                   call, i, (long long)get(recv, i), (long long)expected), 21;
+            }
+            for (size_t i = begin; i < end; ++i) put(staging.data(), i - begin, 2 * want(i));
+            if (api->memcpy_async(slow_to, slow_from, slow, stream) ||
+                api->memcpy_async(static_cast<char*>(recv) + begin * elem, staging.data(), (end - begin) * elem,
+                                  stream))
+                return 19;
+            nexar::IpcAllreduce gather(peers, uint64_t(2 * call + 2), recv, recv, recv_ipc, recv_ipc, count, type, op,
+                                       nexar::IpcPart::allgather);
+            if (int rc = run_to_end(gather)) return rc;
         }
+        for (size_t i = 0; i < count; ++i)
+            if (get(recv, i) != scale * want(i))
+                return fprintf(stderr, "rank %d call %d item %zu: %lld, want %lld\n", me, call, i,
+                               (long long)get(recv, i), (long long)(scale * want(i))), 16;
     }
     // Three calls, each rank's two buffers: each peer's allocation opened once.
     if (cache.opens() != uint64_t(2 * (n - 1))) return fprintf(stderr, "rank %d: %llu opens\n", me, (unsigned long long)cache.opens()), 17;
@@ -349,14 +462,14 @@ int ipc_rank(Shared* sh, int n, int me, size_t count, nexar::DataType type, nexa
 }
 
 // Runs ranks 0..n-1 as processes; the test passes when all exit 0.
-void run_ipc_ranks(int n, size_t count, nexar::DataType type, nexar::ReduceOp op) {
+void run_ipc_ranks(int n, size_t count, nexar::DataType type, nexar::ReduceOp op, bool halves = false) {
     void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(mem, MAP_FAILED);
     Shared* sh = new (mem) Shared;
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r) {
         pid_t pid = fork();
-        if (pid == 0) _exit(ipc_rank(sh, n, r, count, type, op));
+        if (pid == 0) _exit(ipc_rank(sh, n, r, count, type, op, halves));
         pids.push_back(pid);
     }
     for (int r = 0; r < n; ++r) {
@@ -372,5 +485,13 @@ TEST(IpcAllreduce, TwoRanksFloatSum) { run_ipc_ranks(2, 100003, nexar::DataType:
 TEST(IpcAllreduce, ThreeRanksDoubleSum) { run_ipc_ranks(3, 65537, nexar::DataType::f64, nexar::ReduceOp::sum); }
 TEST(IpcAllreduce, FourRanksIntMax) { run_ipc_ranks(4, 4099, nexar::DataType::i32, nexar::ReduceOp::max); }
 TEST(IpcAllreduce, FewerItemsThanRanks) { run_ipc_ranks(3, 2, nexar::DataType::f32, nexar::ReduceOp::sum); }
+// The hierarchical allreduce's node phases: each half alone.
+TEST(IpcAllreduce, HalvesTwoRanksFloatSum) {
+    run_ipc_ranks(2, 100003, nexar::DataType::f32, nexar::ReduceOp::sum, true);
+}
+TEST(IpcAllreduce, HalvesThreeRanksIntMax) { run_ipc_ranks(3, 4099, nexar::DataType::i32, nexar::ReduceOp::max, true); }
+TEST(IpcAllreduce, HalvesFewerItemsThanRanks) {
+    run_ipc_ranks(3, 2, nexar::DataType::f64, nexar::ReduceOp::sum, true);
+}
 
 }  // namespace
