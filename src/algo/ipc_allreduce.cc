@@ -4,7 +4,7 @@ namespace nexar {
 
 IpcAllreduce::IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf,
                            const nexar_ipc_memory& send_ipc, const nexar_ipc_memory& recv_ipc, size_t count,
-                           DataType type, ReduceOp op, IpcPart part)
+                           DataType type, ReduceOp op, IpcPart part, const IpcLayout& layout)
     : peers_(peers),
       seq_(sequence),
       send_(static_cast<const char*>(sendbuf)),
@@ -15,7 +15,15 @@ IpcAllreduce::IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void*
       elem_(datatype_size(type)),
       type_(type),
       op_(op),
-      part_(part) {}
+      part_(part),
+      layout_(layout) {}
+
+std::pair<size_t, size_t> IpcAllreduce::chunk(int rank) const {
+    if (layout_.displs) return {layout_.displs[rank], layout_.counts[rank]};
+    const int n = int(peers_.boards.size());
+    const size_t begin = chunk_begin(count_, rank, n);
+    return {begin, chunk_begin(count_, rank + 1, n) - begin};
+}
 
 Status IpcAllreduce::failed(const char* what, std::string* error) {
     *error = std::string(what) + ": " + peers_.api->last_error();
@@ -70,24 +78,31 @@ Status IpcAllreduce::reduce_and_scatter(std::string* error) {
         if (api->stream_wait_event(peers_.stream, peers_.events[size_t(r)].input) != 0)
             return failed("waiting for a peer's input event", error);
     }
-    const size_t begin = chunk_begin(me), items = chunk_begin(me + 1) - begin, at = begin * elem_;
-    char* dst = recv_ + at;
+    const std::pair<size_t, size_t> mine = chunk(me);
+    const size_t items = mine.second, at = mine.first * elem_, bytes = items * elem_;
+    // The reduce-scatter's result, and what the allgather sends.
+    char* result = reduces && layout_.own_out ? layout_.own_out : recv_ + at;
+    const char* out = reduces ? result : layout_.own_in ? layout_.own_in : recv_ + at;
     if (items > 0) {
-        // Own input first (in place it is dst itself, read before written),
-        // then the others in rank order: one order per chunk, so one result.
+        // Own input first (in place it is the result itself, read before
+        // written), then the others in rank order: one order per chunk, so
+        // one result.
         bool first = true;
         for (int r = 0; reduces && r < n; ++r) {
             if (r == me) continue;
-            const char* a = first ? send_ + at : dst;
-            if (api->reduce_async(dst, a, sends[size_t(r)] + at, items, int(type_), int(op_), peers_.stream) != 0)
+            const char* a = first ? send_ + at : result;
+            if (api->reduce_async(result, a, sends[size_t(r)] + at, items, int(type_), int(op_), peers_.stream) != 0)
                 return failed("reducing from a peer's buffer", error);
             first = false;
         }
         // A rank alone (one local rank per node) reduces nothing.
-        if (reduces && first && dst != send_ + at && api->memcpy_async(dst, send_ + at, items * elem_, peers_.stream) != 0)
+        if (reduces && first && result != send_ + at && api->memcpy_async(result, send_ + at, bytes, peers_.stream) != 0)
             return failed("copying its own input", error);
+        // The allgather's own block, from elsewhere, into its place here.
+        if (scatters && out != recv_ + at && api->memcpy_async(recv_ + at, out, bytes, peers_.stream) != 0)
+            return failed("copying its own block", error);
         for (int r = 0; scatters && r < n; ++r)
-            if (r != me && api->memcpy_async(recvs[size_t(r)] + at, dst, items * elem_, peers_.stream) != 0)
+            if (r != me && api->memcpy_async(recvs[size_t(r)] + at, out, bytes, peers_.stream) != 0)
                 return failed("copying into a peer's buffer", error);
     }
     if (api->event_record(peers_.events[size_t(me)].done, peers_.stream) != 0)
@@ -101,6 +116,10 @@ Status IpcAllreduce::collect(std::string* error) {
     for (size_t r = 0; r < peers_.boards.size(); ++r)
         if (int(r) != peers_.me && api->stream_wait_event(peers_.stream, peers_.events[r].done) != 0)
             return failed("waiting for a peer's done event", error);
+    const size_t bytes = chunk(peers_.me).second * elem_;
+    if (part_ == IpcPart::reduce_scatter && layout_.final_out && bytes > 0 &&
+        api->memcpy_async(layout_.final_out, layout_.own_out, bytes, peers_.stream) != 0)
+        return failed("copying the result into place", error);
     if (api->event_record(peers_.finished, peers_.stream) != 0) return failed("recording the end of the call", error);
     return Status::ok;
 }

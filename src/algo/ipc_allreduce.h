@@ -26,19 +26,24 @@
 // Polled, like OneShotAllreduce; liveness (a peer that exited, a timeout)
 // is the caller's: waiting_for() names the rank not yet there.
 //
-// Either half may run alone, for the hierarchical allreduce's node phases
-// (core/ring_calls.h, IpcHierarchicalRun): the reduce-scatter leaves chunk
-// r reduced in rank r's receive buffer only; the allgather copies each
-// rank's chunk r of its receive buffer into every peer's.  Each half is a
-// call of its own (a sequence number, both events, both boards).  "Rank"
-// here is the index among the ranks that share the IPC state: on a node
-// of a larger communicator, the local index.
+// Either half may run alone: the reduce-scatter leaves chunk r reduced in
+// rank r's receive buffer only (or where IpcLayout::own_out says); the
+// allgather copies each rank's chunk r of its receive buffer (or from
+// IpcLayout::own_in) into every peer's.  Each half is a call of its own (a
+// sequence number, both events, both boards).  They serve the
+// hierarchical allreduce's node phases (core/ring_calls.h,
+// IpcHierarchicalRun) and MPI_Reduce_scatter(_block) and MPI_Allgather of
+// device buffers on one node, whose chunks are the MPI's blocks
+// (IpcLayout::displs, counts).  "Rank" here is the index among the ranks
+// that share the IPC state: on a node of a larger communicator, the local
+// index.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -76,6 +81,20 @@ struct IpcPeers {
 // What an IpcAllreduce does: the whole allreduce, or one half of it.
 enum class IpcPart { allreduce, reduce_scatter, allgather };
 
+// Where the chunks lie (elements; null: `count` in equal chunks), and
+// where this rank's chunk goes (the reduce-scatter; null: its place in the
+// receive buffer) or comes from (the allgather; null: the same).
+struct IpcLayout {
+    const size_t* displs = nullptr;  // by rank
+    const size_t* counts = nullptr;
+    char* own_out = nullptr;
+    const char* own_in = nullptr;
+    // The reduce-scatter's result is copied from own_out to here once every
+    // peer is done reading this rank's buffers: an in-place reduce-scatter
+    // leaves it where peers read their blocks.
+    char* final_out = nullptr;
+};
+
 class IpcAllreduce {
 public:
     // `sequence` > 0, one more than this communicator's previous IPC call.
@@ -85,7 +104,7 @@ public:
     // MPI's: work on its other streams must be synchronized before the call).
     IpcAllreduce(const IpcPeers& peers, uint64_t sequence, const void* sendbuf, void* recvbuf,
                  const nexar_ipc_memory& send_ipc, const nexar_ipc_memory& recv_ipc, size_t count, DataType type,
-                 ReduceOp op, IpcPart part = IpcPart::allreduce);
+                 ReduceOp op, IpcPart part = IpcPart::allreduce, const IpcLayout& layout = IpcLayout());
     Status poll(bool* moved, std::string* error);
     bool finished() const { return stage_ == Stage::finished; }
     // The first rank whose board does not hold what this call waits for (-1: none).
@@ -99,7 +118,8 @@ private:
     Status reduce_and_scatter(std::string* error);
     Status collect(std::string* error);
     Status failed(const char* what, std::string* error);
-    size_t chunk_begin(int rank) const { return chunk_begin(count_, rank, int(peers_.boards.size())); }
+    // Rank `rank`'s chunk: its first element and its elements.
+    std::pair<size_t, size_t> chunk(int rank) const;
 
     const IpcPeers& peers_;
     const uint64_t seq_;
@@ -110,6 +130,7 @@ private:
     const DataType type_;
     const ReduceOp op_;
     const IpcPart part_;
+    const IpcLayout layout_;
     Stage stage_ = Stage::publish;
 };
 

@@ -176,31 +176,47 @@ void CollectiveTask::plan_here() {
     a.device = plan_.device() ? 1 : 0;
 }
 
-// This rank can take the IPC allreduce (algo/ipc_allreduce.h): a blocking
-// allreduce of device buffers, every rank of the communicator on this
+// This rank can take IPC (algo/ipc_allreduce.h): a blocking call of
+// device buffers; an allreduce with every rank of the communicator on this
 // node (or, across nodes, the hierarchical allreduce ready and not turned
-// off: its node phases take IPC, IpcHierarchicalRun), IPC not refused on
-// the context before, and both buffers exportable (not so: managed memory,
+// off: its node phases take IPC, IpcHierarchicalRun), a reduce-scatter
+// or an allgather on one node; IPC not refused on the context before; and
+// the buffers its peers open exportable (not so: managed memory,
 // cudaMallocAsync pools without IPC, virtual-memory-API allocations made
 // without a descriptor handle type).  Any rank's no takes today's ring for
 // the call, on every rank.  Returns the agreement's value (call_plan.h).
 int64_t CollectiveTask::ipc_possible() {
     ipc_why_ = "";
-    if (cfg_.cuda_ipc == CudaIpc::off || call_.kind != Collective::allreduce || nonblocking_ || !plan_.ready ||
-        !plan_.device())
-        return 0;
+    if (cfg_.cuda_ipc == CudaIpc::off || nonblocking_ || !plan_.ready || !plan_.device()) return 0;
     if (ctx_->ipc_unavailable()) return ipc_why_ = "IPC could not be set up on this communicator", 0;
-    if (ctx_->topology().nodes() > 1 && (!ctx_->hier_ready() || cfg_.algorithm == Algorithm::ring))
+    const bool one_node = ctx_->topology().nodes() == 1;
+    if (call_.kind == Collective::allreduce && !one_node &&
+        (!ctx_->hier_ready() || cfg_.algorithm == Algorithm::ring))
         return ipc_why_ = "the communicator spans nodes and the hierarchical allreduce is not ready or is off", 0;
+    if (call_.kind != Collective::allreduce && !one_node)
+        return ipc_why_ = "reduce-scatters and allgathers take IPC on one node only", 0;
+    // In place, a reduce-scatter's result goes where peers read their
+    // blocks: it waits in device scratch until they are done.
+    ipc_scratch_ = nullptr;
+    if (call_.kind == Collective::reduce_scatter && in_place_ && bytes_ > 0) {
+        std::string why;
+        ipc_scratch_ = ctx_->device_buffers(rt_.device_api()).device_work(plan_.device_id, bytes_, &why);
+        if (!ipc_scratch_) return ipc_why_ = "no device memory for an in-place reduce-scatter's result", 0;
+    }
     // The context's IPC state belongs to the GPU it was made on.
     if (ctx_->ipc() && ctx_->ipc()->device() != plan_.device_id)
         return ipc_why_ = "the call's GPU is not the one the communicator's IPC was set up on", 0;
+    // What the peers open: the send buffer if they read it, the receive
+    // buffer if they write it (each descriptor left empty is never opened).
+    const bool peers_read = call_.kind != Collective::allgather, peers_write = call_.kind != Collective::reduce_scatter;
     const nexar_device_api* api = rt_.device_api();
-    const bool send_ok = api->ipc_export_memory(src_, &src_ipc_) == 0;
-    if (send_ok && api->ipc_export_memory(call_.recvbuf, &recv_ipc_) == 0) {
+    src_ipc_ = nexar_ipc_memory{}, recv_ipc_ = nexar_ipc_memory{};
+    const bool send_ok = !peers_read || api->ipc_export_memory(src_, &src_ipc_) == 0;
+    if (send_ok && (!peers_write || api->ipc_export_memory(call_.recvbuf, &recv_ipc_) == 0)) {
         // A buffer beyond the allocation exported (virtual-memory-API memory
         // mapped in pieces: the export covers the piece holding its start).
-        if (src_ipc_.offset + uint64_t(bytes_) > src_ipc_.bytes || recv_ipc_.offset + uint64_t(bytes_) > recv_ipc_.bytes) {
+        const uint64_t b = uint64_t(bytes_);
+        if ((peers_read && src_ipc_.offset + b > src_ipc_.bytes) || (peers_write && recv_ipc_.offset + b > recv_ipc_.bytes)) {
             ipc_why_ = "a device buffer spans several allocations";
             if (ctx_->first_ipc_refusal())
                 NEXAR_INFO("communicator context %u: a device buffer spans several allocations, which IPC cannot "
@@ -369,7 +385,7 @@ TaskStep CollectiveTask::start_run() {
     const bool allreduce = call_.kind == Collective::allreduce;
     // Device buffers of one node, every rank able: GPU to GPU through IPC.
     // Across nodes, the hierarchical allreduce with its node phases there.
-    if (allreduce && agreement_.ipc) {
+    if (agreement_.ipc) {
         if (!ctx_->ipc() && !ctx_->ipc_unavailable()) set_up_ipc();
         // Every rank knows whether any buffer is exported as a descriptor
         // (the agreement), and the context whether they reach the peers.
@@ -385,8 +401,12 @@ TaskStep CollectiveTask::start_run() {
     }
     // NEXAR_CUDA_IPC=require: where every rank's buffers are device memory,
     // a call that cannot take IPC fails (every rank knows: the agreement).
-    if (allreduce && !ipc_ && cfg_.cuda_ipc == CudaIpc::require && agreement_.device) {
-        error_ = std::string("NEXAR_CUDA_IPC=require, and this device allreduce cannot go GPU to GPU through IPC: ") +
+    if (!ipc_ && cfg_.cuda_ipc == CudaIpc::require && agreement_.device && !nonblocking_) {
+        const char* what = allreduce                                      ? "allreduce"
+                           : call_.kind == Collective::reduce_scatter ? "reduce-scatter"
+                                                                      : "allgather";
+        error_ = std::string("NEXAR_CUDA_IPC=require, and this device ") + what +
+                 " cannot go GPU to GPU through IPC: " +
                  (*ipc_why_ ? ipc_why_ : "another rank's buffers or GPU cannot (its NEXAR_LOG=info says why)");
         return result_ = finish_ring(Status::unavailable), TaskStep::done;
     }
@@ -434,7 +454,20 @@ RingCallRun* CollectiveTask::build_run() {
         return &ipc_hier_run_.emplace(*ctx_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_,
                                       ring_count_, type, op, opt_);
     }
-    if (ipc_) return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_);
+    if (ipc_ && call_.kind == Collective::allreduce)
+        return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_);
+    if (ipc_) {
+        // The MPI's blocks, by rank; the reduce-scatter's result goes to
+        // recvbuf, the allgather's own block comes from sendbuf.
+        IpcLayout blocks;
+        blocks.displs = blocks_->displs.data(), blocks.counts = blocks_->counts.data();
+        const bool scatter = call_.kind == Collective::reduce_scatter;
+        if (scatter) blocks.own_out = static_cast<char*>(call_.recvbuf);
+        if (scatter && in_place_) blocks.own_out = ipc_scratch_, blocks.final_out = static_cast<char*>(call_.recvbuf);
+        if (!scatter && !in_place_) blocks.own_in = static_cast<const char*>(call_.sendbuf);
+        return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_,
+                                 scatter ? IpcPart::reduce_scatter : IpcPart::allgather, blocks);
+    }
     if (one_shot_) {
         one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
         return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;
@@ -460,7 +493,8 @@ RingCallRun* CollectiveTask::build_run() {
 // vector; MPI wants it at the start of recvbuf.  (Device buffers: through
 // host memory where the two overlap.)
 Status CollectiveTask::move_own_block() {
-    if (call_.kind != Collective::reduce_scatter || !in_place_) return Status::ok;
+    // (The IPC reduce-scatter puts it there itself, GPU to GPU: final_out.)
+    if (call_.kind != Collective::reduce_scatter || !in_place_ || ipc_) return Status::ok;
     char* block = ring_recv_ + blocks_->displs[size_t(me_)] * esz_;
     const size_t own = blocks_->counts[size_t(me_)] * esz_;
     const bool overlap = block != call_.recvbuf && block < static_cast<char*>(call_.recvbuf) + own;

@@ -180,7 +180,8 @@ private:
     std::optional<IpcRun> ipc_run_;
     std::optional<IpcHierarchicalRun> ipc_hier_run_;
     nexar_ipc_memory src_ipc_{}, recv_ipc_{};  // the buffers as ipc_possible() exported them
-    const char* ipc_why_ = "";                  // why this rank's call cannot take IPC ("": it can, or not a device call)
+    const char* ipc_why_ = "";
+    char* ipc_scratch_ = nullptr;  // an in-place reduce-scatter's result, until it goes into place                  // why this rank's call cannot take IPC ("": it can, or not a device call)
     RingCallRun* run_ = nullptr;
 };
 

@@ -178,8 +178,8 @@ void OneShotRun::account() const {
 namespace {
 const char* ipc_what(IpcPart part) {
     switch (part) {
-        case IpcPart::reduce_scatter: return "the IPC reduce-scatter of a hierarchical allreduce";
-        case IpcPart::allgather: return "the IPC allgather of a hierarchical allreduce";
+        case IpcPart::reduce_scatter: return "an IPC reduce-scatter";
+        case IpcPart::allgather: return "an IPC allgather";
         case IpcPart::allreduce: break;
     }
     return "an IPC allreduce";
@@ -188,9 +188,9 @@ const char* ipc_what(IpcPart part) {
 
 IpcRun::IpcRun(CommContext& ctx, const void* src, void* recvbuf, const nexar_ipc_memory& src_ipc,
                const nexar_ipc_memory& recv_ipc, size_t count, DataType type, ReduceOp op, const RingOptions& opt,
-               IpcPart part)
+               IpcPart part, const IpcLayout& layout)
     : BoardRun(ctx, opt, ipc_what(part), ctx.ipc()->peers(), ctx.ipc()->next_sequence(), src, recvbuf, src_ipc,
-               recv_ipc, count, type, op, part) {}
+               recv_ipc, count, type, op, part, layout) {}
 
 BoardGroup IpcRun::group() const {
     const IpcContext& ipc = *ctx_.ipc();

@@ -163,13 +163,14 @@ private:
 // context's IPC state; its stall checks also cover the wait for the GPU's
 // work, which a peer that died may never let finish.  Requires ctx.ipc();
 // takes its next sequence.
-// `part`: the whole allreduce (the communicator on one node), or a node
-// phase of IpcHierarchicalRun among the node's ranks.
+// `part`: the whole allreduce (the communicator on one node), a node
+// phase of IpcHierarchicalRun among the node's ranks, or a reduce-scatter
+// or allgather on one node over the MPI's blocks (`layout`).
 class IpcRun final : public BoardRun<IpcAllreduce> {
 public:
     IpcRun(CommContext& ctx, const void* src, void* recvbuf, const nexar_ipc_memory& src_ipc,
            const nexar_ipc_memory& recv_ipc, size_t count, DataType type, ReduceOp op, const RingOptions& opt,
-           IpcPart part = IpcPart::allreduce);
+           IpcPart part = IpcPart::allreduce, const IpcLayout& layout = IpcLayout());
     void account() const override;
 
 private:
