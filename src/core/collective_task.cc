@@ -185,8 +185,18 @@ void CollectiveTask::plan_here() {
 // cudaMallocAsync pools without IPC, virtual-memory-API allocations made
 // without a descriptor handle type).  Any rank's no takes today's ring for
 // the call, on every rank.  Returns the agreement's value (call_plan.h).
+void CollectiveTask::release_ipc_exports() {
+    const nexar_device_api* api = rt_.device_api();
+    if (api && ((src_ipc_.flags | recv_ipc_.flags) & NEXAR_IPC_FD_HANDLE)) {
+        api->ipc_release_export(&src_ipc_);
+        api->ipc_release_export(&recv_ipc_);
+    }
+    src_ipc_ = nexar_ipc_memory{}, recv_ipc_ = nexar_ipc_memory{};
+}
+
 int64_t CollectiveTask::ipc_possible() {
     ipc_why_ = "";
+    release_ipc_exports();  // a plan made again (after a reconnect) exports again
     if (cfg_.cuda_ipc == CudaIpc::off || nonblocking_ || !plan_.ready || !plan_.device()) return 0;
     if (ctx_->ipc_unavailable()) return ipc_why_ = "IPC could not be set up on this communicator", 0;
     const bool one_node = ctx_->topology().nodes() == 1;
@@ -210,7 +220,6 @@ int64_t CollectiveTask::ipc_possible() {
     // buffer if they write it (each descriptor left empty is never opened).
     const bool peers_read = call_.kind != Collective::allgather, peers_write = call_.kind != Collective::reduce_scatter;
     const nexar_device_api* api = rt_.device_api();
-    src_ipc_ = nexar_ipc_memory{}, recv_ipc_ = nexar_ipc_memory{};
     const bool send_ok = !peers_read || api->ipc_export_memory(src_, &src_ipc_) == 0;
     if (send_ok && (!peers_write || api->ipc_export_memory(call_.recvbuf, &recv_ipc_) == 0)) {
         // A buffer beyond the allocation exported (virtual-memory-API memory
@@ -220,7 +229,7 @@ int64_t CollectiveTask::ipc_possible() {
             ipc_why_ = "a device buffer spans several allocations";
             if (ctx_->first_ipc_refusal())
                 NEXAR_INFO("communicator context %u: a device buffer spans several allocations, which IPC cannot "
-                           "map at once: such calls take the ring through host memory",
+                           "map at once: such calls take the device ring without IPC",
                            ctx_->id());
             return 0;
         }
@@ -234,7 +243,7 @@ int64_t CollectiveTask::ipc_possible() {
     ipc_why_ = "a device buffer cannot be exported";
     if (ctx_->first_ipc_refusal())
         NEXAR_INFO("communicator context %u: a device %s buffer cannot be exported through IPC (%s): such calls "
-                   "take the ring through host memory",
+                   "take the device ring without IPC",
                    ctx_->id(), send_ok ? "receive" : "send", api->last_error());
     return 0;
 }
@@ -250,10 +259,10 @@ void CollectiveTask::set_up_ipc() {
                    ctx_->id(), size_);
     else if (ok(s) && me_ == 0)
         NEXAR_INFO("communicator context %u: device allreduces take the hierarchical allreduce: GPU to GPU through "
-                   "IPC among each node's %d ranks, the ring through host memory across the %d nodes",
+                   "IPC among each node's %d ranks, the device ring across the %d nodes",
                    ctx_->id(), int(ipc->members().size()), ctx_->topology().nodes());
     else if (!ok(s))
-        NEXAR_INFO("communicator context %u: no IPC for device buffers (%s): they take the ring through host memory",
+        NEXAR_INFO("communicator context %u: no IPC for device buffers (%s): they take the device ring without IPC",
                    ctx_->id(), why.c_str());
     ctx_->set_ipc(std::move(ipc));
 }
@@ -396,7 +405,7 @@ TaskStep CollectiveTask::start_run() {
         if (ipc_) {
             opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the rings across nodes'
             run_ = build_run();
-            return TaskStep::run;
+            return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
         }
     }
     // NEXAR_CUDA_IPC=require: where every rank's buffers are device memory,
@@ -405,10 +414,12 @@ TaskStep CollectiveTask::start_run() {
         const char* what = allreduce                                      ? "allreduce"
                            : call_.kind == Collective::reduce_scatter ? "reduce-scatter"
                                                                       : "allgather";
-        error_ = std::string("NEXAR_CUDA_IPC=require, and this device ") + what +
-                 " cannot go GPU to GPU through IPC: " +
-                 (*ipc_why_ ? ipc_why_ : "another rank's buffers or GPU cannot (its NEXAR_LOG=info says why)");
-        return result_ = finish_ring(Status::unavailable), TaskStep::done;
+        // Nothing ran: the communicator stays good for the calls after it.
+        NEXAR_ERROR("%s of %zu bytes on communicator context %u: NEXAR_CUDA_IPC=require, and this device %s cannot go "
+                    "GPU to GPU through IPC: %s",
+                    call_.name, bytes_, ctx_->id(), what,
+                    *ipc_why_ ? ipc_why_ : "another rank's buffers or GPU cannot (its NEXAR_LOG=info says why)");
+        return result_ = raise_error(MPI_ERR_OTHER), TaskStep::done;
     }
     one_shot_ = allreduce && agreement_.shm && ctx_->boards_ready() &&
                 uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
@@ -451,8 +462,9 @@ RingCallRun* CollectiveTask::build_run() {
     const DataType type = element_.type;
     const ReduceOp op = element_.op;
     if (ipc_ && ctx_->topology().nodes() > 1) {
-        return &ipc_hier_run_.emplace(*ctx_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_,
-                                      ring_count_, type, op, opt_);
+        ipc_hier_run_.emplace(*ctx_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type,
+                              op, opt_);
+        return ipc_hier_run_->valid() ? &*ipc_hier_run_ : nullptr;
     }
     if (ipc_ && call_.kind == Collective::allreduce)
         return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_);

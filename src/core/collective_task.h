@@ -57,6 +57,7 @@ public:
     CollectiveTask(Runtime& rt, const CollectiveCall& call, bool nonblocking = false)
         : rt_(rt), cfg_(rt.config()), call_(own_block_as_in_place(call)), nonblocking_(nonblocking),
           asked_in_place_(call.sendbuf == MPI_IN_PLACE) {}
+    ~CollectiveTask() { release_ipc_exports(); }
     CollectiveTask(const CollectiveTask&) = delete;
     CollectiveTask& operator=(const CollectiveTask&) = delete;
 
@@ -112,6 +113,9 @@ private:
     void place_ring_buffers();
     void plan_here();
     int64_t ipc_possible();
+    // What exporting the buffers holds (a descriptor: memory/device_api.h),
+    // given back once the call is over (its peers opened them during it).
+    void release_ipc_exports();
     DeviceEngine& new_device_engine();
     void set_up_ipc();
     RingCallRun* build_run();

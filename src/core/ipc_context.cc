@@ -1,16 +1,11 @@
 #include "core/ipc_context.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <new>
 
 #include "core/comm_context.h"
 #include "core/log.h"
 #include "core/pmpi.h"
-#include "memory/fd_handle.h"
 
 namespace nexar {
 
@@ -22,10 +17,9 @@ struct IpcSetup {
     unsigned char input[NEXAR_IPC_HANDLE_BYTES];
     unsigned char done[NEXAR_IPC_HANDLE_BYTES];
     nexar_ipc_memory probe;  // a small allocation every peer must be able to read
+    nexar_ipc_memory probe_fd;  // the same as memory that exports as a descriptor (the virtual-memory API's)
     int32_t ok;
-    int32_t pid;
-    int32_t probe_fd;  // a descriptor every peer tries to take (fd_handle.h); -1: none
-    int32_t pad;
+    int32_t fd_ok;  // probe_fd is there
 };
 
 // This node's ranks of the communicator, in local-index order.
@@ -80,16 +74,40 @@ Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, std::un
         s = Status::unavailable;
     }
     mine.ok = ok(s) ? 1 : 0;
-    mine.pid = int32_t(getpid());
-    mine.probe_fd = memfd_create("nexar-ipc-probe", MFD_CLOEXEC);
+    // The same for memory that exports as a descriptor, which peers take
+    // with pidfd_getfd (memory/fd_handle.h: the ptrace rules may forbid it)
+    // and map through other driver calls: a no there keeps only such
+    // memory off IPC.
+    void* probe_fd = nullptr;
+    std::string fd_why;
+    if (ok(s) && (api->alloc_fd_memory(&probe_fd, kProbeBytes) != 0 ||
+                  api->memcpy_async(probe_fd, pattern, kProbeBytes, p.stream) != 0 ||
+                  api->stream_synchronize(p.stream) != 0 || api->ipc_export_memory(probe_fd, &mine.probe_fd) != 0 ||
+                  !(mine.probe_fd.flags & NEXAR_IPC_FD_HANDLE)))
+        fd_why = std::string("memory that exports as a descriptor: ") + api->last_error();
+    mine.fd_ok = ok(s) && fd_why.empty() ? 1 : 0;
     // Every rank of the communicator takes part (the hierarchical allreduce's
     // nodes set theirs up at once); each reads its node's entries.
     std::vector<IpcSetup> everyone(static_cast<size_t>(ctx.size()));
     pmpi::allgather(&mine, int(sizeof mine), MPI_BYTE, everyone.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
     std::vector<IpcSetup> all;
     for (int m : members) all.push_back(everyone[size_t(m)]);
-    int fd_handles = mine.probe_fd >= 0 ? 1 : 0;
-    std::string fd_why = fd_handles ? "" : std::string("memfd_create: ") + strerror(errno);
+    int fd_handles = mine.fd_ok;
+    // Opens and reads back a peer's probe; "" when it holds what it should.
+    auto read_probe = [&](int r, const nexar_ipc_memory& mem) -> std::string {
+        const std::string rank = "rank " + std::to_string(members[size_t(r)]);
+        void* opened = nullptr;
+        if (api->ipc_open_memory(&mem, &opened) != 0)
+            return "opening " + rank + "'s device memory: " + api->last_error();
+        std::string why;
+        if (api->memcpy_async(seen, opened, kProbeBytes, p.stream) != 0 || api->stream_synchronize(p.stream) != 0)
+            why = "reading " + rank + "'s device memory: " + api->last_error();
+        for (size_t i = 0; why.empty() && i < kProbeBytes; ++i)
+            if (seen[i] != probe_byte(r, i))
+                why = "reading " + rank + "'s device memory gave other bytes (no peer access between the GPUs?)";
+        api->ipc_close_memory(opened);
+        return why;
+    };
     for (int r = 0; ok(s) && r < n; ++r) {
         if (r == me) continue;
         const std::string rank = "rank " + std::to_string(members[size_t(r)]);
@@ -104,46 +122,25 @@ Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, std::un
             error = "opening " + rank + "'s IPC events: " + api->last_error();
             s = Status::unavailable;
         }
-        void* opened = nullptr;
-        if (ok(s) && api->ipc_open_memory(&all[size_t(r)].probe, &opened) != 0) {
-            error = "opening " + rank + "'s device memory: " + api->last_error();
-            s = Status::unavailable;
-        }
-        if (ok(s) && (api->memcpy_async(seen, opened, kProbeBytes, p.stream) != 0 ||
-                      api->stream_synchronize(p.stream) != 0)) {
-            error = "reading " + rank + "'s device memory: " + api->last_error();
-            s = Status::unavailable;
-        }
-        for (size_t i = 0; ok(s) && i < kProbeBytes; ++i)
-            if (seen[i] != probe_byte(r, i)) {
-                error = "reading " + rank + "'s device memory gave other bytes (no peer access between the GPUs?)";
-                s = Status::unavailable;
-            }
-        if (opened) api->ipc_close_memory(opened);
-        // Memory exported as a descriptor needs this (memory/fd_handle.h).
-        if (fd_handles && all[size_t(r)].probe_fd >= 0) {
-            const int taken = take_descriptor(pid_t(all[size_t(r)].pid), all[size_t(r)].probe_fd);
-            if (taken >= 0)
-                close(taken);
-            else
-                fd_handles = 0, fd_why = "taking " + rank + "'s descriptors (pidfd_getfd): " + strerror(errno);
-        } else if (fd_handles) {
-            fd_handles = 0, fd_why = rank + " has no descriptor to offer";
-        }
+        if (ok(s) && !(error = read_probe(r, all[size_t(r)].probe)).empty()) s = Status::unavailable;
+        if (ok(s) && fd_handles && !all[size_t(r)].fd_ok)
+            fd_handles = 0, fd_why = rank + " has no memory that exports as a descriptor";
+        if (ok(s) && fd_handles && !(fd_why = read_probe(r, all[size_t(r)].probe_fd)).empty()) fd_handles = 0;
     }
     int agreed[2] = {ok(s) ? 1 : 0, fd_handles};
     pmpi::allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT, MPI_MIN, ctx.comm());
     if (probe) api->free_device(probe);  // every peer has closed it
-    if (mine.probe_fd >= 0) close(mine.probe_fd);  // every peer has taken it, or given up
+    if (mine.fd_ok) api->ipc_release_export(&mine.probe_fd);
+    if (probe_fd) api->free_fd_memory(probe_fd);
     if (ipc->inboxes_[size_t(me)]) ipc->inboxes_[size_t(me)]->unlink();  // every rank has mapped it, or given up
     if (!agreed[0]) {
         *why = ok(s) ? "another rank could not set up IPC" : error;
         return Status::unavailable;
     }
     ipc->fd_handles_ = agreed[1] != 0;
-    if (!ipc->fd_handles_ && ctx.rank() == 0)
+    if (!ipc->fd_handles_ && (!fd_why.empty() || ctx.rank() == 0))
         NEXAR_INFO("communicator context %u: IPC without memory exported as descriptors (the virtual-memory API's: "
-                   "it takes the ring through host memory): %s",
+                   "it takes the device ring without IPC): %s",
                    ctx.id(), fd_why.empty() ? "another rank cannot take its peers' descriptors" : fd_why.c_str());
     for (int r = 0; r < n; ++r) p.boards.push_back(reinterpret_cast<IpcBoard*>(ipc->inboxes_[size_t(r)]->slot(0)));
     *out = std::move(ipc);

@@ -214,7 +214,8 @@ IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, SegmentEngine& engine, 
                  engine, false),
       inter_in_(*ctx.worker(), ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), opt.depth, ctx.scratch(),
                 engine, true) {
-    node_.emplace(ctx, src, recvbuf, src_ipc, recv_ipc, count, type, op, opt, IpcPart::reduce_scatter);
+    valid_ = ring_arguments_valid(inter_peers(ctx), opt);
+    if (valid_) node_.emplace(ctx, src, recvbuf, src_ipc, recv_ipc, count, type, op, opt, IpcPart::reduce_scatter);
 }
 
 Status IpcHierarchicalRun::poll(bool* moved, std::string* error) {

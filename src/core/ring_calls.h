@@ -102,12 +102,6 @@ private:
     UcxRecvChannel inter_in_;
 };
 
-// A run that meets its peers on shared-memory boards rather than
-// channels (the one-shot's, the IPC allreduce's): the same checks of the
-// peers for both.  A peer whose board says its communicator failed may be
-// out of step with this rank's; one that exited or gave up, or no move for
-// NEXAR_TIMEOUT_S, fails the call; failing marks this rank's board, so the
-// others stop waiting for it.
 // The ranks whose boards a BoardRun watches: the whole communicator, or
 // the ranks of this node (members[i] is board i's rank in the communicator).
 struct BoardGroup {
@@ -115,6 +109,13 @@ struct BoardGroup {
     const std::vector<int>* members = nullptr;  // null: board i is rank i's
     int rank_of(int i) const { return members ? (*members)[size_t(i)] : i; }
 };
+
+// A run that meets its peers on shared-memory boards rather than
+// channels (the one-shot's, the IPC allreduce's): the same checks of the
+// peers for both.  A peer whose board says its communicator failed may be
+// out of step with this rank's; one that exited or gave up, or no move for
+// NEXAR_TIMEOUT_S, fails the call; failing marks this rank's board, so the
+// others stop waiting for it.
 
 template <class Operation>
 class BoardRun : public RingCallRun {
@@ -201,6 +202,8 @@ public:
                        const nexar_ipc_memory& src_ipc, const nexar_ipc_memory& recv_ipc, size_t count, DataType type,
                        ReduceOp op, const RingOptions& opt);
     ~IpcHierarchicalRun() override { inter_.reset(); }
+    // The ring across nodes takes these options (the same on every rank).
+    bool valid() const { return valid_; }
     Status poll(bool* moved, std::string* error) override;
     bool finished() const override { return phase_ == 3; }
     Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) override;
@@ -222,6 +225,7 @@ private:
     UcxRecvChannel inter_in_;
     std::optional<RingOperation> inter_;
     int phase_ = 0;  // 0, 1, 2: the phase running (from 1 above); 3: finished
+    bool valid_ = false;
 };
 
 // This local index's ring across the nodes alone, over UCX, in place on

@@ -3,6 +3,7 @@
 // Loaded by memory/device.cc only where libcuda.so.1 exists.
 #include <cuda.h>  // driver types only: its functions are looked up at run time
 #include <cuda_runtime.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -170,7 +171,7 @@ int allocation_of(const void* ptr, unsigned long long* id, CUdeviceptr* base, si
 struct FdHandle {
     uint32_t magic;  // kFdHandleMagic: made by this plugin
     int32_t pid;     // the exporting process
-    int32_t fd;      // its descriptor, open there while the allocation is in the cache below
+    int32_t fd;      // its descriptor, open there until ipc_release_export
     int32_t device;  // the allocation's device, as the exporter numbers it (for messages)
 };
 static_assert(sizeof(FdHandle) <= NEXAR_IPC_HANDLE_BYTES, "FdHandle does not fit");
@@ -197,6 +198,8 @@ struct VmmDriver {
     decltype(&cuMemMap) map = nullptr;
     decltype(&cuMemUnmap) unmap = nullptr;
     decltype(&cuMemSetAccess) set_access = nullptr;
+    decltype(&cuMemCreate) create = nullptr;
+    decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
     const char* missing = nullptr;  // the first one the driver lacks; nullptr: all there
 };
 
@@ -219,35 +222,21 @@ const VmmDriver& vmm_driver() {
         load(&v.map, "cuMemMap", &v.missing);
         load(&v.unmap, "cuMemUnmap", &v.missing);
         load(&v.set_access, "cuMemSetAccess", &v.missing);
+        load(&v.create, "cuMemCreate", &v.missing);
+        load(&v.granularity, "cuMemGetAllocationGranularity", &v.missing);
         return v;
     }();
     return d;
 }
 
-// The exporter's side: the descriptor of each allocation it exported stays
-// open, so that the same allocation, exported call after call, goes as the
-// same descriptor (and the importers' caches, keyed by base and buffer id,
-// map it once).  At most kExportedFds; the least recently exported is
-// closed first.  Closing a descriptor that peers were told of is safe once
-// the call that published it has ended: peers take and import a
-// descriptor during that very call (core/ipc_context, algo/ipc_allreduce.h:
-// a rank's call ends only after every peer's done event, which each peer
-// records after mapping its peers' buffers), and an importer's mapping
-// holds its own reference to the memory.  A later call exports again and
-// publishes a new descriptor.  The one gap: more than kExportedFds other
-// allocations exported while a call is still in flight (that many
-// nonblocking calls on distinct buffers at once) would close its
-// descriptor before a peer took it, and the peer would fail to take it or
-// take whatever later export reused the number.  An open descriptor keeps
-// the allocation's memory alive after the application frees it, until it
-// leaves the cache: a new export whose range overlaps it closes it at once.
-struct ExportedFd {
-    uint64_t base, bytes, buffer_id;
-    int fd;
-    int device;
-    uint64_t used;  // export clock of its latest use
-};
-constexpr size_t kExportedFds = 64;
+// The exporter's side: each export makes a descriptor of its own, open
+// (close-on-exec) until the caller gives it back with ipc_release_export
+// once the call that published it has ended: peers take and import it
+// during that call (a rank's call ends only after every peer's done
+// event, which each peer records after mapping its buffers), and an
+// importer's mapping holds its own reference to the memory.  Nothing is
+// kept across calls: an open descriptor would keep memory the application
+// frees alive.
 
 // Address ranges this process mapped from other processes' descriptors
 // (ipc_close_memory unmaps them instead of cudaIpcCloseMemHandle).
@@ -259,23 +248,17 @@ struct OpenedRange {
 // open).  Never destroyed: a close at process exit may come after the
 // plugin's static destructors.
 std::mutex g_ipc_mutex;
-std::vector<ExportedFd>& exported_fds() {
-    static auto* v = new std::vector<ExportedFd>;
-    return *v;
-}
 std::vector<OpenedRange>& opened_ranges() {
     static auto* v = new std::vector<OpenedRange>;
     return *v;
 }
-uint64_t g_export_clock = 0;
-
-void describe_fd(const ExportedFd& e, nexar_ipc_memory* out) {
+void describe_fd(int fd, int device, nexar_ipc_memory* out) {
     FdHandle h;
     memset(&h, 0, sizeof h);
     h.magic = kFdHandleMagic;
     h.pid = int32_t(getpid());
-    h.fd = e.fd;
-    h.device = e.device;
+    h.fd = fd;
+    h.device = device;
     memcpy(out->handle, &h, sizeof h);
     out->flags = NEXAR_IPC_FD_HANDLE;
 }
@@ -297,15 +280,16 @@ int export_vmm(const void* ptr, nexar_ipc_memory* out, int* handled) {
             CUDA_SUCCESS &&
         legacy)
         return 0;
+    // A stream-ordered pool's memory (cudaMallocAsync) is not the
+    // application's own cuMemMap: its range is a piece of the pool's
+    // allocation, which a peer would map from the start.
+    void* pool = nullptr;
+    if (get_attribute &&
+        get_attribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, reinterpret_cast<CUdeviceptr>(ptr)) ==
+            CUDA_SUCCESS &&
+        pool)
+        return 0;
     const VmmDriver& d = vmm_driver();
-    std::lock_guard<std::mutex> lock(g_ipc_mutex);
-    std::vector<ExportedFd>& cache = exported_fds();
-    for (ExportedFd& e : cache)
-        if (e.base == out->base && e.buffer_id == out->buffer_id && e.bytes == out->bytes) {
-            e.used = ++g_export_clock;
-            describe_fd(e, out);
-            return *handled = 1, 0;
-        }
     if (d.missing) return 0;  // a driver without the virtual-memory API has no such memory
     CUmemGenericAllocationHandle mem;
     // Fails for memory not mapped with cuMemMap (cudaMalloc's, a pool's).
@@ -329,26 +313,70 @@ int export_vmm(const void* ptr, nexar_ipc_memory* out, int* handled) {
     r = d.export_handle(&fd, mem, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
     d.release(mem);  // the allocation lives on through its mapping and the descriptor
     if (r != CUDA_SUCCESS) return driver_failed("cuMemExportToShareableHandle", r);
-    // An entry whose range overlaps this one is an allocation the
-    // application unmapped (its range now maps another): close it now.
-    for (auto it = cache.begin(); it != cache.end();) {
-        if (it->base < out->base + out->bytes && out->base < it->base + it->bytes) {
-            close(it->fd);
-            it = cache.erase(it);
-        } else {
-            ++it;
-        }
-    }
-    if (cache.size() >= kExportedFds) {
-        auto oldest = cache.begin();
-        for (auto it = cache.begin(); it != cache.end(); ++it)
-            if (it->used < oldest->used) oldest = it;
-        close(oldest->fd);
-        cache.erase(oldest);
-    }
-    cache.push_back({out->base, out->bytes, out->buffer_id, fd, prop.location.id, ++g_export_clock});
-    describe_fd(cache.back(), out);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);  // a child the application forks does not keep the memory
+    describe_fd(fd, prop.location.id, out);
     return 0;
+}
+
+void ipc_release_export(const nexar_ipc_memory* mem) {
+    if (!(mem->flags & NEXAR_IPC_FD_HANDLE)) return;
+    FdHandle h;
+    memcpy(&h, mem->handle, sizeof h);
+    if (h.magic == kFdHandleMagic && h.pid == int32_t(getpid()) && h.fd >= 0) close(h.fd);
+}
+
+// Device memory from the virtual-memory API with a POSIX file descriptor
+// handle type, mapped read-write for the current device: what the IPC
+// set-up's probe exports as a descriptor.
+int alloc_fd_memory(void** ptr, size_t bytes) {
+    const VmmDriver& d = vmm_driver();
+    if (d.missing) return snprintf(g_error, sizeof g_error, "%s not in the driver", d.missing), 1;
+    int device = 0;
+    if (check(cudaGetDevice(&device), "cudaGetDevice") || check(cudaSetDevice(device), "cudaSetDevice")) return 1;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t grain = 0;
+    CUresult r = d.granularity(&grain, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS) return driver_failed("cuMemGetAllocationGranularity", r);
+    const size_t size = ((bytes ? bytes : 1) + grain - 1) / grain * grain;
+    CUmemGenericAllocationHandle mem;
+    if ((r = d.create(&mem, size, &prop, 0)) != CUDA_SUCCESS) return driver_failed("cuMemCreate", r);
+    CUdeviceptr va = 0;
+    if ((r = d.reserve(&va, size, grain, 0, 0)) != CUDA_SUCCESS) {
+        d.release(mem);
+        return driver_failed("cuMemAddressReserve", r);
+    }
+    r = d.map(va, size, 0, mem, 0);
+    d.release(mem);  // the mapping holds its own reference
+    if (r != CUDA_SUCCESS) {
+        d.address_free(va, size);
+        return driver_failed("cuMemMap", r);
+    }
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if ((r = d.set_access(va, size, &access, 1)) != CUDA_SUCCESS) {
+        d.unmap(va, size);
+        d.address_free(va, size);
+        return driver_failed("cuMemSetAccess", r);
+    }
+    *ptr = reinterpret_cast<void*>(va);
+    return 0;
+}
+void free_fd_memory(void* ptr) {
+    const VmmDriver& d = vmm_driver();
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    static auto get_range = reinterpret_cast<MemGetAddressRange>(driver_function("cuMemGetAddressRange"));
+    if (d.missing || !get_range || get_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) return;
+    cudaDeviceSynchronize();  // as cudaFree would: no work still uses it
+    d.unmap(base, size);
+    d.address_free(base, size);
 }
 
 // Takes the exporter's descriptor, imports it, and maps the allocation
@@ -398,8 +426,10 @@ int open_fd_memory(const nexar_ipc_memory* in, void** base) {
         d.release(mem);
         return driver_failed("cuMemAddressReserve", r);
     }
-    // The exporter's mapping starts at offset 0 of the allocation (cuMemMap
-    // allows no other) and is `bytes` long: this one is the same memory.
+    // The exporter's mapping is taken to start at offset 0 of the
+    // allocation and to span it (`bytes`), as PyTorch's and NCCL's do: an
+    // application that maps a piece of an allocation elsewhere would show
+    // peers the wrong bytes.  The same memory here.
     r = d.map(va, bytes, 0, mem, 0);
     d.release(mem);  // the mapping holds its own reference
     if (r != CUDA_SUCCESS) {
@@ -445,6 +475,11 @@ int open_fd_memory(const nexar_ipc_memory*, void**) {
     return snprintf(g_error, sizeof g_error, "this CUDA plugin was built without virtual-memory-API IPC (CUDA < 11.3)"), 1;
 }
 int take_opened_range(void*, size_t*) { return 0; }
+void ipc_release_export(const nexar_ipc_memory*) {}
+int alloc_fd_memory(void**, size_t) {
+    return snprintf(g_error, sizeof g_error, "this CUDA plugin was built without virtual-memory-API IPC (CUDA < 11.3)"), 1;
+}
+void free_fd_memory(void*) {}
 
 #endif
 
@@ -525,7 +560,8 @@ const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "CUDA", init, pointer_k
                                stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
                                event_query, timing_event_create, event_elapsed_ms, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
                                free_pinned, last_error, ipc_export_memory, ipc_open_memory, ipc_close_memory,
-                               ipc_event_create, ipc_event_open, stream_wait_event, stream_create_nonblocking};
+                               ipc_event_create, ipc_event_open, stream_wait_event, stream_create_nonblocking,
+                               ipc_release_export, alloc_fd_memory, free_fd_memory};
 
 }  // namespace
 

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define NEXAR_DEVICE_API_VERSION 3
+#define NEXAR_DEVICE_API_VERSION 4
 
 enum nexar_mem_kind {
     NEXAR_MEM_HOST = 0,        /* pageable host memory, or not known to the driver */
@@ -32,7 +32,7 @@ enum nexar_mem_kind {
     NEXAR_MEM_MANAGED = 3      /* unified (managed) memory */
 };
 
-/* CUDA IPC (API version 3): device memory and events of one process opened
+/* CUDA IPC (API versions 3 and 4): device memory and events of one process opened
  * by another process of the node, the way NCCL's P2P transport and UCX's
  * cuda_ipc do.  The handle is the driver's (cudaIpcMemHandle_t, 64 bytes)
  * or the host-emulated GPU's. */
@@ -96,8 +96,10 @@ typedef struct nexar_device_api {
     /* Describes the allocation holding `ptr` for another process; fails for
      * memory the driver cannot export (cudaMallocAsync pools without IPC,
      * virtual-memory-API allocations made without a POSIX file descriptor
-     * handle type, host memory).  The description stays valid while the
-     * allocation lives: a file descriptor handle stays open in this process. */
+     * handle type, host memory).  A NEXAR_IPC_FD_HANDLE description holds a
+     * descriptor open in this process (and so the memory alive) until
+     * ipc_release_export: the caller releases it once its peers have
+     * opened it (their mappings hold their own references). */
     int (*ipc_export_memory)(const void *ptr, nexar_ipc_memory *out);
     /* Maps another process's allocation; *base is its base in this process. */
     int (*ipc_open_memory)(const nexar_ipc_memory *in, void **base);
@@ -113,6 +115,17 @@ typedef struct nexar_device_api {
      * without wedging the application's.  event_record(event, NULL) records
      * on the legacy default stream, for it to wait on. */
     int (*stream_create_nonblocking)(void **stream);
+
+    /* --- IPC (version 4) --- */
+    /* Gives back what ipc_export_memory holds for `mem` (a descriptor);
+     * nothing for other descriptions. */
+    void (*ipc_release_export)(const nexar_ipc_memory *mem);
+    /* Device memory that exports as a descriptor (NEXAR_IPC_FD_HANDLE: the
+     * virtual-memory API's, cuMemCreate with a POSIX file descriptor handle
+     * type), for the IPC set-up's probe of that path; fails where the
+     * driver has no such memory. */
+    int (*alloc_fd_memory)(void **ptr, size_t bytes);
+    void (*free_fd_memory)(void *ptr);
 } nexar_device_api;
 
 /* The plugin's one exported symbol. */

@@ -19,9 +19,13 @@
 // segments allocate), which nexar shares with its peers as a descriptor
 // they take with pidfd_getfd.  Rank 0 prints whether the ranks can take
 // each other's descriptors ("vmm: ..."): run-gpu-mpi-tests.sh expects IPC
-// calls only where they can.
+// calls only where they can.  With --emulated-gpu, --vmm takes the
+// emulated GPU's memory that exports as a descriptor.  --vmm-rank R: only
+// rank R's buffers are such memory.
 // --fault NAME: one allreduce of device buffers under MPI_ERRORS_RETURN,
-// during which rank 1 dies or stops (the emulated GPU's fault hook); rank 0
+// during which rank 1 dies or stops (the emulated GPU's fault hook; with
+// ipc-require, two calls that NEXAR_CUDA_IPC=require refuses, the second's
+// class reported); rank 0
 // reports "fault_check NAME: rank 0 got class C after T s" (the report
 // test/lib.sh's check_fault_report reads) and aborts the job.
 #include <mpi.h>
@@ -58,6 +62,8 @@ int emulated_count(int* n) { return *n = 1, 0; }
 int emulated_set(int) { return 0; }
 int emulated_malloc(void** p, size_t bytes) { return g_emulated->alloc_device(p, bytes); }
 int emulated_free(void* p) { return g_emulated->free_device(p), 0; }
+// --vmm on the emulated GPU: memory that exports as a descriptor.
+int emulated_fd_malloc(void** p, size_t bytes) { return g_emulated->alloc_fd_memory(p, bytes); }
 int emulated_memcpy(void* dst, const void* src, size_t bytes, int) { return memcpy(dst, src, bytes), 0; }
 
 int load_emulated_gpu(char* why, size_t len) {
@@ -343,6 +349,7 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     bool mixed = false, expect_ring = true, emulated = false, quick = false, use_vmm = false;
+    int vmm_rank = -1;
     const char* fault = nullptr;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--fault" && i + 1 < argc) fault = argv[++i];
@@ -351,6 +358,7 @@ int main(int argc, char** argv) {
         emulated |= std::string(argv[i]) == "--emulated-gpu";
         quick |= std::string(argv[i]) == "--quick";
         use_vmm |= std::string(argv[i]) == "--vmm";
+        if (std::string(argv[i]) == "--vmm-rank" && i + 1 < argc) vmm_rank = atoi(argv[++i]);
     }
     char why[256];
     int have = (emulated ? load_emulated_gpu(why, sizeof why) : cudart_load(&rt, why, sizeof why)) == 0, all = 0;
@@ -370,8 +378,14 @@ int main(int argc, char** argv) {
     g_device = g_rank % ndev;
     rt.SetDevice(g_device);
     if (use_vmm) {
-        int loaded = !emulated && load_vmm(why, sizeof why) == 0;
-        if (emulated) snprintf(why, sizeof why, "--vmm needs a real GPU, not --emulated-gpu");
+        // --vmm-rank R: only rank R's buffers (the others' are cudaMalloc's).
+        int loaded = 1;
+        if (vmm_rank < 0 || vmm_rank == g_rank) {
+            if (emulated)
+                rt.Malloc = emulated_fd_malloc;
+            else
+                loaded = load_vmm(why, sizeof why) == 0;
+        }
         if (!loaded) fprintf(stderr, "FAIL rank %d: %s\n", g_rank, why);
         MPI_Allreduce(MPI_IN_PLACE, &loaded, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (!loaded) {
@@ -394,7 +408,11 @@ int main(int argc, char** argv) {
         if (rt.Malloc(&buf, n * sizeof(float)) != 0) return 2;
         rt.Memcpy(buf, in.data(), n * sizeof(float), 4);
         const double t0 = MPI_Wtime();
-        const int rc = MPI_Allreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        // A refusal leaves the communicator good: the next call is refused
+        // in the same way, not passed through (its class is reported).
+        if (std::string(fault) == "ipc-require" && rc != MPI_SUCCESS)
+            rc = MPI_Allreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         const double took = MPI_Wtime() - t0;
         if (g_rank == 0) {
             int cls = rc;

@@ -38,6 +38,7 @@ struct Allocation {
     size_t bytes;
     int fd;             // -1: an IPC mapping of another process's allocation
     uint64_t buffer_id; // 0 for IPC mappings
+    bool descriptor = false;  // exports as a descriptor (alloc_fd_memory: the virtual-memory API's)
 };
 std::map<const char*, Allocation> g_allocations;  // by base
 std::atomic<uint64_t> g_next_buffer_id{1};
@@ -234,7 +235,14 @@ int alloc_device(void** p, size_t bytes) {
     int fd = shared_memfd(bytes, p);
     if (fd < 0) return 1;
     std::lock_guard<std::mutex> l(g_mem_mutex);
-    g_allocations[static_cast<const char*>(*p)] = {bytes, fd, g_next_buffer_id++};
+    g_allocations[static_cast<const char*>(*p)] = {bytes, fd, g_next_buffer_id++, false};
+    return 0;
+}
+// As the virtual-memory API's memory: it exports as a descriptor.
+int alloc_fd_memory(void** p, size_t bytes) {
+    if (alloc_device(p, bytes) != 0) return 1;
+    std::lock_guard<std::mutex> l(g_mem_mutex);
+    g_allocations[static_cast<const char*>(*p)].descriptor = true;
     return 0;
 }
 void free_device(void* p) {
@@ -272,13 +280,6 @@ void maybe_fail_here() {
     if (what && this_rank_is("NEXAR_EMULATED_GPU_FAULT_RANK")) raise(strcmp(what, "stop") == 0 ? SIGSTOP : SIGKILL);
 }
 
-// Memory exported as a descriptor, as the virtual-memory API's is (a test
-// hook: NEXAR_EMULATED_GPU_VMM=all, or the rank whose memory it is).
-bool exports_descriptors() {
-    const char* v = getenv("NEXAR_EMULATED_GPU_VMM");
-    return (v && strcmp(v, "all") == 0) || this_rank_is("NEXAR_EMULATED_GPU_VMM");
-}
-
 int ipc_export_memory(const void* p, nexar_ipc_memory* out) {
     if (refuses_ipc()) return 1;
     std::lock_guard<std::mutex> l(g_mem_mutex);
@@ -290,16 +291,21 @@ int ipc_export_memory(const void* p, nexar_ipc_memory* out) {
     out->base = uint64_t(reinterpret_cast<uintptr_t>(it->first));
     out->offset = uint64_t(static_cast<const char*>(p) - it->first);
     out->bytes = it->second.bytes;
-    out->flags = exports_descriptors() ? NEXAR_IPC_FD_HANDLE : 0;
+    out->flags = it->second.descriptor ? NEXAR_IPC_FD_HANDLE : 0;
     return 0;
 }
+// The emulated memory's descriptor is its memfd, open while it lives.
+void ipc_release_export(const nexar_ipc_memory*) {}
+
 int ipc_open_memory(const nexar_ipc_memory* in, void** base) {
     if (this_rank_is("NEXAR_EMULATED_GPU_REFUSE_OPEN_RANK")) return 1;  // as a container that forbids IPC
+    // As the ptrace rules refusing pidfd_getfd on that rank (a test hook).
+    if ((in->flags & NEXAR_IPC_FD_HANDLE) && this_rank_is("NEXAR_EMULATED_GPU_REFUSE_FD_RANK")) return 1;
     size_t bytes = 0;
     void* p = open_handle(in->handle, (in->flags & NEXAR_IPC_FD_HANDLE) != 0, &bytes);
     if (!p) return 1;
     std::lock_guard<std::mutex> l(g_mem_mutex);
-    g_allocations[static_cast<const char*>(p)] = {bytes, -1, 0};
+    g_allocations[static_cast<const char*>(p)] = {bytes, -1, 0, false};
     *base = p;
     return 0;
 }
@@ -355,7 +361,8 @@ const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "fake", init, pointer_k
                                stream_destroy, stream_synchronize, event_create, event_destroy, event_record,
                                event_query, event_create, event_elapsed_ms, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
                                free_pinned, last_error, ipc_export_memory, ipc_open_memory, ipc_close_memory,
-                               ipc_event_create, ipc_event_open, stream_wait_event, stream_create_nonblocking};
+                               ipc_event_create, ipc_event_open, stream_wait_event, stream_create_nonblocking,
+                               ipc_release_export, alloc_fd_memory, free_device};
 
 }  // namespace
 

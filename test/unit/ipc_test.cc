@@ -330,7 +330,8 @@ TEST(FdHandle, RefusedWithoutTheRightToPtraceTheOwner) {
         if (fd < 0 && errno == ENOSYS) return 0;  // no pidfd_getfd: refused all the same
         return fd < 0 && errno == EPERM ? 0 : 4;
     });
-    EXPECT_EQ(rc, 0) << "2/3: capabilities; 4: the descriptor was taken";
+    if (rc == 2 || rc == 3) GTEST_SKIP() << "this process may not drop CAP_SYS_PTRACE (capget/capset refused)";
+    EXPECT_EQ(rc, 0) << "the descriptor was taken";
 }
 
 // --- the IPC allreduce, between processes on the emulated GPU ---
