@@ -325,6 +325,37 @@ void ipc_release_export(const nexar_ipc_memory* mem) {
     if (h.magic == kFdHandleMagic && h.pid == int32_t(getpid()) && h.fd >= 0) close(h.fd);
 }
 
+// Maps `mem` (`size` bytes from its offset 0) into a new address range
+// read-write for `device`; the handle's reference passes to the mapping
+// (released here, whatever happens).
+int map_for_device(CUmemGenericAllocationHandle mem, size_t size, size_t alignment, int device, CUdeviceptr* out) {
+    const VmmDriver& d = vmm_driver();
+    CUdeviceptr va = 0;
+    CUresult r = d.reserve(&va, size, alignment, 0, 0);
+    if (r != CUDA_SUCCESS) {
+        d.release(mem);
+        return driver_failed("cuMemAddressReserve", r);
+    }
+    r = d.map(va, size, 0, mem, 0);
+    d.release(mem);  // the mapping holds its own reference
+    if (r != CUDA_SUCCESS) {
+        d.address_free(va, size);
+        return driver_failed("cuMemMap", r);
+    }
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof access);
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if ((r = d.set_access(va, size, &access, 1)) != CUDA_SUCCESS) {
+        d.unmap(va, size);
+        d.address_free(va, size);
+        return driver_failed("cuMemSetAccess (this GPU's access to the memory)", r);
+    }
+    *out = va;
+    return 0;
+}
+
 // Device memory from the virtual-memory API with a POSIX file descriptor
 // handle type, mapped read-write for the current device: what the IPC
 // set-up's probe exports as a descriptor.
@@ -346,25 +377,7 @@ int alloc_fd_memory(void** ptr, size_t bytes) {
     CUmemGenericAllocationHandle mem;
     if ((r = d.create(&mem, size, &prop, 0)) != CUDA_SUCCESS) return driver_failed("cuMemCreate", r);
     CUdeviceptr va = 0;
-    if ((r = d.reserve(&va, size, grain, 0, 0)) != CUDA_SUCCESS) {
-        d.release(mem);
-        return driver_failed("cuMemAddressReserve", r);
-    }
-    r = d.map(va, size, 0, mem, 0);
-    d.release(mem);  // the mapping holds its own reference
-    if (r != CUDA_SUCCESS) {
-        d.address_free(va, size);
-        return driver_failed("cuMemMap", r);
-    }
-    CUmemAccessDesc access;
-    memset(&access, 0, sizeof access);
-    access.location = prop.location;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if ((r = d.set_access(va, size, &access, 1)) != CUDA_SUCCESS) {
-        d.unmap(va, size);
-        d.address_free(va, size);
-        return driver_failed("cuMemSetAccess", r);
-    }
+    if (map_for_device(mem, size, grain, device, &va)) return 1;
     *ptr = reinterpret_cast<void*>(va);
     return 0;
 }
@@ -420,33 +433,12 @@ int open_fd_memory(const nexar_ipc_memory* in, void** base) {
     close(fd);  // the imported handle does not need it
     if (r != CUDA_SUCCESS) return driver_failed("cuMemImportFromShareableHandle", r);
     const size_t bytes = size_t(in->bytes);
-    CUdeviceptr va = 0;
-    r = d.reserve(&va, bytes, 0, 0, 0);
-    if (r != CUDA_SUCCESS) {
-        d.release(mem);
-        return driver_failed("cuMemAddressReserve", r);
-    }
     // The exporter's mapping is taken to start at offset 0 of the
     // allocation and to span it (`bytes`), as PyTorch's and NCCL's do: an
     // application that maps a piece of an allocation elsewhere would show
     // peers the wrong bytes.  The same memory here.
-    r = d.map(va, bytes, 0, mem, 0);
-    d.release(mem);  // the mapping holds its own reference
-    if (r != CUDA_SUCCESS) {
-        d.address_free(va, bytes);
-        return driver_failed("cuMemMap", r);
-    }
-    CUmemAccessDesc access;
-    memset(&access, 0, sizeof access);
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    r = d.set_access(va, bytes, &access, 1);
-    if (r != CUDA_SUCCESS) {
-        d.unmap(va, bytes);
-        d.address_free(va, bytes);
-        return driver_failed("cuMemSetAccess (this GPU's access to a peer's memory)", r);
-    }
+    CUdeviceptr va = 0;
+    if (map_for_device(mem, bytes, 0, device, &va)) return 1;
     {
         std::lock_guard<std::mutex> lock(g_ipc_mutex);
         opened_ranges().push_back({uint64_t(va), uint64_t(bytes)});
