@@ -176,15 +176,7 @@ void CollectiveTask::plan_here() {
     a.device = plan_.device() ? 1 : 0;
 }
 
-// This rank can take IPC (algo/ipc_allreduce.h): a blocking call of
-// device buffers; an allreduce with every rank of the communicator on this
-// node (or, across nodes, the hierarchical allreduce ready and not turned
-// off: its node phases take IPC, IpcHierarchicalRun), a reduce-scatter
-// or an allgather on one node; IPC not refused on the context before; and
-// the buffers its peers open exportable (not so: managed memory,
-// cudaMallocAsync pools without IPC, virtual-memory-API allocations made
-// without a descriptor handle type).  Any rank's no takes today's ring for
-// the call, on every rank.  Returns the agreement's value (call_plan.h).
+// Gives back what exporting the call's buffers held (memory/device_api.h).
 void CollectiveTask::release_ipc_exports() {
     const nexar_device_api* api = rt_.device_api();
     if (api && ((src_ipc_.flags | recv_ipc_.flags) & NEXAR_IPC_FD_HANDLE)) {
@@ -194,6 +186,15 @@ void CollectiveTask::release_ipc_exports() {
     src_ipc_ = nexar_ipc_memory{}, recv_ipc_ = nexar_ipc_memory{};
 }
 
+// This rank can take IPC (algo/ipc_allreduce.h): a blocking call of
+// device buffers; an allreduce with every rank of the communicator on this
+// node (or, across nodes, the hierarchical allreduce ready and not turned
+// off: its node phases take IPC, IpcHierarchicalRun), a reduce-scatter
+// or an allgather on one node; IPC not refused on the context before; and
+// the buffers its peers open exportable (not so: managed memory,
+// cudaMallocAsync pools without IPC, virtual-memory-API allocations made
+// without a descriptor handle type).  Any rank's no takes today's ring for
+// the call, on every rank.  Returns the agreement's value (call_plan.h).
 int64_t CollectiveTask::ipc_possible() {
     ipc_why_ = "";
     release_ipc_exports();  // a plan made again (after a reconnect) exports again
