@@ -95,9 +95,11 @@ every_rank ipc_calls
 echo "== 2 ranks, NEXAR_CUDA_IPC=require, rank 1's driver refuses IPC"
 start=$(date +%s)
 env NEXAR_TEST_TIMEOUT=60 NEXAR_CUDA_IPC=require NEXAR_EMULATED_GPU_REFUSE_IPC_RANK=1 \
-    bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" 2 --keep-going "$prog" \
+    bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" 2 "$prog" \
     --emulated-gpu --fault ipc-require >"$log" 2>&1
+rc=$?
 took=$(($(date +%s) - start))
+[ $rc = 0 ] || { tail -n 20 "$log"; fail "require: the job did not end normally after its refused calls (status $rc)"; }
 grep -a 'fault_check\|NEXAR_CUDA_IPC=require' "$log" | head -n 3
 check_fault_report "$log" ipc-require 0 "$took"
 grep -aq "nexar\[rank 1\]: error: MPI_Allreduce .*NEXAR_CUDA_IPC=require, and this device allreduce cannot go GPU to GPU through IPC: a device buffer cannot be exported" "$log" ||
