@@ -299,6 +299,24 @@ for mode in $modes; do
         check_fault_report "$log" "$mode" "$timeout_s" "$took"
     done
 done
+# Device buffers: rank 1 (node 0) dies or stops in the IPC reduce-scatter
+# of the hierarchical allreduce (the emulated GPU's fault hook): rank 0, its
+# node's other rank, gets an error within NEXAR_TIMEOUT_S (a killed rank at
+# once), then ends the job.  On MPICH only the stopped rank, as above.
+for fault in ${modes//-node/}; do
+    fault=${fault/stall/stop}
+    echo "== allreduce_cuda_check --fault ipc-$fault, 2 nodes x 2 ranks, NEXAR_TIMEOUT_S=$timeout_s"
+    start=$(date +%s)
+    crun --ppn 2 --keep-going -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" -x NEXAR_TIMEOUT_S=$timeout_s \
+        -x NEXAR_EMULATED_GPU_FAULT=$fault -x NEXAR_EMULATED_GPU_FAULT_RANK=1 "$gpu_prog" --emulated-gpu \
+        --fault "ipc-$fault"
+    took=$(($(date +%s) - start))
+    # A stopped rank the launcher did not take down would outlive the test.
+    pkill -KILL -f -- "allreduce_cuda_check --emulated-gpu --fault ipc-$fault" 2>/dev/null
+    grep -a 'fault_check\|IPC reduce-scatter' "$log" | head -n 3
+    check_fault_report "$log" "ipc-$fault" "$timeout_s" "$took"
+    grep -aq "an IPC reduce-scatter" "$log" || fail "ipc-$fault: the error did not come from the IPC reduce-scatter"
+done
 algorithm=ring
 
 # --- Three nodes, one rank each; then 2 + 1 ranks, where the hierarchical
