@@ -9,10 +9,8 @@
 
 namespace nexar {
 
-namespace {
-
 // What each rank tells the others at set-up.
-struct IpcSetup {
+struct IpcContext::Setup {
     ShmInboxName board;
     unsigned char input[NEXAR_IPC_HANDLE_BYTES];
     unsigned char done[NEXAR_IPC_HANDLE_BYTES];
@@ -21,6 +19,8 @@ struct IpcSetup {
     int32_t ok;
     int32_t fd_ok;  // probe_fd is there
 };
+
+namespace {
 
 // This node's ranks of the communicator, in local-index order.
 std::vector<int> node_members(const CommContext& ctx) {
@@ -31,10 +31,84 @@ std::vector<int> node_members(const CommContext& ctx) {
     return members;
 }
 
+// The probes: a small allocation with its owner's pattern that every peer
+// opens and reads back, which shows the driver's will and the path between
+// the GPUs (no peer access, a container or MIG that forbids IPC, a driver
+// that refuses the handle) before any call depends on it.
 constexpr size_t kProbeBytes = 256;
 unsigned char probe_byte(int owner, size_t i) { return static_cast<unsigned char>(owner * 31 + int(i) * 7 + 1); }
 
+// Allocates (with `alloc`: the API's alloc_device or alloc_fd_memory),
+// fills and exports this rank's probe.
+bool make_probe(const nexar_device_api* api, void* stream, int (*alloc)(void**, size_t), int owner, void** ptr,
+                nexar_ipc_memory* out) {
+    unsigned char pattern[kProbeBytes];
+    for (size_t i = 0; i < kProbeBytes; ++i) pattern[i] = probe_byte(owner, i);
+    return alloc(ptr, kProbeBytes) == 0 && api->memcpy_async(*ptr, pattern, kProbeBytes, stream) == 0 &&
+           api->stream_synchronize(stream) == 0 && api->ipc_export_memory(*ptr, out) == 0;
+}
+
+// Opens and reads back the probe of the peer with index `owner` (`rank`
+// names it); "" when it holds what it should, else why not.
+std::string read_probe(const nexar_device_api* api, void* stream, int owner, const std::string& rank,
+                       const nexar_ipc_memory& mem) {
+    void* opened = nullptr;
+    if (api->ipc_open_memory(&mem, &opened) != 0) return "opening " + rank + "'s device memory: " + api->last_error();
+    unsigned char seen[kProbeBytes];
+    std::string why;
+    if (api->memcpy_async(seen, opened, kProbeBytes, stream) != 0 || api->stream_synchronize(stream) != 0)
+        why = "reading " + rank + "'s device memory: " + api->last_error();
+    for (size_t i = 0; why.empty() && i < kProbeBytes; ++i)
+        if (seen[i] != probe_byte(owner, i))
+            why = "reading " + rank + "'s device memory gave other bytes (no peer access between the GPUs?)";
+    api->ipc_close_memory(opened);
+    return why;
+}
+
 }  // namespace
+
+// This rank's board, stream, events and probes, described in *mine.  The
+// descriptor probe's failure is no error: it leaves *fd_why set.
+Status IpcContext::prepare(Setup* mine, void** probe, void** probe_fd, std::string* error, std::string* fd_why) {
+    const nexar_device_api* api = peers_.api;
+    const int me = peers_.me;
+    const size_t board_bytes = (sizeof(IpcBoard) + 63) & ~size_t(63);
+    Status s = ShmInbox::create(1, board_bytes, &inboxes_[size_t(me)], &mine->board, error);
+    if (!ok(s)) return s;
+    new (inboxes_[size_t(me)]->slot(0)) IpcBoard;
+    IpcEvents& own = peers_.events[size_t(me)];
+    if (api->get_device(&device_) != 0 || api->stream_create_nonblocking(&peers_.stream) != 0 ||
+        api->event_create(&peers_.finished) != 0 || api->event_create(&peers_.application) != 0 ||
+        api->ipc_event_create(&own.input, mine->input) != 0 || api->ipc_event_create(&own.done, mine->done) != 0)
+        return *error = std::string("IPC events: ") + api->last_error(), Status::unavailable;
+    if (!make_probe(api, peers_.stream, api->alloc_device, me, probe, &mine->probe))
+        return *error = std::string("exporting device memory: ") + api->last_error(), Status::unavailable;
+    // Memory that exports as a descriptor, which peers take with
+    // pidfd_getfd (memory/fd_handle.h: the ptrace rules may forbid it) and
+    // map through other driver calls: a no keeps only such memory off IPC.
+    if (!make_probe(api, peers_.stream, api->alloc_fd_memory, me, probe_fd, &mine->probe_fd) ||
+        !(mine->probe_fd.flags & NEXAR_IPC_FD_HANDLE))
+        *fd_why = std::string("memory that exports as a descriptor: ") + api->last_error();
+    return Status::ok;
+}
+
+// Peer `r`'s board, events and probes; a failed descriptor probe clears
+// *fd_handles and says why in *fd_why.
+Status IpcContext::open_peer(int r, const Setup& theirs, std::string* error, int* fd_handles, std::string* fd_why) {
+    const nexar_device_api* api = peers_.api;
+    const std::string rank = "rank " + std::to_string(members_[size_t(r)]);
+    if (!theirs.ok) return *error = rank + " could not set up its IPC events", Status::unavailable;
+    Status s = ShmInbox::open(theirs.board, &inboxes_[size_t(r)], error);
+    if (!ok(s)) return s;
+    IpcEvents& e = peers_.events[size_t(r)];
+    if (api->ipc_event_open(theirs.input, &e.input) != 0 || api->ipc_event_open(theirs.done, &e.done) != 0)
+        return *error = "opening " + rank + "'s IPC events: " + api->last_error(), Status::unavailable;
+    if (!(*error = read_probe(api, peers_.stream, r, rank, theirs.probe)).empty()) return Status::unavailable;
+    if (*fd_handles && !theirs.fd_ok)
+        *fd_handles = 0, *fd_why = rank + " has no memory that exports as a descriptor";
+    if (*fd_handles && !(*fd_why = read_probe(api, peers_.stream, r, rank, theirs.probe_fd)).empty()) *fd_handles = 0;
+    return Status::ok;
+}
 
 Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, std::unique_ptr<IpcContext>* out,
                           std::string* why) {
@@ -46,87 +120,20 @@ Status IpcContext::create(CommContext& ctx, const nexar_device_api* api, std::un
     p.api = api, p.me = me, p.cache = &ipc->cache_;
     p.events.resize(size_t(n));
     ipc->inboxes_.resize(size_t(n));
-    std::string error;
-    IpcSetup mine;
+    std::string error, fd_why;
+    Setup mine;
     memset(&mine, 0, sizeof mine);
-    const size_t board_bytes = (sizeof(IpcBoard) + 63) & ~size_t(63);
-    Status s = ShmInbox::create(1, board_bytes, &ipc->inboxes_[size_t(me)], &mine.board, &error);
-    if (ok(s)) new (ipc->inboxes_[size_t(me)]->slot(0)) IpcBoard;
-    IpcEvents& own = p.events[size_t(me)];
-    if (ok(s) && (api->get_device(&ipc->device_) != 0 || api->stream_create_nonblocking(&p.stream) != 0 ||
-                  api->event_create(&p.finished) != 0 || api->event_create(&p.application) != 0 ||
-                  api->ipc_event_create(&own.input, mine.input) != 0 ||
-                  api->ipc_event_create(&own.done, mine.done) != 0)) {
-        error = std::string("IPC events: ") + api->last_error();
-        s = Status::unavailable;
-    }
-    // A probe of the driver's will and of the path between the GPUs: every
-    // peer opens this allocation and reads it back (no peer access, a
-    // container or MIG that forbids IPC, a driver that refuses the handle:
-    // all show here, before any call depends on it).
-    void* probe = nullptr;
-    unsigned char pattern[kProbeBytes], seen[kProbeBytes];
-    for (size_t i = 0; i < kProbeBytes; ++i) pattern[i] = probe_byte(me, i);
-    if (ok(s) && (api->alloc_device(&probe, kProbeBytes) != 0 ||
-                  api->memcpy_async(probe, pattern, kProbeBytes, p.stream) != 0 ||
-                  api->stream_synchronize(p.stream) != 0 || api->ipc_export_memory(probe, &mine.probe) != 0)) {
-        error = std::string("exporting device memory: ") + api->last_error();
-        s = Status::unavailable;
-    }
+    void *probe = nullptr, *probe_fd = nullptr;
+    Status s = ipc->prepare(&mine, &probe, &probe_fd, &error, &fd_why);
     mine.ok = ok(s) ? 1 : 0;
-    // The same for memory that exports as a descriptor, which peers take
-    // with pidfd_getfd (memory/fd_handle.h: the ptrace rules may forbid it)
-    // and map through other driver calls: a no there keeps only such
-    // memory off IPC.
-    void* probe_fd = nullptr;
-    std::string fd_why;
-    if (ok(s) && (api->alloc_fd_memory(&probe_fd, kProbeBytes) != 0 ||
-                  api->memcpy_async(probe_fd, pattern, kProbeBytes, p.stream) != 0 ||
-                  api->stream_synchronize(p.stream) != 0 || api->ipc_export_memory(probe_fd, &mine.probe_fd) != 0 ||
-                  !(mine.probe_fd.flags & NEXAR_IPC_FD_HANDLE)))
-        fd_why = std::string("memory that exports as a descriptor: ") + api->last_error();
     mine.fd_ok = ok(s) && fd_why.empty() ? 1 : 0;
     // Every rank of the communicator takes part (the hierarchical allreduce's
     // nodes set theirs up at once); each reads its node's entries.
-    std::vector<IpcSetup> everyone(static_cast<size_t>(ctx.size()));
+    std::vector<Setup> everyone(static_cast<size_t>(ctx.size()));
     pmpi::allgather(&mine, int(sizeof mine), MPI_BYTE, everyone.data(), int(sizeof mine), MPI_BYTE, ctx.comm());
-    std::vector<IpcSetup> all;
-    for (int m : members) all.push_back(everyone[size_t(m)]);
     int fd_handles = mine.fd_ok;
-    // Opens and reads back a peer's probe; "" when it holds what it should.
-    auto read_probe = [&](int r, const nexar_ipc_memory& mem) -> std::string {
-        const std::string rank = "rank " + std::to_string(members[size_t(r)]);
-        void* opened = nullptr;
-        if (api->ipc_open_memory(&mem, &opened) != 0)
-            return "opening " + rank + "'s device memory: " + api->last_error();
-        std::string why;
-        if (api->memcpy_async(seen, opened, kProbeBytes, p.stream) != 0 || api->stream_synchronize(p.stream) != 0)
-            why = "reading " + rank + "'s device memory: " + api->last_error();
-        for (size_t i = 0; why.empty() && i < kProbeBytes; ++i)
-            if (seen[i] != probe_byte(r, i))
-                why = "reading " + rank + "'s device memory gave other bytes (no peer access between the GPUs?)";
-        api->ipc_close_memory(opened);
-        return why;
-    };
-    for (int r = 0; ok(s) && r < n; ++r) {
-        if (r == me) continue;
-        const std::string rank = "rank " + std::to_string(members[size_t(r)]);
-        if (!all[size_t(r)].ok) {
-            s = Status::unavailable, error = rank + " could not set up its IPC events";
-            break;
-        }
-        s = ShmInbox::open(all[size_t(r)].board, &ipc->inboxes_[size_t(r)], &error);
-        IpcEvents& e = p.events[size_t(r)];
-        if (ok(s) && (api->ipc_event_open(all[size_t(r)].input, &e.input) != 0 ||
-                      api->ipc_event_open(all[size_t(r)].done, &e.done) != 0)) {
-            error = "opening " + rank + "'s IPC events: " + api->last_error();
-            s = Status::unavailable;
-        }
-        if (ok(s) && !(error = read_probe(r, all[size_t(r)].probe)).empty()) s = Status::unavailable;
-        if (ok(s) && fd_handles && !all[size_t(r)].fd_ok)
-            fd_handles = 0, fd_why = rank + " has no memory that exports as a descriptor";
-        if (ok(s) && fd_handles && !(fd_why = read_probe(r, all[size_t(r)].probe_fd)).empty()) fd_handles = 0;
-    }
+    for (int r = 0; ok(s) && r < n; ++r)
+        if (r != me) s = ipc->open_peer(r, everyone[size_t(members[size_t(r)])], &error, &fd_handles, &fd_why);
     int agreed[2] = {ok(s) ? 1 : 0, fd_handles};
     pmpi::allreduce(MPI_IN_PLACE, agreed, 2, MPI_INT, MPI_MIN, ctx.comm());
     if (probe) api->free_device(probe);  // every peer has closed it

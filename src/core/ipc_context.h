@@ -58,7 +58,10 @@ public:
     ShmInbox& board(int index) { return *inboxes_[size_t(index)]; }
 
 private:
+    struct Setup;  // what each rank tells the others at set-up
     IpcContext(const nexar_device_api* api, size_t ranks) : cache_(api, 4 * ranks + 8) {}
+    Status prepare(Setup* mine, void** probe, void** probe_fd, std::string* error, std::string* fd_why);
+    Status open_peer(int index, const Setup& theirs, std::string* error, int* fd_handles, std::string* fd_why);
     bool safe_to_release();
 
     std::vector<int> members_;

@@ -144,10 +144,19 @@ void* driver_function(const char* name) {
 }
 using PointerGetAttribute = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
 using MemGetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+// The two pointer queries, looked up once (null: not in the driver).
+PointerGetAttribute get_attribute_fn() {
+    static auto f = reinterpret_cast<PointerGetAttribute>(driver_function("cuPointerGetAttribute"));
+    return f;
+}
+MemGetAddressRange get_range_fn() {
+    static auto f = reinterpret_cast<MemGetAddressRange>(driver_function("cuMemGetAddressRange"));
+    return f;
+}
 
 int allocation_of(const void* ptr, unsigned long long* id, CUdeviceptr* base, size_t* bytes) {
-    static auto get_attribute = reinterpret_cast<PointerGetAttribute>(driver_function("cuPointerGetAttribute"));
-    static auto get_range = reinterpret_cast<MemGetAddressRange>(driver_function("cuMemGetAddressRange"));
+    const PointerGetAttribute get_attribute = get_attribute_fn();
+    const MemGetAddressRange get_range = get_range_fn();
     if (!get_attribute || !get_range)
         return snprintf(g_error, sizeof g_error, "cuPointerGetAttribute or cuMemGetAddressRange not in the driver"), 1;
     CUresult r = get_attribute(id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(ptr));
@@ -273,7 +282,7 @@ int export_vmm(const void* ptr, nexar_ipc_memory* out, int* handled) {
     // case costs one query.  Other memory is tried as the virtual-memory
     // API's before cudaIpcGetMemHandle (which fails on that, leaving an
     // error to clear).
-    static auto get_attribute = reinterpret_cast<PointerGetAttribute>(driver_function("cuPointerGetAttribute"));
+    const PointerGetAttribute get_attribute = get_attribute_fn();
     int legacy = 0;
     if (get_attribute &&
         get_attribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, reinterpret_cast<CUdeviceptr>(ptr)) ==
@@ -385,7 +394,7 @@ void free_fd_memory(void* ptr) {
     const VmmDriver& d = vmm_driver();
     CUdeviceptr base = 0;
     size_t size = 0;
-    static auto get_range = reinterpret_cast<MemGetAddressRange>(driver_function("cuMemGetAddressRange"));
+    const MemGetAddressRange get_range = get_range_fn();
     if (d.missing || !get_range || get_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) return;
     cudaDeviceSynchronize();  // as cudaFree would: no work still uses it
     d.unmap(base, size);

@@ -310,12 +310,7 @@ for fault in ${modes//-node/}; do
     crun --ppn 2 --keep-going -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" -x NEXAR_TIMEOUT_S=$timeout_s \
         -x NEXAR_EMULATED_GPU_FAULT=$fault -x NEXAR_EMULATED_GPU_FAULT_RANK=1 "$gpu_prog" --emulated-gpu \
         --fault "ipc-$fault"
-    took=$(($(date +%s) - start))
-    # A stopped rank the launcher did not take down would outlive the test.
-    pkill -KILL -f -- "allreduce_cuda_check --emulated-gpu --fault ipc-$fault" 2>/dev/null
-    grep -a 'fault_check\|IPC reduce-scatter' "$log" | head -n 3
-    check_fault_report "$log" "ipc-$fault" "$timeout_s" "$took"
-    grep -aq "an IPC reduce-scatter" "$log" || fail "ipc-$fault: the error did not come from the IPC reduce-scatter"
+    check_ipc_fault "$log" "$fault" "$timeout_s" $(($(date +%s) - start)) "an IPC reduce-scatter"
 done
 algorithm=ring
 
