@@ -87,6 +87,18 @@ void HierarchicalOperation::start_steps() {
     }
 }
 
+Status HierarchicalOperation::poll_ring(RingOperation& ring, IdleClock& idle, bool* moved, std::string* error) {
+    bool ring_moved = false;
+    Status s = ring.poll(&ring_moved, error);
+    idle.after_round(ring_moved);
+    *moved = *moved || ring_moved;
+    return s;
+}
+
+void HierarchicalOperation::note_heard() {
+    heard_ = heard_ || (local_ && local_->heard_from_peer()) || (inter_ && inter_->heard_from_peer());
+}
+
 // On failure: the failing operation aborted its channels; stop the other.
 Status HierarchicalOperation::fail(Status s) {
     if (local_) local_->abort();
@@ -98,17 +110,21 @@ Status HierarchicalOperation::poll(bool* moved, std::string* error) {
     start_steps();
     Status s;
     if (local_) {
-        if (!ok(s = local_->poll(moved, error))) return fail(s);
+        if (!ok(s = poll_ring(*local_, local_idle_, moved, error))) return fail(s);
         if (local_->finished()) {
+            note_heard();
             if (!local_gather_) scattered_[local_piece_] = true;
             local_.reset();
+            local_idle_ = IdleClock();
         }
     }
     if (inter_) {
-        if (!ok(s = inter_->poll(moved, error))) return fail(s);
+        if (!ok(s = poll_ring(*inter_, inter_idle_, moved, error))) return fail(s);
         if (inter_->finished()) {
+            note_heard();
             crossed_[inter_piece_] = true;
             inter_.reset();
+            inter_idle_ = IdleClock();
         }
     }
     return Status::ok;
@@ -116,8 +132,17 @@ Status HierarchicalOperation::poll(bool* moved, std::string* error) {
 
 Status HierarchicalOperation::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
     Status s;
-    if (local_ && !ok(s = local_->check_stall(idle_since, error))) return fail(s);
-    if (inter_ && !ok(s = inter_->check_stall(idle_since, error))) return fail(s);
+    // One call, one patience (RingOptions::patient_start): once any of its
+    // rings heard from a peer, every ring of it is on the clock.
+    note_heard();
+    if (heard_) {
+        if (local_) local_->end_patience();
+        if (inter_) inter_->end_patience();
+    }
+    // Each ring's own idle time: the node's ring, moving on, must not
+    // restart the clock of a ring across nodes that waits on a hung node.
+    if (local_ && !ok(s = local_->check_stall(local_idle_.idle_since_or(idle_since), error))) return fail(s);
+    if (inter_ && !ok(s = inter_->check_stall(inter_idle_.idle_since_or(idle_since), error))) return fail(s);
     return Status::ok;
 }
 

@@ -62,11 +62,15 @@ public:
     // failure *error explains it and every channel has been aborted.
     Status poll(bool* moved, std::string* error);
     bool finished() const { return next_local_ >= 2 * pieces_ && !local_ && next_inter_ >= pieces_ && !inter_; }
-    // While nothing moves: RingOperation::check_stall of both rings.
+    // While nothing moves: RingOperation::check_stall of both rings, each
+    // on its own idle time (IdleClock), with one patience for the whole
+    // call (RingOptions::patient_start).
     Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error);
 
 private:
     void start_steps();
+    static Status poll_ring(RingOperation& ring, IdleClock& idle, bool* moved, std::string* error);
+    void note_heard();
     Status fail(Status s);
 
     HierarchicalLinks l_;
@@ -79,8 +83,10 @@ private:
     std::array<bool, kMaxHierarchicalPieces> scattered_{}, crossed_{};
     size_t next_local_ = 0, next_inter_ = 0;
     std::optional<RingOperation> local_, inter_;
+    IdleClock local_idle_, inter_idle_;  // each ring's own (check_stall)
     size_t local_piece_ = 0, inter_piece_ = 0;
     bool local_gather_ = false;
+    bool heard_ = false;  // some ring of this call has heard from a peer
 };
 
 // Whether the arguments make a hierarchical allreduce.

@@ -137,18 +137,17 @@ Status RingOperation::check_stall(std::chrono::steady_clock::time_point idle_sin
     return fail(Status::timeout);
 }
 
+unsigned IdleClock::after_round(bool moved) {
+    if (moved) return idle_ = 0;
+    if (++idle_ == 1) idle_since_ = std::chrono::steady_clock::now();
+    return idle_;
+}
+
 bool IdleBackoff::after_round(bool moved) {
-    if (moved) {
-        idle_ = 0;
-        return false;
-    }
-    ++idle_;
-    if (idle_ % kIdleSpinsBeforeYield == 0) sched_yield();
-    if (idle_ % kIdleSpinsBetweenChecks != 0) return false;
-    // The clock is read only when idle: the first check after a move
-    // starts the idle period.
-    if (idle_ == kIdleSpinsBetweenChecks) idle_since_ = std::chrono::steady_clock::now();
-    return true;
+    const unsigned idle = clock_.after_round(moved);
+    if (idle == 0) return false;
+    if (idle % kIdleSpinsBeforeYield == 0) sched_yield();
+    return idle % check_every_ == 0;
 }
 
 bool ring_arguments_valid(const RingPeers& peers, const RingOptions& options) {

@@ -20,6 +20,7 @@
 // keep their slots and request records from call to call.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +39,7 @@ namespace nexar {
 // than cores, pure spinning ran 4-8x slower (the peer a ring waits for needs
 // the core), and at one rank per core yielding costs nothing.
 constexpr unsigned kIdleSpinsBeforeYield = 64;
-// Idle polls between checks of the clock and of the peers.
+// Idle polls between checks for stalls (the clock and the peers).
 constexpr unsigned kIdleSpinsBetweenChecks = 1024;
 
 // Most segments one direction may have in flight.
@@ -103,6 +104,13 @@ public:
     Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error);
     // Stops both channels (another operation failed).
     void abort() { fail(Status::ok); }
+    // Whether a message from the predecessor has arrived.
+    bool heard_from_peer() const { return received() > 0; }
+    // RingOptions::patient_start no longer holds: another part of the same
+    // call has heard from its peers, so this ring's silence is a stall
+    // (the hierarchical allreduce's later rings; without it a persistent
+    // call whose peers stopped between two rings would wait forever).
+    void end_patience() { opt_.patient_start = false; }
     // A reduce-scatter run alone: its last step reduces this rank's own
     // chunk into `out` (the chunk's first element at out[0]) instead of
     // recvbuf, so that out of place the result goes straight into the
@@ -139,17 +147,43 @@ private:
     bool finished_ = false;
 };
 
-// The idle side of a polling loop: counts rounds in which nothing moved,
-// gives the core away now and then, and says when to check for stalls.
-class IdleBackoff {
+// Since when one thing polled round after round has not moved: idle
+// rounds counted, the clock read once per idle period, at its first round
+// (never while things move).  Read at the first idle round, not after a
+// number of them: where rounds are slow (a progress thread that naps
+// between them) a count would start the clock late by that many naps.
+class IdleClock {
 public:
-    // After each round; true when the caller should check for stalls.
-    bool after_round(bool moved);
+    // After each round; the idle rounds so far (0 after a move).
+    unsigned after_round(bool moved);
+    // The start of the idle period where it is long enough to be timed,
+    // else `otherwise`.  Where several parts are polled together (the
+    // hierarchical allreduce's rings, a blocking call beside nonblocking
+    // ones), each part's own: a part that moves does not hide another's
+    // stall, and no stall's time restarts because something else moved.
+    std::chrono::steady_clock::time_point idle_since_or(std::chrono::steady_clock::time_point otherwise) const {
+        return idle_ > 0 ? std::min(idle_since_, otherwise) : otherwise;
+    }
     std::chrono::steady_clock::time_point idle_since() const { return idle_since_; }
 
 private:
     unsigned idle_ = 0;
     std::chrono::steady_clock::time_point idle_since_;
+};
+
+// The idle side of a polling loop: its IdleClock, the core given away now
+// and then, and a check for stalls every `check_every` idle rounds (a loop
+// whose rounds are slow checks more often: nonblocking calls' engine).
+class IdleBackoff {
+public:
+    explicit IdleBackoff(unsigned check_every = kIdleSpinsBetweenChecks) : check_every_(check_every) {}
+    // After each round; true when the caller should check for stalls.
+    bool after_round(bool moved);
+    std::chrono::steady_clock::time_point idle_since() const { return clock_.idle_since(); }
+
+private:
+    IdleClock clock_;
+    unsigned check_every_;
 };
 
 // Polls `op` (a RingOperation, or anything with its poll, finished and

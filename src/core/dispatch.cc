@@ -117,18 +117,24 @@ void agree(CollectiveTask& task) {
 // The run polled to its end; nonblocking calls in flight move along too.
 Status run(CollectiveTask& task) {
     if (!nonblocking_in_flight()) return poll_to_end(task.run(), task.error());
+    // The others' moves keep the loop busy, not this call's clock running
+    // (IdleClock::idle_since_or).
     struct WithOthers {
         RingCallRun& run;
+        IdleClock own;
         Status poll(bool* moved, std::string* error) {
-            Status s = run.poll(moved, error);
-            if (progress_nonblocking()) *moved = true;
+            bool mine = false;
+            Status s = run.poll(&mine, error);
+            own.after_round(mine);
+            const bool others = progress_nonblocking();
+            *moved = mine || others;
             return s;
         }
         bool finished() const { return run.finished(); }
         Status check_stall(std::chrono::steady_clock::time_point since, std::string* error) {
-            return run.check_stall(since, error);
+            return run.check_stall(own.idle_since_or(since), error);
         }
-    } both{task.run()};
+    } both{task.run(), IdleClock()};
     return poll_to_end(both, task.error());
 }
 

@@ -32,6 +32,12 @@ namespace nexar {
 
 namespace {
 
+// Idle rounds between a nonblocking call's stall checks: its rounds may be
+// the progress thread's, each after a nap of up to kLongNapUs (below), so
+// the blocking loops' kIdleSpinsBetweenChecks would check only every
+// quarter second.  Every 64 naps is every 13-16 ms.
+constexpr unsigned kEngineRoundsBetweenChecks = 64;
+
 // The derived datatypes of a call whose fallback may be posted later than
 // the call was made (after the agreement), by when MPI lets the
 // application have freed them: the call holds duplicates of its own, from
@@ -107,7 +113,8 @@ struct NonblockingCall {
     Status run_status = Status::ok;
     int result = MPI_SUCCESS;
     bool raise = false;  // the error goes to the communicator's handler at completion
-    IdleBackoff idle;    // its ring's stall check
+    // Its ring's stall check, every kEngineRoundsBetweenChecks idle rounds.
+    IdleBackoff idle{kEngineRoundsBetweenChecks};
     // A persistent call (MPI_Allreduce_init ...): planned and agreed once;
     // `request` is its carrier (see persistent calls, below).
     bool persistent = false;

@@ -229,6 +229,9 @@ Status IpcHierarchicalRun::poll(bool* moved, std::string* error) {
         const size_t items = IpcAllreduce::chunk_begin(count_, q + 1, L) - begin;
         char* chunk = static_cast<char*>(recv_) + begin * datatype_size(type_);
         inter_.emplace(inter_peers(ctx_), inter_sequence_, chunk, chunk, items, type_, opt_, inter_out_, inter_in_);
+        // The node's other ranks came (phase 1 needed them): one patience
+        // for the whole call (RingOptions::patient_start), spent.
+        if (L > 1) inter_->end_patience();
         phase_ = 1, *moved = true;
     }
     if (phase_ == 1) {

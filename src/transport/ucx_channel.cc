@@ -15,8 +15,11 @@ namespace nexar {
 
 namespace {
 
-// How long a failed ring waits for UCX to hand back its outstanding requests
-// before it abandons their memory (RingScratch::abandon_*).
+// How long a failed ring's channel waits for UCX to hand back its
+// outstanding requests before it abandons their memory
+// (RingScratch::abandon_*): one budget for each channel's whole abort, so
+// that a failed ring over UCX reports its error at most twice this after
+// it gave up (the user guide's bound on NEXAR_TIMEOUT_S).
 constexpr double kAbortWaitSeconds = 0.25;
 
 // Memory UCX may still write: kept reachable on purpose for the whole
@@ -39,18 +42,24 @@ std::string printf_string(const char* fmt, ...) {
     return buf;
 }
 
+std::chrono::steady_clock::time_point abort_deadline() {
+    return std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+               std::chrono::duration<double>(kAbortWaitSeconds));
+}
+
 // Waits until every request in [first, last) of `get` completed, progressing
-// the worker; false when UCX would not give them back in time.
+// the worker; false when UCX would not give them back by `deadline` (the
+// worker is progressed at least once, also past it).
 template <class Get>
-bool wait_requests(UcxWorker& worker, size_t first, size_t last, uint32_t depth, Get get) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (;;) {
+bool wait_requests(UcxWorker& worker, size_t first, size_t last, uint32_t depth, Get get,
+                   std::chrono::steady_clock::time_point deadline) {
+    for (bool past = false;; past = std::chrono::steady_clock::now() > deadline) {
         bool all = true;
         for (size_t i = first; i < last; ++i) all &= get(uint32_t(i % depth))->completed();
         if (all) return true;
+        if (past) return false;
         worker.progress();
-        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > kAbortWaitSeconds)
-            return false;
     }
 }
 
@@ -169,7 +178,8 @@ void UcxSendChannel::abort() {
     for (size_t i = done_; i < posted_; ++i) pending |= !scratch_.send_request(slot(i))->completed();
     if (pending) ep_.force_close();
     engine_.drain();
-    if (!wait_requests(worker_, done_, posted_, depth_, [&](uint32_t k) { return scratch_.send_request(k); })) {
+    if (!wait_requests(worker_, done_, posted_, depth_, [&](uint32_t k) { return scratch_.send_request(k); },
+                       abort_deadline())) {
         // UCX would not give them back (UCX 1.13 keeps sends queued on an
         // endpoint that never connected until the worker is destroyed).
         scratch_.abandon_sends();
@@ -259,11 +269,12 @@ void UcxRecvChannel::abort() {
     for (size_t i = arrived_; i < posted_; ++i) ucx_cancel(worker_, scratch_.recv_request(slot(i)));
     engine_.drain();
     auto request = [&](uint32_t k) { return scratch_.recv_request(k); };
-    bool back = wait_requests(worker_, arrived_, posted_, depth_, request);
+    const auto deadline = abort_deadline();
+    bool back = wait_requests(worker_, arrived_, posted_, depth_, request, deadline);
     // A receive that has matched the first fragment of a message cannot be
     // cancelled; closing the sender's endpoint (unless the send side did
     // already) ends that message.
-    if (!back && ep_ && ep_->force_close()) back = wait_requests(worker_, arrived_, posted_, depth_, request);
+    if (!back && ep_ && ep_->force_close()) back = wait_requests(worker_, arrived_, posted_, depth_, request, deadline);
     if (!back) {
         scratch_.abandon_receives();
     } else {
