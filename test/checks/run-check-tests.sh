@@ -35,26 +35,47 @@ log() {
 # Open MPI 5's abort message ends in a NUL byte.
 nul_line='prterun noticed that process rank 1 with PID 1234 on node vm exited on\0'
 
-# --- check_fault_report FILE MODE TIMEOUT_S TOOK ---
-good=$(log good-fault "== stall, 2 ranks" "fault_check stall: rank 0 got class 16 after 3.02 s")
+# --- check_fault_report FILE MODE TIMEOUT_S TOOK [VICTIMS] ---
+# Rank 0's report, and the victims' stop times on the same clock: called at
+# 100.0, the victim stopped at 100.5, the error at 103.6 (3.1 s after it).
+report() { echo "fault_check stall: rank 0 got class $1 after $2 s (called at $3, error at $4)"; }
+stop_line="fault_check: rank 1 stops itself (SIGSTOP) at 100.500000"
+good=$(log good-fault "== stall, 2 ranks" "$stop_line" "$(report 16 3.60 100.000000 103.600000)")
 must_pass "fault report" check_fault_report "$good" stall 3 5
-f=$(log nul-fault "$nul_line" "fault_check stall: rank 0 got class 16 after 3.02 s" "signal 9 (Killed).")
+f=$(log nul-fault "$nul_line" "$(report 16 3.60 100.000000 103.600000)" "signal 9 (Killed)." "$stop_line")
 must_pass "fault report after a NUL byte" check_fault_report "$f" stall 3 5
-f=$(log no-class "$nul_line" "fault_check stall: rank 0 got class  after 3.02 s")
+# A call that ran long before the stall: 6.5 s from the call, 3.5 s from the stall.
+f=$(log late-stall "fault_check: rank 1 stops itself (SIGSTOP) at 103.000000" "$(report 16 6.50 100.000000 106.500000)")
+must_pass "fault report of a stall 3 s into the call" check_fault_report "$f" stall 3 5
+# Two victims (a node): counted from the later one.
+f=$(log two-victims "$stop_line" "fault_check: rank 2 stops itself (SIGSTOP) at 101.000000" \
+    "$(report 16 4.00 100.000000 104.000000)")
+must_pass "fault report with two victims" check_fault_report "$f" stall 3 5 2
+must_fail "fault report with one of two victims' stops" check_fault_report "$good" stall 3 5 2
+f=$(log refused "$(report 16 0.01 100.000000 100.010000)")
+must_pass "fault report of refused calls, no victim" check_fault_report "$f" stall 0 5 0
+f=$(log no-class "$nul_line" "$stop_line" "$(report '' 3.60 100.000000 103.600000)")
 must_fail "fault report without a class" check_fault_report "$f" stall 3 5
-f=$(log word-class "fault_check stall: rank 0 got class sixteen after 3.02 s")
+f=$(log word-class "$stop_line" "$(report sixteen 3.60 100.000000 103.600000)")
 must_fail "fault report with a class that is no number" check_fault_report "$f" stall 3 5
-f=$(log no-time "$nul_line" "fault_check stall: rank 0 got class 16 after  s")
+f=$(log no-time "$nul_line" "$stop_line" "$(report 16 '' 100.000000 103.600000)")
 must_fail "fault report without a time" check_fault_report "$f" stall 3 5
-f=$(log cut-line "fault_check stall: rank 0 got class 16 aft")
+f=$(log no-error-time "$stop_line" "$(report 16 3.60 100.000000 '')")
+must_fail "fault report without the error's time" check_fault_report "$f" stall 3 5
+f=$(log no-stop "$(report 16 3.60 100.000000 103.600000)")
+must_fail "fault report without the victim's stop" check_fault_report "$f" stall 3 5
+f=$(log bad-stop "fault_check: rank 1 stops itself (SIGSTOP) at soon" "$(report 16 3.60 100.000000 103.600000)")
+must_fail "a victim's stop time that is no number" check_fault_report "$f" stall 3 5
+f=$(log cut-line "$stop_line" "fault_check stall: rank 0 got class 16 aft")
 must_fail "fault report cut short" check_fault_report "$f" stall 3 5
-f=$(log no-report "$nul_line" "signal 9 (Killed).")
+f=$(log none "$stop_line" "signal 9 (Killed).")
 must_fail "no fault report" check_fault_report "$f" stall 3 5
-f=$(log two-reports "fault_check stall: rank 0 got class 16 after 3.02 s" "fault_check stall: rank 0 got class 16 after 3.02 s")
+f=$(log two-reports "$stop_line" "$(report 16 3.60 100.000000 103.600000)" "$(report 16 3.60 100.000000 103.600000)")
 must_fail "two fault reports" check_fault_report "$f" stall 3 5
-f=$(log success "fault_check stall: rank 0 got class 0 after 3.02 s")
+f=$(log success "$stop_line" "$(report 0 3.60 100.000000 103.600000)")
 must_fail "a fault report of success" check_fault_report "$f" stall 3 5
-f=$(log late "fault_check stall: rank 0 got class 16 after 9.50 s")
+# 4.6 s after the stall: late, though only 5.1 s after the call.
+f=$(log late "$stop_line" "$(report 16 5.10 100.000000 105.100000)")
 must_fail "a fault report after the timeout" check_fault_report "$f" stall 3 5
 must_fail "a job time that is no number" check_fault_report "$good" stall 3 ""
 must_fail "another mode's report" check_fault_report "$good" kill 3 5

@@ -151,6 +151,94 @@ expect_bytes() {
     esac
 }
 
+# node_faults: the whole-node faults on a cluster of 2 nodes (see their
+# section below).  NEXAR_FAULT_ONLY=1 runs only these, each combination
+# NEXAR_FAULT_REPEAT times (default 1) and every mode on both algorithms,
+# collecting error-after-stall in NEXAR_FAULT_TIMINGS (test/lib.sh).
+node_faults() {
+    local timeout_s=3 mode fault start took combos=() combo
+    if [ "$NEXAR_MPI_FAMILY" = mpich ]; then
+        # As on one node (run-fault-tests.sh): MPICH and its launcher end the
+        # job themselves when a process dies.
+        combos=(stall-node/ring stall-node/hier istall-node/hier pstall-node/hier)
+        echo "(kill-node not run: MPICH ends the job itself when a process dies)"
+    else
+        combos=(kill-node/ring kill-node/hier stall-node/ring stall-node/hier istall-node/hier pstall-node/hier)
+    fi
+    if [ "${NEXAR_FAULT_ONLY:-0}" = 1 ]; then
+        combos+=(istall-node/ring pstall-node/ring)
+        local all=()
+        for _ in $(seq "${NEXAR_FAULT_REPEAT:-1}"); do all+=("${combos[@]}"); done
+        combos=("${all[@]}")
+    fi
+    for combo in "${combos[@]}"; do
+        mode=${combo%/*} algorithm=${combo#*/} fault_label="$NEXAR_MPI_LAUNCHER $combo"
+        echo "== fault_check $mode, 2 nodes x 2 ranks, NEXAR_ALGORITHM=$algorithm NEXAR_TIMEOUT_S=$timeout_s"
+        start=$(date +%s)
+        crun --ppn 2 --keep-going -- -x NEXAR_TIMEOUT_S=$timeout_s "$fault_prog" "$mode"
+        took=$(($(date +%s) - start))
+        grep -av '^\[' "$log" | grep -av 'mpool.c' | grep -a "^fault_check\|FAIL" | head -n 6
+        grep -aq "fault_check: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||
+            fail "$mode: the ranks are not on the expected nodes"
+        grep -a "FAIL" "$log" && fail "$mode: MPI_COMM_TYPE_SHARED does not group the ranks by node"
+        check_fault_report "$log" "$mode" "$timeout_s" "$took" 2
+    done
+    # Device buffers: rank 1 (node 0) dies or stops in the IPC reduce-scatter
+    # of the hierarchical allreduce (the emulated GPU's fault hook): rank 0,
+    # its node's other rank, gets an error within NEXAR_TIMEOUT_S (a killed
+    # rank at once), then ends the job.  On MPICH only the stopped rank, as
+    # above.
+    local faults="kill stop"
+    [ "$NEXAR_MPI_FAMILY" = mpich ] && faults=stop
+    for fault in $(for _ in $(seq "${NEXAR_FAULT_REPEAT:-1}"); do echo $faults; done); do
+        fault_label="$NEXAR_MPI_LAUNCHER ipc-$fault/hier"
+        echo "== allreduce_cuda_check --fault ipc-$fault, 2 nodes x 2 ranks, NEXAR_TIMEOUT_S=$timeout_s"
+        start=$(date +%s)
+        algorithm=hier
+        crun --ppn 2 --keep-going -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" -x NEXAR_TIMEOUT_S=$timeout_s \
+            -x NEXAR_EMULATED_GPU_FAULT=$fault -x NEXAR_EMULATED_GPU_FAULT_RANK=1 "$gpu_prog" --emulated-gpu \
+            --fault "ipc-$fault"
+        check_ipc_fault "$log" "$fault" "$timeout_s" $(($(date +%s) - start)) "an IPC reduce-scatter"
+    done
+    algorithm=ring
+}
+
+# nothing_left: after the last cluster is down, no namespace, holder,
+# /dev/shm object or MPI session directory of ours is left.
+nothing_left() {
+    local left new pid
+    "$nxc" down || fail "nexar-cluster down failed"
+    ours=""
+    left=$(ip netns list | grep -aE '^nxc-(node[0-9]+|switch)\b')
+    [ -z "$left" ] || fail "namespaces left: $left"
+    for pid in $holders; do
+        [ -d "/proc/$pid" ] && ! grep -aq '^State:.*Z' "/proc/$pid/status" 2>/dev/null && fail "holder $pid still runs"
+    done
+    # New objects in the root /dev/shm would mean a rank used the machine's
+    # /dev/shm instead of its node's.  (Names that come and go within a second
+    # belong to some other job on the machine.)
+    for _ in 1 2; do
+        new=$(ls -A /dev/shm | sort | comm -13 "$shm_before" -)
+        [ -z "$new" ] && break
+        sleep 1
+    done
+    [ -z "$new" ] || fail "left in /dev/shm: $new"
+    left=$(ls -d /tmp/ompi.nxc-node* /tmp/prte.nxc-node* 2>/dev/null)
+    [ -z "$left" ] || fail "the nodes' MPI session directories left in /tmp: $left"
+}
+
+gpu_prog="$NEXAR_BUILDDIR/test/gpu/allreduce_cuda_check"
+gpu_plugin="$NEXAR_BUILDDIR/test/gpu/.libs/libnexar_emulated_gpu.so"
+[ -f "$gpu_plugin" ] || fail "the emulated GPU plugin was not built: $gpu_plugin"
+if [ "${NEXAR_FAULT_ONLY:-0}" = 1 ]; then
+    [[ ${NEXAR_FAULT_REPEAT:-1} =~ ^[1-9][0-9]*$ ]] || fail "NEXAR_FAULT_REPEAT=$NEXAR_FAULT_REPEAT: not a count"
+    up 2
+    node_faults
+    nothing_left
+    echo "all cluster fault runs passed in $(($(date +%s) - started)) s"
+    exit 0
+fi
+
 # --- The nodes are separate hosts: hostname, /dev/shm (device number). ---
 up 2
 echo "== placement: 2 nodes x 2 ranks by slot"
@@ -243,9 +331,6 @@ algorithm=ring
 # among each node's ranks and the device ring through host memory across
 # the nodes; with NEXAR_ALGORITHM=ring, the flat ring through host memory.
 # allreduce_cuda_check checks every result against values it computes. ---
-gpu_prog="$NEXAR_BUILDDIR/test/gpu/allreduce_cuda_check"
-gpu_plugin="$NEXAR_BUILDDIR/test/gpu/.libs/libnexar_emulated_gpu.so"
-[ -f "$gpu_plugin" ] || fail "the emulated GPU plugin was not built: $gpu_plugin"
 for algorithm in auto ring; do
     echo "== allreduce_cuda_check --emulated-gpu --quick, 2 nodes x 2 ranks, NEXAR_ALGORITHM=$algorithm"
     crun --ranks 4 --ppn 2 -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" "$gpu_prog" --emulated-gpu --quick
@@ -277,43 +362,10 @@ grep -aq "ranks passed different counts" "$log" || fail "no clear message for mi
 # --- A node dies (SIGKILL: its connections are reset) or hangs (SIGSTOP:
 # they stay open, only NEXAR_TIMEOUT_S can tell) in the middle of a 256 MiB
 # ring: ranks 2 and 3, node 1; on the flat ring and in the hierarchical
-# allreduce. ---
-timeout_s=3
-modes="kill-node stall-node"
-if [ "$NEXAR_MPI_FAMILY" = mpich ]; then
-    # As on one node (run-fault-tests.sh): MPICH and its launcher end the
-    # job themselves when a process dies.
-    modes="stall-node"
-    echo "(kill-node not run: MPICH ends the job itself when a process dies)"
-fi
-for mode in $modes; do
-    for algorithm in ring hier; do
-        echo "== fault_check $mode, 2 nodes x 2 ranks, NEXAR_ALGORITHM=$algorithm NEXAR_TIMEOUT_S=$timeout_s"
-        start=$(date +%s)
-        crun --ppn 2 --keep-going -- -x NEXAR_TIMEOUT_S=$timeout_s "$fault_prog" "$mode"
-        took=$(($(date +%s) - start))
-        grep -av '^\[' "$log" | grep -av 'mpool.c' | grep -a "^fault_check\|FAIL" | head -n 6
-        grep -aq "fault_check: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||
-            fail "$mode: the ranks are not on the expected nodes"
-        grep -a "FAIL" "$log" && fail "$mode: MPI_COMM_TYPE_SHARED does not group the ranks by node"
-        check_fault_report "$log" "$mode" "$timeout_s" "$took"
-    done
-done
-# Device buffers: rank 1 (node 0) dies or stops in the IPC reduce-scatter
-# of the hierarchical allreduce (the emulated GPU's fault hook): rank 0, its
-# node's other rank, gets an error within NEXAR_TIMEOUT_S (a killed rank at
-# once), then ends the job.  On MPICH only the stopped rank, as above.
-for fault in ${modes//-node/}; do
-    fault=${fault/stall/stop}
-    echo "== allreduce_cuda_check --fault ipc-$fault, 2 nodes x 2 ranks, NEXAR_TIMEOUT_S=$timeout_s"
-    start=$(date +%s)
-    crun --ppn 2 --keep-going -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" -x NEXAR_TIMEOUT_S=$timeout_s \
-        -x NEXAR_EMULATED_GPU_FAULT=$fault -x NEXAR_EMULATED_GPU_FAULT_RANK=1 "$gpu_prog" --emulated-gpu \
-        --fault "ipc-$fault"
-    check_ipc_fault "$log" "$fault" "$timeout_s" $(($(date +%s) - start)) "an IPC reduce-scatter"
-done
-algorithm=ring
-
+# allreduce, blocking, and a hung node for a nonblocking (istall-node) and
+# a persistent call (pstall-node).  Rank 0's error is measured from the
+# moment the last of the node's ranks stopped (check_fault_report). ---
+node_faults
 # --- Three nodes, one rank each; then 2 + 1 ranks, where the hierarchical
 # allreduce cannot run (uneven nodes) and the flat ring serves. ---
 up 3
@@ -326,22 +378,5 @@ grep -aq "hierarchical allreduce ready" "$log" && fail "uneven nodes: the hierar
 algorithm=ring
 
 # --- Nothing is left. ---
-"$nxc" down || fail "nexar-cluster down failed"
-ours=""
-left=$(ip netns list | grep -aE '^nxc-(node[0-9]+|switch)\b')
-[ -z "$left" ] || fail "namespaces left: $left"
-for pid in $holders; do
-    [ -d "/proc/$pid" ] && ! grep -aq '^State:.*Z' "/proc/$pid/status" 2>/dev/null && fail "holder $pid still runs"
-done
-# New objects in the root /dev/shm would mean a rank used the machine's
-# /dev/shm instead of its node's.  (Names that come and go within a second
-# belong to some other job on the machine.)
-for _ in 1 2; do
-    new=$(ls -A /dev/shm | sort | comm -13 "$shm_before" -)
-    [ -z "$new" ] && break
-    sleep 1
-done
-[ -z "$new" ] || fail "left in /dev/shm: $new"
-left=$(ls -d /tmp/ompi.nxc-node* /tmp/prte.nxc-node* 2>/dev/null)
-[ -z "$left" ] || fail "the nodes' MPI session directories left in /tmp: $left"
+nothing_left
 echo "all cluster runs passed in $(($(date +%s) - started)) s"

@@ -26,8 +26,10 @@
 // during which rank 1 dies or stops (the emulated GPU's fault hook; with
 // ipc-require, two calls that NEXAR_CUDA_IPC=require refuses, the second's
 // class reported, and the job ends normally); rank 0
-// reports "fault_check NAME: rank 0 got class C after T s" (the report
-// test/lib.sh's check_fault_report reads) and aborts the job.
+// reports "fault_check NAME: rank 0 got class C after T s (called at T0,
+// error at T1)" (the report test/lib.sh's check_fault_report reads, with
+// the stopped rank's "stops itself" line: test/fault_clock.h) and aborts
+// the job.
 #include <mpi.h>
 
 #include <dlfcn.h>
@@ -44,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "../fault_clock.h"
 #include "../mpi/small_values.h"
 #include "cudart_loader.h"
 #include "memory/device_api.h"
@@ -407,6 +410,7 @@ int main(int argc, char** argv) {
         void* buf = nullptr;
         if (rt.Malloc(&buf, n * sizeof(float)) != 0) return 2;
         rt.Memcpy(buf, in.data(), n * sizeof(float), 4);
+        const FaultClock called;
         const double t0 = MPI_Wtime();
         int rc = MPI_Allreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         // A refusal leaves the communicator good: the next call is refused
@@ -414,10 +418,12 @@ int main(int argc, char** argv) {
         if (std::string(fault) == "ipc-require" && rc != MPI_SUCCESS)
             rc = MPI_Allreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         const double took = MPI_Wtime() - t0;
+        const FaultClock returned;
         if (g_rank == 0) {
             int cls = rc;
             if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
-            fprintf(stderr, "fault_check %s: rank 0 got class %d after %.2f s\n", fault, cls, took);
+            fprintf(stderr, "fault_check %s: rank 0 got class %d after %.2f s (called at %s, error at %s)\n", fault,
+                    cls, took, called.text, returned.text);
         }
         // Refused calls harm no rank: the job ends normally.
         if (std::string(fault) == "ipc-require") {

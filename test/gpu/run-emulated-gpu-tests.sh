@@ -101,7 +101,7 @@ rc=$?
 took=$(($(date +%s) - start))
 [ $rc = 0 ] || { tail -n 20 "$log"; fail "require: the job did not end normally after its refused calls (status $rc)"; }
 grep -a 'fault_check\|NEXAR_CUDA_IPC=require' "$log" | head -n 3
-check_fault_report "$log" ipc-require 0 "$took"
+check_fault_report "$log" ipc-require 0 "$took" 0
 grep -aq "nexar\[rank 1\]: error: MPI_Allreduce .*NEXAR_CUDA_IPC=require, and this device allreduce cannot go GPU to GPU through IPC: a device buffer cannot be exported" "$log" ||
     fail "require: rank 1 did not say why its call could not take IPC"
 grep -aq "nexar\[rank 0\]: error: MPI_Allreduce .*NEXAR_CUDA_IPC=require, .*another rank's buffers or GPU cannot" "$log" ||
@@ -138,7 +138,7 @@ every_rank fallback_calls
 faults="kill stop"
 [ "$NEXAR_MPI_FAMILY" = mpich ] && faults="stop"
 for fault in $faults; do
-    timeout_s=3
+    timeout_s=3 fault_label="$NEXAR_MPI_LAUNCHER ipc-$fault/node"
     start=$(date +%s)
     echo "== 2 ranks, rank 1 ${fault}s in the middle of an IPC allreduce"
     env NEXAR_TEST_TIMEOUT=60 NEXAR_TIMEOUT_S=$timeout_s NEXAR_EMULATED_GPU_FAULT=$fault NEXAR_EMULATED_GPU_FAULT_RANK=1 \

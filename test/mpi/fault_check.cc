@@ -29,9 +29,15 @@
 //   ikill, istall   kill and stall for an MPI_Iallreduce, pstall for a
 //                   persistent allreduce: the request completes with the
 //                   error within NEXAR_TIMEOUT_S, and the other requests of
-//                   the same MPI_Waitall complete
+//                   the same MPI_Waitall complete; istall-node and
+//                   pstall-node the same for a stalled node
+//
+// Every victim says when it stops itself, and rank 0 when it called and got
+// its error (test/fault_clock.h): test/lib.sh's check_fault_report measures
+// the error from the stall.
 #include <mpi.h>
 
+#include "../fault_clock.h"
 #include "../own_mpi.h"
 #include <algorithm>
 #include <signal.h>
@@ -63,6 +69,14 @@ int error_class(int rc) {
     int cls = rc;
     if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
     return cls;
+}
+
+// Rank 0's report of a fault run, the line test/lib.sh's check_fault_report
+// reads: the class, the call's time, and when it was called and returned
+// (test/fault_clock.h), to be set against the victims' stop times.
+void report_error(const char* name, int rc, double took, const FaultClock& called, const FaultClock& returned) {
+    fprintf(stderr, "fault_check %s: rank 0 got class %d after %.2f s (called at %s, error at %s)\n", name,
+            error_class(rc), took, called.text, returned.text);
 }
 
 void mode_errors() {
@@ -277,27 +291,31 @@ void ring_with_victims(bool victim, int sig, const char* name, How how = How::bl
         // Every chunk's first segment is among the samples.  The ring writes
         // the buffer meanwhile: atomic loads of the elements' bits.
         std::thread([&a, n, sig] {
+            auto stop = [sig] {
+                fault_report_stop(g_rank, sig);
+                raise(sig);  // SIGSTOP and SIGKILL act on the whole process
+            };
             uint32_t one;
             const float f = 1.0f;
             memcpy(&one, &f, sizeof one);
             for (int waited_ms = 0; waited_ms < 20000; ++waited_ms) {  // at most 20 s
                 for (size_t k = 0; k < 64; ++k)
-                    if (__atomic_load_n(reinterpret_cast<const uint32_t*>(&a[k * (n / 64)]), __ATOMIC_RELAXED) != one) {
-                        raise(sig);  // SIGSTOP and SIGKILL act on the whole process
-                        return;
-                    }
+                    if (__atomic_load_n(reinterpret_cast<const uint32_t*>(&a[k * (n / 64)]), __ATOMIC_RELAXED) != one)
+                        return stop();
                 usleep(1000);
             }
-            raise(sig);
+            stop();
         }).detach();
     }
+    const FaultClock called;
     double t0 = MPI_Wtime();
     int rc = failed_ring(how, a.data(), int(n), name);
     double took = MPI_Wtime() - t0;
+    const FaultClock returned;
     if (g_rank == 0) {
         // MPICH's launcher drops what it has not forwarded yet once
         // MPI_Abort starts killing: give it a moment.
-        fprintf(stderr, "fault_check %s: rank 0 got class %d after %.2f s\n", name, error_class(rc), took);
+        report_error(name, rc, took, called, returned);
         usleep(300000);
         MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
     }
@@ -315,7 +333,11 @@ void mode_kill_small() {
     MPI_Request req;
     int rc = NB_ALLREDUCE_INIT(MPI_IN_PLACE, a.data(), int(a.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                                MPI_INFO_NULL, &req);
-    if (rc == MPI_SUCCESS && g_rank == 1) raise(SIGKILL);
+    if (rc == MPI_SUCCESS && g_rank == 1) {
+        fault_report_stop(g_rank, SIGKILL);
+        raise(SIGKILL);
+    }
+    const FaultClock called;
     const double t0 = MPI_Wtime();
     if (rc == MPI_SUCCESS) rc = MPI_Start(&req);
     if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -325,7 +347,8 @@ void mode_kill_small() {
         rc = MPI_SUCCESS;
     }
     if (g_rank == 0) {
-        fprintf(stderr, "fault_check %s: rank 0 got class %d after %.2f s\n", name, error_class(rc), MPI_Wtime() - t0);
+        const double took = MPI_Wtime() - t0;
+        report_error(name, rc, took, called, FaultClock());
         usleep(300000);
         MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
     }
@@ -372,8 +395,8 @@ std::vector<int> node_leaders() {
     return leaders;
 }
 
-void mode_kill_node(int sig) {
-    const char* name = sig == SIGKILL ? "kill-node" : "stall-node";
+void mode_kill_node(int sig, How how = How::blocking, const char* name = nullptr) {
+    if (!name) name = sig == SIGKILL ? "kill-node" : "stall-node";
     std::vector<int> leaders = node_leaders();
     const int victim = leaders[size_t(g_size) - 1];  // the last world rank's node
     if (leaders[0] == victim) {
@@ -384,7 +407,7 @@ void mode_kill_node(int sig) {
     int any = 0;
     own_mpi(PMPI_Allreduce)(&g_failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (any) return;
-    ring_with_victims(leaders[size_t(g_rank)] == victim, sig, name);
+    ring_with_victims(leaders[size_t(g_rank)] == victim, sig, name, how);
 }
 
 void mode_oom() {
@@ -461,6 +484,8 @@ int main(int argc, char** argv) {
     else if (mode == "stall") mode_kill(SIGSTOP);
     else if (mode == "kill-node") mode_kill_node(SIGKILL);
     else if (mode == "stall-node") mode_kill_node(SIGSTOP);
+    else if (mode == "istall-node") mode_kill_node(SIGSTOP, How::nonblocking, "istall-node");
+    else if (mode == "pstall-node") mode_kill_node(SIGSTOP, How::persistent, "pstall-node");
     else if (mode == "threads") mode_threads();
     else if (mode == "shared-endpoint") mode_shared_endpoint();
     else if (mode == "oom") mode_oom();
@@ -469,7 +494,7 @@ int main(int argc, char** argv) {
     else if (mode == "pstall") mode_nonblocking_kill(SIGSTOP, How::persistent, "pstall");
     else if (mode == "kill-small") mode_kill_small();
     else {
-        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|oom|threads|shared-endpoint|ikill|istall|pstall|kill-small\n");
+        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|istall-node|pstall-node|oom|threads|shared-endpoint|ikill|istall|pstall|kill-small\n");
         ++g_failures;
     }
     int total = 0;

@@ -23,6 +23,7 @@
 
 #include "memory/fd_handle.h"
 #include "reduce/host_reduce.h"
+#include "../fault_clock.h"
 
 namespace fake_device {
 
@@ -260,11 +261,15 @@ const char* last_error() { return "fake device error"; }
 // A driver that refuses IPC, on one MPI rank (a test hook: the MPI tests
 // set NEXAR_EMULATED_GPU_REFUSE_IPC_RANK to the rank whose exports fail).
 // Whether this process is the MPI rank that the variable names.
+// This process's MPI rank as its launcher set it (null: not known).
+const char* launcher_rank() {
+    const char* rank = getenv("OMPI_COMM_WORLD_RANK");
+    return rank ? rank : getenv("PMI_RANK");
+}
 bool this_rank_is(const char* variable) {
     const char* which = getenv(variable);
     if (!which || !*which) return false;
-    const char* rank = getenv("OMPI_COMM_WORLD_RANK");
-    if (!rank) rank = getenv("PMI_RANK");
+    const char* rank = launcher_rank();
     return rank && strcmp(rank, which) == 0;
 }
 bool refuses_ipc() { return this_rank_is("NEXAR_EMULATED_GPU_REFUSE_IPC_RANK"); }
@@ -277,7 +282,14 @@ bool refuses_ipc() { return this_rank_is("NEXAR_EMULATED_GPU_REFUSE_IPC_RANK"); 
 // NEXAR_EMULATED_GPU_FAULT_RANK names).
 void maybe_fail_here() {
     const char* what = getenv("NEXAR_EMULATED_GPU_FAULT");
-    if (what && this_rank_is("NEXAR_EMULATED_GPU_FAULT_RANK")) raise(strcmp(what, "stop") == 0 ? SIGSTOP : SIGKILL);
+    if (!what || !this_rank_is("NEXAR_EMULATED_GPU_FAULT_RANK")) return;
+    // Once: a stopped process that its launcher continues (to end it) must
+    // not stop again, nor report a second stop.
+    static std::atomic<bool> fired{false};
+    if (fired.exchange(true)) return;
+    const int sig = strcmp(what, "stop") == 0 ? SIGSTOP : SIGKILL;
+    fault_report_stop(atoi(launcher_rank()), sig);
+    raise(sig);
 }
 
 int ipc_export_memory(const void* p, nexar_ipc_memory* out) {
