@@ -33,7 +33,7 @@
 #include "transport/shm_channel.h"
 #include "transport/ucx_channel.h"
 #include "reduce/host_reduce.h"
-#include "transport/tag.h"
+#include "algo/tag.h"
 
 using namespace nexar;
 

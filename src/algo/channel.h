@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace nexar {
 
@@ -28,7 +28,7 @@ enum class ChannelKind { shm, ucx };
 inline const char* channel_kind_name(ChannelKind k) { return k == ChannelKind::shm ? "shared memory" : "UCX"; }
 
 // The next message a rank sends: `bytes` at `src`, tagged `tag`
-// (transport/tag.h), bytes [offset, offset + bytes) of the operation's
+// (algo/tag.h), bytes [offset, offset + bytes) of the operation's
 // result (src may lie outside recvbuf: an allgather's own block is sent
 // from the caller's sendbuf).  `copy_to`: where this rank keeps a copy of
 // the same bytes (that own block, into place), host memory only; the

@@ -31,7 +31,7 @@
 // allgather copies each rank's chunk r of its receive buffer (or from
 // IpcLayout::own_in) into every peer's.  Each half is a call of its own (a
 // sequence number, both events, both boards).  They serve the
-// hierarchical allreduce's node phases (core/ring_calls.h,
+// hierarchical allreduce's node phases (call/ring_calls.h,
 // IpcHierarchicalRun) and MPI_Reduce_scatter(_block) and MPI_Allgather of
 // device buffers on one node, whose chunks are the MPI's blocks
 // (IpcLayout::displs, counts).  "Rank" here is the index among the ranks
@@ -46,7 +46,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "memory/device_api.h"
 #include "memory/ipc_cache.h"
 #include "reduce/types.h"

@@ -21,7 +21,7 @@ struct Span {
 };
 
 // At most this many segments per chunk: it is the width of the segment field
-// of the tag (transport/tag.h).  Larger chunks get larger segments.
+// of the tag (algo/tag.h).  Larger chunks get larger segments.
 constexpr size_t kMaxSegmentsPerChunk = size_t(1) << 12;
 
 // Chunk c of `count` elements over `ranks` chunks: the first count % ranks

@@ -28,9 +28,9 @@
 
 #include "algo/channel.h"
 #include "algo/ring_schedule.h"
-#include "core/status.h"
+#include "base/status.h"
 #include "reduce/types.h"
-#include "transport/tag.h"
+#include "algo/tag.h"
 
 namespace nexar {
 
@@ -64,7 +64,7 @@ struct RingPeers {
     int size = 1;
     int prev_rank = 0;  // communicator ranks of the neighbours, for messages
     int next_rank = 0;
-    // The tag id of a stream is its receiver's (transport/tag.h): the
+    // The tag id of a stream is its receiver's (algo/tag.h): the
     // successor's for what this rank sends, this rank's for what it receives.
     uint32_t send_tag_id = 0;
     uint32_t recv_tag_id = 0;

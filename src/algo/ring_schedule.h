@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "algo/partition.h"
-#include "transport/tag.h"
+#include "algo/tag.h"
 
 namespace nexar {
 
@@ -90,7 +90,7 @@ private:
     size_t nseg_ = 0, seg_ = 0;
 };
 
-// The tag of the message a cursor stands on (transport/tag.h).
+// The tag of the message a cursor stands on (algo/tag.h).
 inline uint64_t ring_tag(uint32_t tag_id, uint32_t sequence, const RingCursor& c) {
     TagFields f;
     f.context_id = tag_id;

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "memory/device_api.h"
 #include "memory/memory_type.h"
 

@@ -52,7 +52,7 @@ typedef struct nexar_ipc_memory {
  * the virtual-memory API, cuMemExportToShareableHandle; the host-emulated
  * GPU's memory): the importer takes it with pidfd_getfd, which needs the
  * right to take another process's descriptors (the ptrace rules).  The
- * IPC set-up probes that right (core/ipc_context.h). */
+ * IPC set-up probes that right (runtime/ipc_context.h). */
 #define NEXAR_IPC_FD_HANDLE 1u
 
 typedef struct nexar_device_api {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "memory/device_api.h"
 
 namespace nexar {

@@ -4,7 +4,7 @@
 // peers that open it.  pidfd_getfd (Linux 5.6) needs the right to ptrace
 // the owner (same user and Yama's ptrace_scope allowing it, or
 // CAP_SYS_PTRACE): a container or a hardened host may refuse it, so the
-// IPC set-up probes it once (core/ipc_context.cc).  Header-only: the CUDA
+// IPC set-up probes it once (runtime/ipc_context.cc).  Header-only: the CUDA
 // plugin uses it too.
 #pragma once
 

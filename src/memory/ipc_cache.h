@@ -18,7 +18,7 @@
 #include <list>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "memory/device_api.h"
 
 namespace nexar {

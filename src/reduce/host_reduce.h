@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "reduce/types.h"
 
 namespace nexar {

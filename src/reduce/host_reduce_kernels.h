@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "reduce/types.h"
 
 #include "reduce/half.h"

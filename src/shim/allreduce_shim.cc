@@ -6,7 +6,7 @@
 //   - PMPI_X is defined here too, for every call nexar takes (and for
 //     PMPI_Init*/PMPI_Finalize): a tool loaded before nexar wraps MPI_X and
 //     calls PMPI_X, which lands here, and nexar forwards what it does not
-//     take to the MPI's own PMPI_X (core/pmpi.h).
+//     take to the MPI's own PMPI_X (mpi/pmpi.h).
 //   - MPI_X forwards to the next MPI_X in load order when that is a tool's
 //     (loaded after nexar): the tool sees the call and reaches nexar through
 //     PMPI_X.  When the next MPI_X is the MPI's own, MPI_X is nexar's PMPI_X.
@@ -19,12 +19,12 @@
 #include <atomic>
 #include <exception>
 
-#include "core/collective.h"
-#include "core/log.h"
-#include "core/mpi_family.h"
-#include "core/pmpi.h"
-#include "core/runtime.h"
-#include "core/stats.h"
+#include "call/collective.h"
+#include "base/log.h"
+#include "mpi/mpi_family.h"
+#include "mpi/pmpi.h"
+#include "runtime/runtime.h"
+#include "runtime/stats.h"
 #include "shim/shim.h"
 
 namespace nexar {
@@ -148,7 +148,7 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 
 // A tool after nexar finalizes through PMPI_Finalize, which stops nexar
 // (so nexar still takes the calls the tool makes before it); so does the
-// MPI_COMM_SELF attribute (core/runtime.cc) when nothing passes here.
+// MPI_COMM_SELF attribute (runtime/runtime.cc) when nothing passes here.
 int MPI_Finalize(void) {
     static const auto tool = tool_after_us<FinalizeFn>("MPI_Finalize");
     if (tool) return tool();

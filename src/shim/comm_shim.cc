@@ -1,7 +1,7 @@
 // Communicator creation sets the new communicator's ring up at once
-// (core/runtime.h, prepare_context), where nonblocking calls may take it: a
+// (runtime/runtime.h, prepare_context), where nonblocking calls may take it: a
 // nonblocking call cannot set it up later without waiting for the other
-// ranks (core/nonblocking.h).  Every creator here is collective over the
+// ranks (call/nonblocking.h).  Every creator here is collective over the
 // new communicator at least, so its members all take part: MPI_Comm_dup,
 // MPI_Comm_dup_with_info, MPI_Comm_split, MPI_Comm_split_type,
 // MPI_Comm_create, MPI_Comm_create_group, MPI_Intercomm_merge and the
@@ -14,8 +14,8 @@
 // collectives (shim/allreduce_shim.cc).
 #include <mpi.h>
 
-#include "core/pmpi.h"
-#include "core/runtime.h"
+#include "mpi/pmpi.h"
+#include "runtime/runtime.h"
 #include "shim/shim.h"
 
 namespace nexar {

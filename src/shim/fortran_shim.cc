@@ -18,7 +18,7 @@
 // each calls the MPI's own Fortran routine, found with RTLD_NEXT so its
 // Fortran-specific set-up still happens, then starts or stops nexar.
 //
-// Open MPI only (core/mpi_family.h): MPICH's Fortran bindings call the C
+// Open MPI only (mpi/mpi_family.h): MPICH's Fortran bindings call the C
 // MPI_X, which nexar defines, and have sentinels of their own.
 #include <dlfcn.h>
 #include <mpi.h>
@@ -26,11 +26,11 @@
 #include <exception>
 #include <mutex>
 
-#include "core/collective.h"
-#include "core/log.h"
-#include "core/mpi_family.h"
-#include "core/pmpi.h"
-#include "core/runtime.h"
+#include "call/collective.h"
+#include "base/log.h"
+#include "mpi/mpi_family.h"
+#include "mpi/pmpi.h"
+#include "runtime/runtime.h"
 #include "shim/shim.h"
 
 #if NEXAR_INTERPOSE_FORTRAN

@@ -1,5 +1,5 @@
 // The nonblocking collectives' entry points, and the completion calls that
-// move nexar's nonblocking calls along (core/nonblocking.h).
+// move nexar's nonblocking calls along (call/nonblocking.h).
 //
 // A nonblocking call's request is a generalized request of the MPI's, which
 // MPI completes only when nexar says so.  So every completion call is
@@ -13,12 +13,12 @@
 // The persistent collectives' initialization (MPI-4's MPI_X_init, Open MPI
 // 4's MPIX_X_init), MPI_Start, MPI_Startall and MPI_Request_free are
 // nexar's too: its persistent calls' requests are carriers that MPI_Start
-// must start with the call (core/nonblocking.h).
+// must start with the call (call/nonblocking.h).
 #include <mpi.h>
 
-#include "core/collective.h"
-#include "core/nonblocking.h"
-#include "core/pmpi.h"
+#include "call/collective.h"
+#include "call/nonblocking.h"
+#include "mpi/pmpi.h"
 #include "shim/shim.h"
 
 namespace nexar {
@@ -100,7 +100,7 @@ int completion_guard(const char* name, const Body& body) {
 }
 
 // A persistent call of nexar's completes its carrier request successfully
-// even when it failed (core/nonblocking.h): a completion call gives the
+// even when it failed (call/nonblocking.h): a completion call gives the
 // call's error in its place.  One request completed:
 int report_one(MPI_Request request, MPI_Status* status, int rc) {
     const int error = take_persistent_error(request);

@@ -7,10 +7,10 @@
 #include <atomic>
 #include <exception>
 
-#include "core/collective.h"
-#include "core/log.h"
-#include "core/pmpi.h"
-#include "core/runtime.h"
+#include "call/collective.h"
+#include "base/log.h"
+#include "mpi/pmpi.h"
+#include "runtime/runtime.h"
 
 namespace nexar {
 
@@ -19,7 +19,7 @@ void shim_start_runtime();
 // Stops it before MPI is finalized; never throws.
 void shim_stop_runtime();
 
-// Runs `dispatch` (core/collective.h); an internal error (only allocation
+// Runs `dispatch` (call/collective.h); an internal error (only allocation
 // failures throw) goes to the communicator's error handler, as any MPI
 // error would, and never crosses into the caller.
 template <class Dispatch>

@@ -27,10 +27,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/config.h"
+#include "runtime/config.h"
 #include "nexar/nexar.h"
-#include "core/mpi_family.h"
-#include "core/stats.h"
+#include "mpi/mpi_family.h"
+#include "runtime/stats.h"
 #include "memory/device.h"
 #include "reduce/host_reduce.h"
 #include "transport/cma.h"

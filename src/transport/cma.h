@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace nexar {
 

@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "memory/device_api.h"
 #include "reduce/types.h"
 #include "transport/stage_profile.h"

@@ -26,7 +26,7 @@
 //
 // A segment passed by address or pushed needs no slot, only a record: it
 // may be larger than a slot (an allgather alone sends larger ones:
-// core/dispatch.cc), and start() takes it at once, even while every slot
+// call/dispatch.cc), and start() takes it at once, even while every slot
 // is taken, and queues its record until one frees up.  Otherwise the
 // ring's send stream, which carries all of the reduce-scatter before the
 // allgather, would hold each push back until the reduce-scatter was nearly

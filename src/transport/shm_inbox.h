@@ -29,12 +29,12 @@
 #include <memory>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace nexar {
 
 struct ShmSlotRecord {
-    uint64_t tag;     // the segment's ring tag (transport/tag.h)
+    uint64_t tag;     // the segment's ring tag (algo/tag.h)
     uint64_t bytes;   // its length
     uint64_t remote;  // 0: the bytes are in the slot; kPushedToPlace: the
                       // writer wrote them into the owner's buffer; else their
@@ -49,7 +49,7 @@ constexpr uint64_t kPushedToPlace = ~uint64_t(0);
 // a push meant for the next would land in this one's buffer.
 struct PlaceKey {
     uint64_t first_message = ~uint64_t(0);
-    uint32_t sequence = 0;  // the operation's call sequence (transport/tag.h)
+    uint32_t sequence = 0;  // the operation's call sequence (algo/tag.h)
 };
 
 // What a peer needs to open an inbox; exchanged with an allgather.

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "core/log.h"
+#include "base/log.h"
 
 namespace nexar {
 

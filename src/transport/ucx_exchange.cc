@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "transport/tag.h"
+#include "algo/tag.h"
 
 namespace nexar {
 

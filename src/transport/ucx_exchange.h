@@ -1,12 +1,12 @@
 // A small vector reduced with MIN over a ring of ranks, in UCX tag messages:
-// the agreement of a nonblocking call (core/nonblocking.h), which nexar's
+// the agreement of a nonblocking call (call/nonblocking.h), which nexar's
 // progress thread can move along without calling MPI.
 //
 // In round k (0 .. n-2) each rank sends what it holds (its own vector, made
 // the MIN of everything received so far) to its successor and receives its
 // predecessor's; after n-1 rounds every rank holds the MIN over all n.
 // MIN is all the agreement needs, so nothing but one vector is kept.
-// Tags: transport/tag.h, agreement_tag.
+// Tags: algo/tag.h, agreement_tag.
 #pragma once
 
 #include <chrono>
@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "transport/ucx.h"
 
 namespace nexar {

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Nonblocking collectives (core/nonblocking.h): nonblocking_check's rounds
+# Nonblocking collectives (call/nonblocking.h): nonblocking_check's rounds
 # of MPI_Iallreduce, MPI_Ireduce_scatter_block, MPI_Ireduce_scatter and
 # MPI_Iallgather, against the MPI's own blocking calls and a local
 # reference, completed with every completion call beside MPI's own

@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "core/config.h"
+#include "runtime/config.h"
 
 using namespace nexar;
 

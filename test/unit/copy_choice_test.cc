@@ -1,5 +1,5 @@
 // The CMA helpers (transport/cma.h) and NEXAR_SHM_COPY=auto's chooser
-// (core/copy_choice.h).
+// (decide/copy_choice.h).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/copy_choice.h"
+#include "decide/copy_choice.h"
 #include "transport/cma.h"
 
 namespace nexar {

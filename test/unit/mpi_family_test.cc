@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "core/mpi_family.h"
+#include "mpi/mpi_family.h"
 
 using namespace nexar;
 

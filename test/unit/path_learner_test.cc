@@ -1,7 +1,7 @@
-// The auto threshold's learner (core/path_learner.h) with fake timings:
+// The auto threshold's learner (decide/path_learner.h) with fake timings:
 // several "ranks" are separate learners fed the same calls, and the driver's
 // MAX reduction is done here by hand.
-#include "core/path_learner.h"
+#include "decide/path_learner.h"
 
 #include <gtest/gtest.h>
 

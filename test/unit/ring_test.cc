@@ -21,8 +21,8 @@
 #include "algo/hierarchical.h"
 #include "algo/ring.h"
 #include "algo/topology.h"
-#include "core/comm_context.h"
-#include "core/ring_calls.h"
+#include "runtime/comm_context.h"
+#include "call/ring_calls.h"
 #include "transport/segment_engine.h"
 #include "transport/cma.h"
 #include "transport/shm_channel.h"
@@ -548,7 +548,7 @@ TEST(RingOverSharedMemory, SegmentsLargerThanSlotsAreRefused) {
 }
 
 // An allgather alone passes its segments by address or pushes them, so
-// they may be larger than the slots (core/dispatch.cc gives such calls
+// they may be larger than the slots (call/dispatch.cc gives such calls
 // 4 MiB segments); in place and out of place, every rank ends with every
 // chunk.  Through slots, segments that large are refused, and nothing is
 // written past a slot.
@@ -781,7 +781,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
         threads.emplace_back([&, r] {
             // Every rank of a node with company owns an inbox written by its
             // local predecessor and maps its local successor's, as
-            // core/runtime.cc sets them up; the flat ring uses those whose
+            // runtime/runtime.cc sets them up; the flat ring uses those whose
             // hop stays on the node.
             const int next = topo.next(r), prev = topo.prev(r);
             const bool local_ring = topo.local_size(r) >= 2;

@@ -1,10 +1,10 @@
-// The NEXAR_STATS line (core/stats.h): its fields, their order and
+// The NEXAR_STATS line (runtime/stats.h): its fields, their order and
 // spelling are a contract (DESIGN.md: only ever appended).
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "core/stats.h"
+#include "runtime/stats.h"
 
 namespace nexar {
 namespace {

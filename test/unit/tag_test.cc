@@ -3,7 +3,7 @@
 #include <random>
 
 #include "algo/partition.h"
-#include "transport/tag.h"
+#include "algo/tag.h"
 
 using namespace nexar;
 

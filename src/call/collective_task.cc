@@ -1,0 +1,557 @@
+// The steps of one intercepted call (call/collective_task.h).
+//
+// Rules (DESIGN.md section 3): every rank of the communicator must take the
+// same path.  The first checks use only what MPI guarantees to be the same
+// on every rank (communicator, datatype, op, count) and the job-wide
+// configuration (rank 0's, broadcast at init).  Facts that are per rank
+// (where the buffers live, transport up, scratch allocated, earlier failure)
+// are then agreed with one small reduction, which also catches ranks
+// passing different counts and settles which ring (shared memory or UCX)
+// every rank takes.
+#include "call/collective_task.h"
+
+#include <cstring>
+
+#include "base/log.h"
+#include "call/nonblocking.h"
+#include "runtime/stats.h"
+#include "transport/shm_channel.h"
+
+namespace nexar {
+
+// The checks before any per-rank fact: errors every rank sees alike, and
+// whether the call can go to the ring at all.
+TaskStep CollectiveTask::check_call() {
+    const bool allreduce = call_.kind == Collective::allreduce;
+    if (allreduce && small_allreduce(cfg_, call_.count, call_.sendbuf, call_.recvbuf)) return TaskStep::pass_through;
+    if (call_.comm == MPI_COMM_NULL) return TaskStep::pass_through;  // PMPI reports it
+    // A null buffer with a predefined type cannot be MPI_BOTTOM plus absolute
+    // addresses; Open MPI does not check it and crashes, so report it here.
+    if (allreduce && call_.count > 0 && (!call_.recvbuf || !call_.sendbuf) && known_mpi_datatype(call_.datatype)) {
+        NEXAR_ERROR("%s: %s buffer is NULL with a count of %lld", call_.name,
+                    !call_.recvbuf ? "the receive" : "the send", (long long)call_.count);
+        return fail(MPI_ERR_BUFFER);
+    }
+    if (!allreduce) PMPI_Comm_size(call_.comm, &size_);
+    // A negative count is erroneous; MPICH 4.0 does not check it and
+    // crashes, so report it here, as Open MPI does.
+    if (negative_count(call_, size_)) {
+        NEXAR_ERROR("%s: a count is negative", call_.name);
+        return fail(MPI_ERR_COUNT);
+    }
+    // So is an op MPI does not define on the type (MPI_LAND on MPI_FLOAT):
+    // MPICH 4.0 aborts on it.
+    if (call_.kind != Collective::allgather && mpi_forbids(call_.datatype, call_.op)) {
+        NEXAR_ERROR("%s: MPI does not define this op on this datatype", call_.name);
+        return fail(MPI_ERR_OP);
+    }
+    const uint64_t item_bytes = call_.kind == Collective::allgather ? 1 : max_ring_item_bytes();
+    if (!vector_items(call_, size_, &items_) || (!allreduce && items_ * item_bytes < cfg_.threshold_bytes))
+        return TaskStep::pass_through;
+    if (!statically_eligible(rt_, call_, size_, items_, &element_)) return TaskStep::pass_through;
+    esz_ = datatype_size(element_.type);
+    ring_count_ = size_t(items_) * element_.per_item;
+    bytes_ = ring_count_ * esz_;
+    // Nonblocking calls are not timed (decide/path_learner.h): with the
+    // threshold learnt, they take the ring from a size of their own.
+    if (nonblocking_ && cfg_.learn && bytes_ < kAutoNonblockingBytes) return TaskStep::pass_through;
+    return TaskStep::agree;
+}
+
+// NEXAR_THRESHOLD_BYTES=auto: the learner routes a blocking call (every
+// rank alike, decide/path_learner.h); true where it goes to the MPI, with no
+// agreement.  Only host buffers are learnt: in a job where device buffers
+// may come, nothing is (Config::learn).
+LearnShape CollectiveTask::learn_shape() const {
+    return LearnShape{call_.kind, asked_in_place_, LearnMemory::host};
+}
+
+bool CollectiveTask::learnt_mpi() {
+    if (nonblocking_ || !cfg_.learn || ctx_->disabled()) return false;
+    const LearnShape shape = learn_shape();
+    route_ = ctx_->learner().route(shape, bytes_, copy_trial_calls(cfg_, *ctx_, shape.kind, shape.in_place));
+    if (route_.trial) trial_t0_ = std::chrono::steady_clock::now();
+    return route_.path == CallPath::mpi;
+}
+
+// Where each part of the vector lies: equal chunks for the allreduce, each
+// rank's MPI block for the others (ring elements, chunk order).
+void CollectiveTask::lay_out_blocks() {
+    layout_ = ChunkLayout::equal(ring_count_, size_t(size_));
+    if (call_.kind == Collective::allreduce) return;
+    // A nonblocking call's own: an earlier call's ring may use the context's.
+    blocks_ = nonblocking_ ? &own_blocks_.sized(size_) : &ctx_->block_layout();
+    size_t at = 0;
+    for (int r = 0; r < size_; ++r) {
+        blocks_->counts[size_t(r)] = call_.kind == Collective::allgather
+                                         ? size_t(items_) / size_t(size_)
+                                         : size_t(call_.varying ? call_.recvcounts[r] : call_.count) * element_.per_item;
+        blocks_->displs[size_t(r)] = at;
+        at += blocks_->counts[size_t(r)];
+    }
+    const RingTopology& topo = ctx_->topology();
+    ring_block_layout(size_t(size_), [&](size_t p) { return topo.rank_at(int(p)); }, blocks_->counts.data(),
+                      blocks_->displs.data(), blocks_->spans.data());
+    layout_ = ChunkLayout::blocks(blocks_->spans.data(), size_t(size_));
+}
+
+// This rank's own facts about its buffers, agreed with the call (the
+// allreduce checked its own in check_call).  A NULL buffer that would be
+// read or written is an error on every rank together; buffers the ring
+// cannot take make every rank pass the call through together.
+void CollectiveTask::check_own_buffers() {
+    if (call_.kind == Collective::allreduce) return;
+    const size_t own_bytes = blocks_->counts[size_t(me_)] * esz_;
+    const bool allgather = call_.kind == Collective::allgather;
+    const bool types_ok = !allgather || (known_mpi_datatype(call_.datatype) &&
+                                         (in_place_ || (call_.sendtype == call_.datatype && call_.sendcount == call_.count)));
+    const bool recv_used = allgather || in_place_ ? bytes_ > 0 : own_bytes > 0;
+    const bool send_used = !in_place_ && (allgather ? own_bytes > 0 : bytes_ > 0);
+    if (!types_ok)  // (MPI_BOTTOM use, too)
+        refusal_ = "the allgather's two sides are not one count of one type from the ring's table";
+    else if ((recv_used && !call_.recvbuf) || (send_used && !call_.sendbuf))
+        buffers_ok_ = false;  // (MPI_BOTTOM is NULL in Open MPI and MPICH: absolute addresses need a derived type)
+    else if (!in_place_ && call_.sendbuf == call_.recvbuf && bytes_ > 0)
+        refusal_ = "the send and receive buffers are the same (not MPI_IN_PLACE)";
+}
+
+// What the ring reads and writes.  The allgather runs in recvbuf (its own
+// block out of place: place_own_block).  A reduce-scatter out of place
+// reduces this rank's block straight into recvbuf and its partial sums of
+// the others (3 ranks or more) in a work buffer in the same memory, since
+// recvbuf holds only this rank's block.
+void CollectiveTask::place_ring_buffers() {
+    ring_src_ = src_;
+    ring_recv_ = static_cast<char*>(call_.recvbuf);
+    if (call_.kind == Collective::allgather) ring_src_ = call_.recvbuf;
+    const bool usable = buffers_ok_ && !refusal_ && !*where_.why;
+    if (call_.kind == Collective::reduce_scatter && !in_place_ && usable) {
+        // 2 ranks: no partial sums, only the own block, which lands in recvbuf.
+        own_chunk_out_ = static_cast<char*>(call_.recvbuf);
+        if (size_ > 2 && bytes_ > 0) {
+            ring_recv_ = where_.device()
+                             ? ctx_->device_buffers(rt_.device_api()).device_work(where_.device_id, bytes_, &error_)
+                         : nonblocking_ ? own_work_.get(bytes_)
+                                        : ctx_->work_buffer(bytes_);
+            if (!ring_recv_) {
+                NEXAR_WARN("%s: no memory for the reduce-scatter's partial sums (%s); this call passes through to MPI",
+                           call_.name, error_.c_str());
+                refusal_ = "no memory for the reduce-scatter's partial sums";
+            }
+        }
+    }
+    ring_in_place_ = ring_src_ == ring_recv_;
+    // The shape of the call for the copy chooser: an allgather out of
+    // place moves its own block too.  (A rank whose sendbuf is its own
+    // block of recvbuf runs in place; if only some ranks do, their
+    // choosers learn different shapes and may propose out of step: the
+    // least proposal is still taken, so only the trials suffer.)
+    shape_in_place_ = call_.kind == Collective::allgather ? in_place_ : ring_in_place_;
+    variant_ = copy_variant(call_.kind, shape_in_place_);
+}
+
+// This rank's plan and its part of the agreement.  Made again after a
+// reconnect (it brings released inboxes back), so that every rank's
+// chooser counts the same calls.
+void CollectiveTask::plan_here() {
+    chooses_copy_ = !nonblocking_ && cfg_.shm_copy == ShmCopySetting::automatic && ctx_->any_hop_shm();
+    plan_ = plan_buffers(rt_, *ctx_, call_.kind, where_, ring_src_, ring_recv_, ring_count_, layout_, esz_, opt_,
+                         refusal_, nonblocking_);
+    if (!plan_.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call_.name, bytes_, plan_.why);
+    const int64_t shape = call_shape(call_, size_, items_);
+    CallAgreement& a = agreement_;
+    a = CallAgreement();
+    a.ready = plan_.ready;
+    a.min_count = shape;
+    a.neg_max_count = -shape;
+    a.shm = plan_.shm;
+    a.hier = plan_.hier;
+    a.inboxes = !ctx_->wants_shm() || ctx_->inboxes_held();
+    proposal_ = proposed_copy(cfg_, *ctx_, call_.kind, bytes_, shape_in_place_);
+    a.shm_copy = int64_t(proposal_.mode);
+    a.neg_new_round = chooses_copy_ && ctx_->copy_chooser().wants_new_round(bytes_, variant_) ? -1 : 0;
+    a.ucx_segment = int64_t(plan_.segment);
+    a.buffers = buffers_ok_;
+    a.ipc = ipc_possible();
+    a.device = plan_.device() ? 1 : 0;
+}
+
+// Gives back what exporting the call's buffers held (memory/device_api.h).
+void CollectiveTask::release_ipc_exports() {
+    const nexar_device_api* api = rt_.device_api();
+    if (api && ((src_ipc_.flags | recv_ipc_.flags) & NEXAR_IPC_FD_HANDLE)) {
+        api->ipc_release_export(&src_ipc_);
+        api->ipc_release_export(&recv_ipc_);
+    }
+    src_ipc_ = nexar_ipc_memory{}, recv_ipc_ = nexar_ipc_memory{};
+}
+
+// This rank can take IPC (algo/ipc_allreduce.h): a blocking call of
+// device buffers; an allreduce with every rank of the communicator on this
+// node (or, across nodes, the hierarchical allreduce ready and not turned
+// off: its node phases take IPC, IpcHierarchicalRun), a reduce-scatter
+// or an allgather on one node; IPC not refused on the context before; and
+// the buffers its peers open exportable (not so: managed memory,
+// cudaMallocAsync pools without IPC, virtual-memory-API allocations made
+// without a descriptor handle type).  Any rank's no takes today's ring for
+// the call, on every rank.  Returns the agreement's value (call_plan.h).
+int64_t CollectiveTask::ipc_possible() {
+    ipc_why_ = "";
+    release_ipc_exports();  // a plan made again (after a reconnect) exports again
+    if (cfg_.cuda_ipc == CudaIpc::off || nonblocking_ || !plan_.ready || !plan_.device()) return 0;
+    if (ctx_->ipc_unavailable()) return ipc_why_ = "IPC could not be set up on this communicator", 0;
+    const bool one_node = ctx_->topology().nodes() == 1;
+    if (call_.kind == Collective::allreduce && !one_node &&
+        (!ctx_->hier_ready() || cfg_.algorithm == Algorithm::ring))
+        return ipc_why_ = "the communicator spans nodes and the hierarchical allreduce is not ready or is off", 0;
+    if (call_.kind != Collective::allreduce && !one_node)
+        return ipc_why_ = "reduce-scatters and allgathers take IPC on one node only", 0;
+    // In place, a reduce-scatter's result goes where peers read their
+    // blocks: it waits in device scratch until they are done.
+    ipc_scratch_ = nullptr;
+    if (call_.kind == Collective::reduce_scatter && in_place_ && bytes_ > 0) {
+        std::string why;
+        ipc_scratch_ = ctx_->device_buffers(rt_.device_api()).device_work(plan_.device_id, bytes_, &why);
+        if (!ipc_scratch_) return ipc_why_ = "no device memory for an in-place reduce-scatter's result", 0;
+    }
+    // The context's IPC state belongs to the GPU it was made on.
+    if (ctx_->ipc() && ctx_->ipc()->device() != plan_.device_id)
+        return ipc_why_ = "the call's GPU is not the one the communicator's IPC was set up on", 0;
+    // What the peers open: the send buffer if they read it, the receive
+    // buffer if they write it (each descriptor left empty is never opened).
+    const bool peers_read = call_.kind != Collective::allgather, peers_write = call_.kind != Collective::reduce_scatter;
+    const nexar_device_api* api = rt_.device_api();
+    const bool send_ok = !peers_read || api->ipc_export_memory(src_, &src_ipc_) == 0;
+    if (send_ok && (!peers_write || api->ipc_export_memory(call_.recvbuf, &recv_ipc_) == 0)) {
+        // A buffer beyond the allocation exported (virtual-memory-API memory
+        // mapped in pieces: the export covers the piece holding its start).
+        const uint64_t b = uint64_t(bytes_);
+        if ((peers_read && src_ipc_.offset + b > src_ipc_.bytes) || (peers_write && recv_ipc_.offset + b > recv_ipc_.bytes)) {
+            ipc_why_ = "a device buffer spans several allocations";
+            if (ctx_->first_ipc_refusal())
+                NEXAR_INFO("communicator context %u: a device buffer spans several allocations, which IPC cannot "
+                           "map at once: such calls take the device ring without IPC",
+                           ctx_->id());
+            return 0;
+        }
+        const bool fd = ((src_ipc_.flags | recv_ipc_.flags) & NEXAR_IPC_FD_HANDLE) != 0;
+        if (!fd) return kIpcPlain;
+        // Known not to reach the peers: no need to ask them.
+        if (ctx_->ipc() && !ctx_->ipc()->fd_handles())
+            return ipc_why_ = "the ranks cannot take each other's descriptors (virtual-memory-API memory)", 0;
+        return kIpcNeedsFdHandles;
+    }
+    ipc_why_ = "a device buffer cannot be exported";
+    if (ctx_->first_ipc_refusal())
+        NEXAR_INFO("communicator context %u: a device %s buffer cannot be exported through IPC (%s): such calls "
+                   "take the device ring without IPC",
+                   ctx_->id(), send_ok ? "receive" : "send", api->last_error());
+    return 0;
+}
+
+// Collective: every rank agreed on IPC for this call, and none had tried
+// to set it up on this context.  Ready on every rank or on none.
+void CollectiveTask::set_up_ipc() {
+    std::unique_ptr<IpcContext> ipc;
+    std::string why;
+    Status s = IpcContext::create(*ctx_, rt_.device_api(), &ipc, &why);
+    if (ok(s) && me_ == 0 && ctx_->topology().nodes() == 1)
+        NEXAR_INFO("communicator context %u: device buffers go GPU to GPU through IPC (%d ranks on one node)",
+                   ctx_->id(), size_);
+    else if (ok(s) && me_ == 0)
+        NEXAR_INFO("communicator context %u: device allreduces take the hierarchical allreduce: GPU to GPU through "
+                   "IPC among each node's %d ranks, the device ring across the %d nodes",
+                   ctx_->id(), int(ipc->members().size()), ctx_->topology().nodes());
+    else if (!ok(s))
+        NEXAR_INFO("communicator context %u: no IPC for device buffers (%s): they take the device ring without IPC",
+                   ctx_->id(), why.c_str());
+    ctx_->set_ipc(std::move(ipc));
+}
+
+TaskStep CollectiveTask::plan() {
+    const TaskStep checked = check_call();
+    if (checked != TaskStep::agree) return checked;
+    ctx_ = rt_.context_for(call_.comm, &error_);
+    if (learnt_mpi()) return TaskStep::pass_through;
+    // A blocking call that may take the ring first completes the
+    // nonblocking calls started before it on its communicator: they come
+    // first in MPI's order, in the context's ring sequence, and in the use
+    // of its scratch.
+    if (!nonblocking_) drain_nonblocking(ctx_);
+    if (route_.trial) trial_t0_ = std::chrono::steady_clock::now();
+    src_ = call_.sendbuf == MPI_IN_PLACE ? call_.recvbuf : call_.sendbuf;
+    if (ctx_->disabled()) {
+        if (!nonblocking_) device_guard_.emplace(rt_.device_api());
+        plan_ = classify_buffers(rt_, src_, call_.recvbuf);
+        return TaskStep::fall_back;
+    }
+    opt_.segment_bytes = cfg_.ucx_segment_bytes();
+    opt_.depth = cfg_.pipeline_depth;
+    // Nonblocking calls moved only inside MPI calls (NEXAR_PROGRESS=calls)
+    // wait for peers that compute: no timeout, only a dead peer ends them.
+    opt_.timeout_s = nonblocking_ && cfg_.progress == ProgressMode::calls ? 0 : cfg_.timeout_s;
+    // Every ring of a large call streams its settled results (the node
+    // rings of the hierarchical allreduce see one piece each).
+    opt_.stream_results = bytes_ >= cfg_.stream_bytes;
+    // No other thread releases this context's inboxes while it is planned
+    // (a nonblocking call lets go once it counts as in flight: end_planning).
+    in_call_ = std::unique_lock<std::mutex>(ctx_->call_mutex());
+    rt_.touch(*ctx_);
+    size_ = ctx_->size(), me_ = ctx_->rank();
+    lay_out_blocks();
+    in_place_ = call_.sendbuf == MPI_IN_PLACE;
+    check_own_buffers();
+    // Device work selects the buffers' GPU.
+    if (!nonblocking_) device_guard_.emplace(rt_.device_possible() ? rt_.device_api() : nullptr);
+    where_ = classify_buffers(rt_, src_, call_.recvbuf);
+    place_ring_buffers();
+    plan_here();
+    return TaskStep::agree;
+}
+
+TaskStep CollectiveTask::agreed() {
+    const CallAgreement& a = agreement_;
+    if (!a.buffers) {
+        NEXAR_ERROR("%s: %s buffer is NULL where the call reads or writes it", call_.name,
+                    buffers_ok_ ? "another rank's" : "this rank's");
+        return fail(MPI_ERR_BUFFER);
+    }
+    if (a.min_count != -a.neg_max_count) {
+        if (call_.varying)
+            NEXAR_ERROR("%s: ranks passed different recvcounts arrays; every rank must pass the same", call_.name);
+        else
+            NEXAR_ERROR("%s: ranks passed different counts (from %lld to %lld items); every rank must pass the "
+                        "same count",
+                        call_.name, (long long)a.min_count, (long long)-a.neg_max_count);
+        return fail(MPI_ERR_COUNT);
+    }
+    // Some rank released its inboxes (to stay within the budget): every
+    // rank sets them up again, then plans and agrees afresh (ranks that
+    // still had theirs planned on them and reserved no UCX scratch).  The
+    // context being set up is never released, so this happens once.  (A
+    // nonblocking call falls back instead: the set-up would wait.)
+    if (!a.inboxes && nonblocking_) return TaskStep::fall_back;
+    if (!a.inboxes && !reconnected_) {
+        reconnected_ = true;
+        rt_.reconnect_shm(*ctx_);
+        plan_here();
+        return TaskStep::agree;
+    }
+    if (!a.ready) return TaskStep::fall_back;
+    return TaskStep::run;
+}
+
+// Out of place, the allgather's ring on host memory sends this rank's
+// block from sendbuf and copies each segment into place as it leaves
+// (ring_run): the block is read once and its copy overlaps the transfer.
+// Where this rank fills its successor's slots, the chooser decides whether
+// that copy goes along with the one into the slots or comes first (each
+// won at some sizes: docs/tuning.md).  Device buffers get the block copied
+// into place first.  Not before the agreement: a call that fails there
+// leaves recvbuf alone.  A GPU copy that fails fails the call; the other
+// ranks' rings then time out.
+Status CollectiveTask::place_own_block() {
+    if (call_.kind != Collective::allgather || in_place_) return Status::ok;
+    const bool fills_slots = agreement_.shm && ctx_->send_shm() && used_.mode == ShmCopy::slots;
+    const size_t own = blocks_->counts[size_t(me_)] * esz_;
+    // A sendbuf inside recvbuf (erroneous in MPI unless it is the own
+    // block, which runs in place) is read before the ring writes.
+    const char* sb = static_cast<const char*>(call_.sendbuf);
+    const char* rb = static_cast<const char*>(call_.recvbuf);
+    const bool overlap = sb < rb + bytes_ && rb < sb + own;
+    if (!plan_.device() && !overlap && (!fills_slots || used_.own_block_with_slots)) {
+        ring_src_ = call_.sendbuf;
+        return Status::ok;
+    }
+    return copy_bytes(rt_, *ctx_, where_, static_cast<char*>(call_.recvbuf) + blocks_->displs[size_t(me_)] * esz_,
+                      call_.sendbuf, own, &error_);
+}
+
+// Every rank agreed on the ring: the chooser's round, the segment size, the
+// algorithm and the copy mode; then the run is built (it takes its
+// sequence numbers now).
+TaskStep CollectiveTask::start_run() {
+    if (agreement_.neg_new_round < 0 && chooses_copy_) {
+        ctx_->copy_chooser().start_new_round(bytes_, variant_);
+        NEXAR_DEBUG("communicator context %u: %s %s calls %s ran slower than their copy mode measured: trying "
+                    "every mode again",
+                    ctx_->id(), format_bytes(bytes_).c_str(), call_.name, shape_in_place_ ? "in place" : "out of place");
+    }
+    // A persistent call starts with no agreement: a context that failed
+    // since (on this rank) runs nothing more.
+    if (ctx_->failed()) {
+        error_ = "an earlier ring on this communicator failed";
+        return result_ = finish_ring(Status::peer_failure), TaskStep::done;
+    }
+    // Host buffers everywhere (shared memory agreed): a small allreduce on
+    // one node takes the one-shot, a larger one the hierarchical allreduce
+    // where it is ready and chosen, else the flat ring with its same-node
+    // hops in shared memory.  Otherwise the flat ring on UCX only.  (Every
+    // input here is alike on every rank: the boards are ready on all or
+    // none, the count is agreed.)  The one-shot's limit is on what each
+    // rank reads from the others' boards, which grows with the ranks.  It
+    // needs no scratch, and takes its sequence number whatever happens
+    // here: no rank falls out of step with the others' boards.
+    const bool allreduce = call_.kind == Collective::allreduce;
+    // Device buffers of one node, every rank able: GPU to GPU through IPC.
+    // Across nodes, the hierarchical allreduce with its node phases there.
+    if (agreement_.ipc) {
+        if (!ctx_->ipc() && !ctx_->ipc_unavailable()) set_up_ipc();
+        // Every rank knows whether any buffer is exported as a descriptor
+        // (the agreement), and the context whether they reach the peers.
+        ipc_ = ctx_->ipc() && (agreement_.ipc == kIpcPlain || ctx_->ipc()->fd_handles());
+        if (!ipc_ && *ipc_why_ == '\0')
+            ipc_why_ = ctx_->ipc() ? "the ranks cannot take each other's descriptors (virtual-memory-API memory)"
+                                   : "setting IPC up failed";
+        if (ipc_) {
+            opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the rings across nodes'
+            run_ = build_run();
+            return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
+        }
+    }
+    // NEXAR_CUDA_IPC=require: where every rank's buffers are device memory,
+    // a call that cannot take IPC fails (every rank knows: the agreement).
+    if (!ipc_ && cfg_.cuda_ipc == CudaIpc::require && agreement_.device && !nonblocking_) {
+        const char* what = allreduce                                      ? "allreduce"
+                           : call_.kind == Collective::reduce_scatter ? "reduce-scatter"
+                                                                      : "allgather";
+        // Nothing ran: the communicator stays good for the calls after it.
+        NEXAR_ERROR("%s of %zu bytes on communicator context %u: NEXAR_CUDA_IPC=require, and this device %s cannot go "
+                    "GPU to GPU through IPC: %s",
+                    call_.name, bytes_, ctx_->id(), what,
+                    *ipc_why_ ? ipc_why_ : "another rank's buffers or GPU cannot (its NEXAR_LOG=info says why)");
+        return result_ = raise_error(MPI_ERR_OTHER), TaskStep::done;
+    }
+    one_shot_ = allreduce && agreement_.shm && ctx_->boards_ready() &&
+                uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
+    if (one_shot_) {
+        run_ = build_run();
+        return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
+    }
+    hierarchical_ = allreduce && agreement_.shm && agreement_.hier && wants_hierarchical(cfg_, *ctx_, bytes_);
+    // Every rank's slots hold a segment of the size it proposed, so the least.
+    opt_.segment_bytes = size_t(agreement_.ucx_segment);
+    if (plan_.scratch_pending && !ok(reserve_scratch(*ctx_, plan_, opt_.depth))) {
+        error_ = "no memory for the ring's scratch";
+        return result_ = finish_ring(Status::no_memory), TaskStep::done;
+    }
+    if (plan_.device() && plan_.mode == DeviceEngine::Mode::direct) {
+        Status w = ctx_->device_buffers(rt_.device_api()).wait_for_application(&error_);
+        if (!ok(w)) return result_ = finish_ring(w), TaskStep::done;
+    }
+    used_.mode = ShmCopy(agreement_.shm_copy);
+    used_.own_block_with_slots = used_.mode == ShmCopy::slots && proposal_.own_block_with_slots;
+    // The copy chooser times the flat ring's whole call, this rank's
+    // allgather block included.
+    timed_ = agreement_.shm && chooses_copy_ && !hierarchical_;
+    if (timed_) t0_ = std::chrono::steady_clock::now();
+    Status s = place_own_block();
+    if (!ok(s)) return result_ = finish_ring(s), TaskStep::done;
+    run_ = build_run();
+    if (!run_) return result_ = finish_ring(Status::invalid_argument), TaskStep::done;
+    return TaskStep::run;
+}
+
+// The engine of a ring over device buffers (the agreed device path).
+DeviceEngine& CollectiveTask::new_device_engine() {
+    return device_engine_.emplace(plan_.mode, element_.type, element_.op, ctx_->device_buffers(rt_.device_api()),
+                                  UCS_MEMORY_TYPE_CUDA, cfg_.gpu_profile);
+}
+
+// The agreed algorithm on the agreed channels (null: arguments no ring takes).
+RingCallRun* CollectiveTask::build_run() {
+    const DataType type = element_.type;
+    const ReduceOp op = element_.op;
+    if (ipc_ && ctx_->topology().nodes() > 1) {
+        ipc_hier_run_.emplace(*ctx_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type,
+                              op, opt_);
+        return ipc_hier_run_->valid() ? &*ipc_hier_run_ : nullptr;
+    }
+    if (ipc_ && call_.kind == Collective::allreduce)
+        return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_);
+    if (ipc_) {
+        // The MPI's blocks, by rank; the reduce-scatter's result goes to
+        // recvbuf, the allgather's own block comes from sendbuf.
+        IpcLayout blocks;
+        blocks.displs = blocks_->displs.data(), blocks.counts = blocks_->counts.data();
+        const bool scatter = call_.kind == Collective::reduce_scatter;
+        if (scatter) blocks.own_out = static_cast<char*>(call_.recvbuf);
+        if (scatter && in_place_) blocks.own_out = ipc_scratch_, blocks.final_out = static_cast<char*>(call_.recvbuf);
+        if (!scatter && !in_place_) blocks.own_in = static_cast<const char*>(call_.sendbuf);
+        return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_,
+                                 scatter ? IpcPart::reduce_scatter : IpcPart::allgather, blocks);
+    }
+    if (one_shot_) {
+        one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
+        return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;
+    }
+    if (hierarchical_) {
+        RingOptions local_opt = opt_;
+        local_opt.segment_bytes = cfg_.shm_segment_bytes();
+        hier_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_);
+        return hier_->valid() ? &*hier_ : nullptr;
+    }
+    if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, call_.kind, used_.mode);
+    SegmentEngine* engine = nullptr;
+    if (plan_.device())
+        engine = &new_device_engine();
+    else
+        engine = &host_engine_.emplace(type, op, ctx_->scratch(), ring_in_place_);
+    flat_.emplace(*ctx_, agreement_.shm != 0, used_.mode, *engine, ring_src_, ring_recv_, layout_,
+                  collective_phases(call_.kind), type, op, opt_, own_chunk_out_);
+    return flat_->valid() ? &*flat_ : nullptr;
+}
+
+// In place, a reduce-scatter leaves this rank's block at its place in the
+// vector; MPI wants it at the start of recvbuf.  (Device buffers: through
+// host memory where the two overlap.)
+Status CollectiveTask::move_own_block() {
+    // (The IPC reduce-scatter puts it there itself, GPU to GPU: final_out.)
+    if (call_.kind != Collective::reduce_scatter || !in_place_ || ipc_) return Status::ok;
+    char* block = ring_recv_ + blocks_->displs[size_t(me_)] * esz_;
+    const size_t own = blocks_->counts[size_t(me_)] * esz_;
+    const bool overlap = block != call_.recvbuf && block < static_cast<char*>(call_.recvbuf) + own;
+    if (plan_.device() && overlap) {
+        char* host = ctx_->device_buffers(rt_.device_api()).host_stage(own);
+        Status s = copy_bytes(rt_, *ctx_, where_, host, block, own, &error_);
+        return ok(s) ? copy_bytes(rt_, *ctx_, where_, call_.recvbuf, host, own, &error_) : s;
+    }
+    return copy_bytes(rt_, *ctx_, where_, call_.recvbuf, block, own, &error_);
+}
+
+int CollectiveTask::finish(Status s) {
+    if (ok(s)) run_->account();
+    if (timed_ && ok(s)) {
+        ShmCopyChooser& chooser = ctx_->copy_chooser();
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+        if (chooser.record(bytes_, variant_, used_, seconds))
+            NEXAR_DEBUG("communicator context %u: shared-memory copies for %s %s calls %s: %s", ctx_->id(),
+                        format_bytes(bytes_).c_str(), call_.name, shape_in_place_ ? "in place" : "out of place",
+                        chooser.describe(bytes_, variant_).c_str());
+    }
+    if (ok(s) && !ok(move_own_block())) {
+        NEXAR_ERROR("%s: moving this rank's block to the start of the receive buffer: %s", call_.name,
+                    error_.c_str());
+        return result_ = raise_error(MPI_ERR_OTHER);
+    }
+    return result_ = finish_ring(s);
+}
+
+// Accounts for a finished ring, or reports its failure and retires the
+// communicator's rings (their endpoints or inboxes are out of step).
+int CollectiveTask::finish_ring(Status s) {
+    if (!ok(s)) {
+        ctx_->mark_failed();
+        NEXAR_ERROR("%s of %zu bytes on communicator context %u failed: %s: %s", call_.name, bytes_, ctx_->id(),
+                    status_string(s), error_.c_str());
+        return raise_error(s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
+    }
+    Stats& stats = process_stats();
+    stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
+    stats.ring_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
+    if (call_.kind == Collective::reduce_scatter) stats.reduce_scatter_calls.fetch_add(1, std::memory_order_relaxed);
+    if (call_.kind == Collective::allgather) stats.allgather_calls.fetch_add(1, std::memory_order_relaxed);
+    return MPI_SUCCESS;
+}
+
+}  // namespace nexar

@@ -1,0 +1,192 @@
+// One intercepted collective call as a task with resumable steps (DESIGN.md
+// section 7, "start and progress"; UCC's init / post / test / finalize):
+//
+//   1. plan():    the checks MPI makes identical on every rank, the layout,
+//                 what this rank can do with its buffers; local, never waits.
+//   2. agreed():  after the driver has reduced agreement() with MIN over the
+//                 communicator: mismatched counts and NULL buffers become
+//                 errors on every rank together; the ring or a fallback is
+//                 chosen for all; the run is built.
+//   3. run():     the flat ring, the hierarchical allreduce or the one-shot
+//                 allreduce, polled by the driver until it finishes.
+//   4. finish():  the last local copy, the copy chooser's timing, the stats,
+//                 and errors through the communicator's handler.
+//
+// The task never calls MPI to wait: the driver owns the agreement's
+// reduction and the pass-throughs.  A blocking call drives one task to its
+// end on the caller's stack (call/dispatch.cc).  The task holds the
+// context's call mutex and the caller's current GPU from plan() until it
+// is destroyed.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "call/call_plan.h"
+#include "call/collective.h"
+#include "decide/path_learner.h"
+#include "call/ring_calls.h"
+#include "runtime/runtime.h"
+#include "memory/device.h"
+
+namespace nexar {
+
+// What the driver does after a step.
+enum class TaskStep {
+    agree,         // reduce agreement() with MIN over call().comm, then call agreed()
+    run,           // poll run() to its end, then call finish()
+    pass_through,  // not the ring's: the call goes to PMPI as it came
+    fall_back,     // eligible, but some rank cannot take the ring: PMPI (device buffers staged)
+    done,          // over: result() is the call's return code
+};
+
+class CollectiveTask {
+public:
+    // `rt` is started.  An allgather from its own block becomes in place
+    // (own_block_as_in_place): call() is what a pass-through hands MPI.
+    // A nonblocking task (call/nonblocking.h) holds the call mutex only while
+    // it is planned, and not the current GPU (its steps run inside later MPI calls or on
+    // nexar's progress thread), calls no error handler (raise_error), feeds no
+    // timing to the copy chooser (the application's computation would be
+    // in it), and falls back where a blocking call would set released
+    // inboxes up again (a collective step that would wait).
+    CollectiveTask(Runtime& rt, const CollectiveCall& call, bool nonblocking = false)
+        : rt_(rt), cfg_(rt.config()), call_(own_block_as_in_place(call)), nonblocking_(nonblocking),
+          asked_in_place_(call.sendbuf == MPI_IN_PLACE) {}
+    ~CollectiveTask() { release_ipc_exports(); }
+    CollectiveTask(const CollectiveTask&) = delete;
+    CollectiveTask& operator=(const CollectiveTask&) = delete;
+
+    const CollectiveCall& call() const { return call_; }
+    // Step 1.  agree, pass_through, fall_back or done.
+    TaskStep plan();
+    // A nonblocking task holds the context's call mutex from plan() until
+    // this (the engine calls it once the call counts as in flight).
+    void end_planning() { in_call_ = std::unique_lock<std::mutex>(); }
+    // A persistent call's rings start with no agreement before them: they
+    // wait for peers that start later (RingOptions::patient_start).
+    void make_persistent() { opt_.patient_start = true; }
+    // This rank's part of the agreement, to be reduced in place.
+    CallAgreement& agreement() { return agreement_; }
+    static constexpr int agreement_fields() { return kCallAgreementFields; }
+    // Step 2.  agree (again: some rank had released its inboxes, and every
+    // rank set them up again), run, fall_back or done.
+    TaskStep agreed();
+    // Step 3, after agreed() said run: the ring is built (it takes its
+    // sequence numbers and the context's scratch now: a nonblocking call
+    // waits for its turn on the context first).  run or done.
+    TaskStep start_run();
+    // Valid after start_run() said run.  Its errors go to error().
+    RingCallRun& run() { return *run_; }
+    std::string* error() { return &error_; }
+    // Step 4, with the run's status: the call's return code.
+    int finish(Status run_status);
+    int result() const { return result_; }
+
+    // A call timed for NEXAR_THRESHOLD_BYTES=auto's learner (null: not
+    // one), from when it was routed (a nexar trial: from when the calls
+    // before it on the communicator were done); the driver hands the
+    // learner its time.
+    const Route* trial() const { return route_.trial ? &route_ : nullptr; }
+    // The vector's bytes, in ring elements (after plan()).
+    size_t bytes() const { return bytes_; }
+    // The learner's class of the call (with bytes()).
+    LearnShape learn_shape() const;
+    // The learner routed it (NEXAR_THRESHOLD_BYTES=auto), to the MPI or to nexar.
+    bool routed() const { return route_.slot >= 0; }
+    std::chrono::steady_clock::time_point trial_start() const { return trial_t0_; }
+
+    // For a fallback: the communicator's context (null before it was
+    // asked for) and where this rank's buffers live.
+    CommContext* context() { return ctx_; }
+    const LocalPlan& buffers() const { return plan_; }
+
+private:
+    TaskStep check_call();
+    bool learnt_mpi();
+    void lay_out_blocks();
+    void check_own_buffers();
+    void place_ring_buffers();
+    void plan_here();
+    int64_t ipc_possible();
+    // What exporting the buffers holds (a descriptor: memory/device_api.h),
+    // given back once the call is over (its peers opened them during it).
+    void release_ipc_exports();
+    DeviceEngine& new_device_engine();
+    void set_up_ipc();
+    RingCallRun* build_run();
+    Status place_own_block();
+    Status move_own_block();
+    TaskStep fail(int error_class) { return result_ = raise_error(error_class), TaskStep::done; }
+    // The communicator's error handler, now; a nonblocking call's is called
+    // when its request completes, in an MPI call (the task may be on
+    // nexar's progress thread).
+    int raise_error(int error_class) { return nonblocking_ ? error_class : raise_mpi_error(call_.comm, error_class); }
+    int finish_ring(Status s);
+
+    Runtime& rt_;
+    const Config& cfg_;
+    CollectiveCall call_;
+    const bool nonblocking_;
+    // MPI_IN_PLACE as the caller passed it: MPI has every rank pass it alike
+    // (own_block_as_in_place is one rank's own finding).
+    const bool asked_in_place_;
+    int result_ = MPI_SUCCESS;
+    std::string error_;
+
+    // Step 1: the call's shape.
+    RingElement element_;
+    uint64_t items_ = 0;   // the vector's MPI items (allgather: bytes)
+    size_t esz_ = 0;       // bytes of a ring element
+    size_t ring_count_ = 0, bytes_ = 0;  // ring elements and bytes of the whole vector
+    int size_ = 0, me_ = 0;
+    CommContext* ctx_ = nullptr;
+    RingOptions opt_;
+    std::unique_lock<std::mutex> in_call_;            // no other thread releases the context's inboxes
+    std::optional<CurrentDeviceGuard> device_guard_;  // the application's current GPU comes back
+    ChunkLayout layout_;
+    CommContext::BlockLayout* blocks_ = nullptr;  // reduce-scatter, allgather: each rank's MPI block
+    CommContext::BlockLayout own_blocks_;         // a nonblocking call's
+    WorkBuffer own_work_;                         // a nonblocking reduce-scatter's partial sums
+    bool in_place_ = false;
+    bool buffers_ok_ = true;        // no buffer this rank needs is NULL
+    const char* refusal_ = nullptr;  // why this rank's buffers cannot take the ring
+    LocalPlan where_, plan_;
+    const void* src_ = nullptr;       // what the call reads
+    const void* ring_src_ = nullptr;  // what the ring reads and writes
+    char* ring_recv_ = nullptr;
+    char* own_chunk_out_ = nullptr;  // a reduce-scatter out of place: its block straight into recvbuf
+    bool ring_in_place_ = false, shape_in_place_ = false;
+    int variant_ = 0;             // the copy chooser's name for the call's shape
+    bool chooses_copy_ = false;   // NEXAR_SHM_COPY=auto times this call
+    CopyProposal proposal_;
+    CallAgreement agreement_;
+    bool reconnected_ = false;
+    Route route_;  // NEXAR_THRESHOLD_BYTES=auto's choice for a blocking call
+    std::chrono::steady_clock::time_point trial_t0_;
+
+    // Step 2: what runs.
+    CopyProposal used_;
+    bool hierarchical_ = false;
+    bool one_shot_ = false;
+    bool ipc_ = false;
+    bool timed_ = false;
+    std::chrono::steady_clock::time_point t0_;
+    std::optional<HostEngine> host_engine_;  // before the runs: their channels use it
+    std::optional<DeviceEngine> device_engine_;
+    std::optional<FlatRingRun> flat_;
+    std::optional<HierarchicalRun> hier_;
+    std::optional<OneShotRun> one_shot_run_;
+    std::optional<IpcRun> ipc_run_;
+    std::optional<IpcHierarchicalRun> ipc_hier_run_;
+    nexar_ipc_memory src_ipc_{}, recv_ipc_{};  // the buffers as ipc_possible() exported them
+    const char* ipc_why_ = "";
+    char* ipc_scratch_ = nullptr;  // an in-place reduce-scatter's result, until it goes into place                  // why this rank's call cannot take IPC ("": it can, or not a device call)
+    RingCallRun* run_ = nullptr;
+};
+
+}  // namespace nexar

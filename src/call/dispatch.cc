@@ -1,0 +1,236 @@
+// The intercepted blocking collectives' entry points (call/collective.h):
+// the driver of a call's task (call/collective_task.h) on the caller's stack.
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "call/collective.h"
+#include "call/collective_task.h"
+#include "call/nonblocking.h"
+#include "call/pass_through.h"
+#include "base/log.h"
+#include "mpi/pmpi.h"
+#include "runtime/runtime.h"
+#include "runtime/stats.h"
+#include "memory/device.h"
+#include "reduce/mpi_types.h"
+
+namespace nexar {
+
+int raise_mpi_error(MPI_Comm comm, int error_class) {
+    // MPI_Comm_call_errhandler returns MPI_SUCCESS once the handler has run;
+    // the caller must still see the error.
+    PMPI_Comm_call_errhandler(comm, error_class);
+    return error_class;
+}
+
+namespace {
+
+// NEXAR_THRESHOLD_BYTES=auto's fast path for calls that go to the MPI
+// (below the floor, or in a size class that settled on it): what this
+// thread's latest call of each collective found out, so that the next one
+// like it needs neither the datatype table nor the communicator's
+// attribute.  It must route exactly as the task would (the learner counts
+// the call alike: PathLearner::settled_on_mpi), so it takes only calls
+// whose every other check the task would pass, with predefined datatypes
+// (a freed derived type's handle may come back as another type).
+struct KnownCall {
+    MPI_Datatype datatype = MPI_DATATYPE_NULL;  // a (datatype, op) the ring takes
+    MPI_Op op = MPI_OP_NULL;                    // (none for the allgather)
+    uint64_t item_bytes = 0;                    // bytes of the vector per MPI item
+    MPI_Comm comm = MPI_COMM_NULL;  // a communicator the learner routes on, and its context
+    CommContext* ctx = nullptr;
+    uint64_t generation = 0;  // Runtime::context_generation() when ctx was seen
+};
+thread_local KnownCall t_known[kCollectives];
+
+// The vector's `bytes`: below the floor the call passes through; from it,
+// where the call's class settled on the MPI, or on a communicator of one
+// rank (`size`: the communicator's, 0 when not asked yet), which the ring
+// never takes.
+bool known_to_pass(const Runtime& rt, const KnownCall& k, const LearnShape& shape, MPI_Comm comm, uint64_t bytes,
+                   int size = 0) {
+    if (bytes < rt.config().threshold_bytes) return true;
+    if (comm == k.comm && k.generation == rt.context_generation())
+        return k.ctx->learner().settled_on_mpi(shape, bytes);
+    if (size == 0 && PMPI_Comm_size(comm, &size) != MPI_SUCCESS) return false;
+    return size == 1;
+}
+
+bool learnt_mpi_fast(const Runtime& rt, const void* sendbuf, const void* recvbuf, int64_t count, MPI_Datatype dt,
+                     MPI_Op op, MPI_Comm comm) {
+    const KnownCall& k = t_known[int(Collective::allreduce)];
+    if (dt != k.datatype || op != k.op || count < 0 || !sendbuf || !recvbuf || sendbuf == recvbuf ||
+        sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM || comm == MPI_COMM_NULL)
+        return false;
+    return known_to_pass(rt, k, LearnShape{Collective::allreduce, sendbuf == MPI_IN_PLACE, LearnMemory::host}, comm,
+                         uint64_t(count) * k.item_bytes);
+}
+
+// The reduce-scatter with one count for all (MPI_Reduce_scatter_block) and
+// the allgather.
+bool learnt_mpi_fast(const Runtime& rt, const CollectiveCall& c) {
+    const KnownCall& k = t_known[int(c.kind)];
+    const bool allgather = c.kind == Collective::allgather;
+    if (c.kind == Collective::allreduce || c.varying || c.recvcounts || c.datatype != k.datatype ||
+        (!allgather && c.op != k.op) || c.count < 0 || (allgather && c.sendbuf != MPI_IN_PLACE && c.sendcount < 0) ||
+        c.comm == MPI_COMM_NULL)
+        return false;
+    // The communicator's size: its context's, where it is the one known.
+    int size = 0;
+    if (c.comm == k.comm && k.generation == rt.context_generation())
+        size = k.ctx->size();
+    else if (PMPI_Comm_size(c.comm, &size) != MPI_SUCCESS)
+        return false;
+    return known_to_pass(rt, k, LearnShape{c.kind, c.sendbuf == MPI_IN_PLACE, LearnMemory::host}, c.comm,
+                         uint64_t(c.count) * uint64_t(size) * k.item_bytes, size);
+}
+
+// After the task: what the fast path may use next time.
+void remember(const Runtime& rt, CollectiveTask& task, const CollectiveCall& c) {
+    if (c.kind != Collective::allreduce && (c.varying || c.recvcounts)) return;
+    KnownCall& k = t_known[int(c.kind)];
+    const MPI_Op op = c.kind == Collective::allgather ? MPI_OP_NULL : c.op;
+    if (c.datatype != k.datatype || op != k.op) {
+        k = KnownCall();
+        RingElement e;
+        int type_size = 0;
+        if (c.kind == Collective::allgather) {
+            if (!known_mpi_datatype(c.datatype) || PMPI_Type_size(c.datatype, &type_size) != MPI_SUCCESS) return;
+            k.item_bytes = uint64_t(type_size);
+        } else {
+            if (!map_mpi_call(c.datatype, op, &e) || mpi_forbids(c.datatype, op)) return;
+            k.item_bytes = uint64_t(e.per_item) * datatype_size(e.type);
+        }
+        k.datatype = c.datatype, k.op = op;
+    }
+    if (task.routed()) k.comm = c.comm, k.ctx = task.context(), k.generation = rt.context_generation();
+}
+
+// The agreement: a blocking reduction on every rank, whatever is in
+// flight here (MPI matches a blocking collective only with blocking ones;
+// nexar's nonblocking calls move along on its progress thread meanwhile).
+void agree(CollectiveTask& task) {
+    pmpi::allreduce(MPI_IN_PLACE, &task.agreement(), task.agreement_fields(), MPI_INT64_T, MPI_MIN, task.call().comm);
+}
+
+// The run polled to its end; nonblocking calls in flight move along too.
+Status run(CollectiveTask& task) {
+    if (!nonblocking_in_flight()) return poll_to_end(task.run(), task.error());
+    // The others' moves keep the loop busy, not this call's clock running
+    // (IdleClock::idle_since_or).
+    struct WithOthers {
+        RingCallRun& run;
+        IdleClock own;
+        Status poll(bool* moved, std::string* error) {
+            bool mine = false;
+            Status s = run.poll(&mine, error);
+            own.after_round(mine);
+            const bool others = progress_nonblocking();
+            *moved = mine || others;
+            return s;
+        }
+        bool finished() const { return run.finished(); }
+        Status check_stall(std::chrono::steady_clock::time_point since, std::string* error) {
+            return run.check_stall(own.idle_since_or(since), error);
+        }
+    } both{task.run(), IdleClock()};
+    return poll_to_end(both, task.error());
+}
+
+// The steps after the plan, to the call's return code.
+int complete(Runtime& rt, CollectiveTask& task, TaskStep step) {
+    while (step == TaskStep::agree) {
+        agree(task);
+        step = task.agreed();
+    }
+    if (step == TaskStep::run) step = task.start_run();
+    switch (step) {
+        case TaskStep::run: return task.finish(run(task));
+        case TaskStep::pass_through: return pass_through(task.call(), process_stats().passthrough_calls);
+        case TaskStep::fall_back: return fall_back(rt, *task.context(), task.buffers(), task.call());
+        default: return task.result();
+    }
+}
+
+// NEXAR_THRESHOLD_BYTES=auto: a trial's time to the learner; after the
+// round's last, the slowest rank's best times settle the verdict on every
+// rank (every rank counted the same calls, so every rank reduces here).
+// A call that failed here leaves no time (its path's best stays 1e30 on
+// this rank, and the MAX gives every rank the other path).
+void learn_from(CollectiveTask& task, bool succeeded) {
+    const Route* trial = task.trial();
+    if (!trial) return;
+    PathLearner& learner = task.context()->learner();
+    if (succeeded)
+        learner.record(*trial,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - task.trial_start()).count());
+    if (!trial->ends_round) return;
+    double slowest[2];
+    learner.best_times(*trial, slowest);
+    pmpi::allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, task.call().comm);
+    const bool changed = learner.settle(*trial, slowest);
+    const int size_class = PathLearner::size_class(task.bytes());
+    CallPath path = CallPath::mpi;
+    learner.verdict(task.learn_shape(), size_class, &path, nullptr);
+    NEXAR_DEBUG("communicator context %u: %s %s from %s on host buffers: %s%s (slowest rank's best: nexar %.1f us, "
+                "MPI %.1f us)",
+                task.context()->id(), task.call().name, task.learn_shape().in_place ? "in place" : "out of place",
+                format_bytes(uint64_t(1) << size_class).c_str(),
+                call_path_name(path), changed ? "" : " still", slowest[int(CallPath::nexar)] * 1e6,
+                slowest[int(CallPath::mpi)] * 1e6);
+}
+
+// Step after step on the caller's stack: what every blocking call does.
+// Every rank that routed a round's last trial reduces its times, even
+// where the call threw (shim_guard catches it): a rank that did not would
+// leave the others waiting.
+int drive_to_end(Runtime& rt, CollectiveTask& task) {
+    int rc = MPI_SUCCESS;
+    try {
+        rc = complete(rt, task, task.plan());
+    } catch (...) {
+        learn_from(task, false);
+        throw;
+    }
+    learn_from(task, rc == MPI_SUCCESS);
+    return rc;
+}
+
+}  // namespace
+
+int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                        bool large_count) {
+    // The small call's path, without building a description of it.
+    Runtime* rt = Runtime::get();
+    if (!rt) rt = Runtime::start_late(comm);
+    if (rt && rt->config().enable &&
+        (small_allreduce(rt->config(), count, sendbuf, recvbuf) ||
+         (rt->config().learn && learnt_mpi_fast(*rt, sendbuf, recvbuf, count, dt, op, comm)))) {
+        process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
+        return pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
+    }
+    CollectiveCall call =
+        allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt, op, comm);
+    call.large_count = large_count;
+    if (!rt || !rt->config().enable) return intercept_collective(call);
+    CollectiveTask task(*rt, call);
+    const int rc = drive_to_end(*rt, task);
+    if (rt->config().learn) remember(*rt, task, call);
+    return rc;
+}
+
+int intercept_collective(const CollectiveCall& call) {
+    Runtime* rt = Runtime::get();
+    if (!rt) rt = Runtime::start_late(call.comm);
+    if (rt && rt->config().enable && rt->config().learn && learnt_mpi_fast(*rt, call))
+        return pass_through(call.kind == Collective::allgather ? own_block_as_in_place(call) : call,
+                            process_stats().passthrough_calls);
+    if (!rt || !rt->config().enable) return pass_through(own_block_as_in_place(call), process_stats().passthrough_calls);
+    CollectiveTask task(*rt, call);
+    const int rc = drive_to_end(*rt, task);
+    if (rt->config().learn) remember(*rt, task, call);
+    return rc;
+}
+
+}  // namespace nexar

@@ -1,0 +1,289 @@
+#include "call/ring_calls.h"
+
+#include <functional>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "algo/hierarchical.h"
+#include "algo/partition.h"
+#include "runtime/stats.h"
+#include "transport/shm_channel.h"
+#include "transport/ucx_channel.h"
+
+namespace nexar {
+
+namespace {
+
+void count_bytes(const SendChannel& out) {
+    Stats& stats = process_stats();
+    (out.kind() == ChannelKind::shm ? stats.shm_bytes : stats.ucx_bytes)
+        .fetch_add(out.bytes_sent(), std::memory_order_relaxed);
+    if (out.kind() == ChannelKind::shm) {
+        const auto& shm = static_cast<const ShmSendChannel&>(out);
+        stats.cma_bytes.fetch_add(shm.bytes_by_address() + shm.bytes_pushed(), std::memory_order_relaxed);
+        stats.push_bytes.fetch_add(shm.bytes_pushed(), std::memory_order_relaxed);
+    }
+}
+
+}  // namespace
+
+FlatRingRun::FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
+                         void* recvbuf, const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op,
+                         const RingOptions& opt, char* own_chunk_out) {
+    const RingLinks links = ctx.links();
+    const RingPeers& peers = links.peers;
+    if (!ring_arguments_valid(peers, opt) || layout.ranks() != size_t(peers.size)) return;
+    const bool shm_out = use_shm && ctx.send_shm(), shm_in = use_shm && ctx.recv_shm();
+    // The UCX receive side progresses the worker; a UCX send side does when
+    // its receive side is shared memory.
+    if (shm_out)
+        shm_send_.emplace(*ctx.next_inbox(), peers.next_rank, copy);
+    else
+        ucx_send_.emplace(*links.worker, *links.next, peers.next_rank, opt.depth, ctx.scratch(), engine, shm_in);
+    if (shm_in)
+        shm_recv_.emplace(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), type, op);
+    else
+        ucx_recv_.emplace(*links.worker, links.prev, peers.prev_rank, opt.depth, ctx.scratch(), engine, true);
+    out_ = shm_out ? static_cast<SendChannel*>(&*shm_send_) : &*ucx_send_;
+    RecvChannel& in = shm_in ? static_cast<RecvChannel&>(*shm_recv_) : *ucx_recv_;
+    op_.emplace(peers, ctx.next_sequence(), src, recvbuf, layout, type, opt, *out_, in, phases);
+    if (own_chunk_out) op_->land_own_chunk_in(own_chunk_out);
+}
+
+void FlatRingRun::account() const { count_bytes(*out_); }
+
+namespace {
+
+// Liveness of a call that meets its peers on boards (BoardRun): a peer
+// whose board says its communicator failed, a peer that exited, no move
+// for NEXAR_TIMEOUT_S.  `late`: the rank the call waits for (-1: none, it
+// waits for its own work: an IPC allreduce's on the GPU, which a peer that
+// died may never let end); `patient`: a persistent call no peer has
+// started yet waits.
+Status failed_peer(const BoardGroup& group, const std::function<ShmInbox&(int)>& board, std::string* error) {
+    for (int i = 0; i < group.size; ++i) {
+        if (i == group.me || !board(i).broken()) continue;
+        const int r = group.rank_of(i);
+        char buf[160];
+        snprintf(buf, sizeof buf, "a call on rank %d's communicator failed before: the error is in rank %d's log", r,
+                 r);
+        *error = buf;
+        return Status::peer_failure;
+    }
+    return Status::ok;
+}
+
+Status board_stall(const BoardGroup& group, const std::function<ShmInbox&(int)>& board, int late, bool patient,
+                   const RingOptions& opt, std::chrono::steady_clock::time_point idle_since, const char* what,
+                   std::string* error) {
+    char buf[256];
+    Status s = failed_peer(group, board, error);
+    if (!ok(s)) return s;
+    // Only the rank waited for: with every peer there (late < 0) a peer
+    // may have finished and exited in good order.
+    if (late >= 0 && late != group.me && process_gone(board(late).owner_pid())) {
+        snprintf(buf, sizeof buf, "rank %d (process %d) has exited in the middle of %s", group.rank_of(late),
+                 int(board(late).owner_pid()), what);
+        *error = buf;
+        return Status::peer_failure;
+    }
+    if (opt.timeout_s <= 0 || patient) return Status::ok;
+    const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
+    if (idle_s <= opt.timeout_s) return Status::ok;
+    if (late >= 0)
+        snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): %s waits for rank %d", idle_s, what,
+                 group.rank_of(late));
+    else
+        snprintf(buf, sizeof buf, "no progress for %.1f s (NEXAR_TIMEOUT_S): %s waits for its work (the GPU's) to end",
+                 idle_s, what);
+    *error = buf;
+    return Status::timeout;
+}
+
+}  // namespace
+
+template <class Operation>
+Status BoardRun<Operation>::fail(Status s) {
+    board(group().me).mark_broken();
+    return s;
+}
+
+template <class Operation>
+Status BoardRun<Operation>::check_peers(std::string* error) {
+    Status s = failed_peer(group(), [this](int i) -> ShmInbox& { return board(i); }, error);
+    return ok(s) ? s : fail(s);
+}
+
+template <class Operation>
+Status BoardRun<Operation>::poll(bool* moved, std::string* error) {
+    Status s = Status::ok;
+    if (!checked_peers_ && !ok(s = check_peers(error))) return s;
+    checked_peers_ = true;
+    s = op_.poll(moved, error);
+    return ok(s) ? s : fail(s);
+}
+
+template <class Operation>
+Status BoardRun<Operation>::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
+    // Every peer there: the next poll finishes, unless the call waits for
+    // its own work (peers may have finished and even exited meanwhile).
+    const int late = op_.waiting_for();
+    if (late < 0 && !waits_for_own_work()) return check_peers(error);
+    Status s = board_stall(group(), [this](int i) -> ShmInbox& { return board(i); }, late, patient(), opt_,
+                           idle_since, what_, error);
+    return ok(s) ? s : fail(s);
+}
+
+template class BoardRun<OneShotAllreduce>;
+template class BoardRun<IpcAllreduce>;
+
+OneShotRun::OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                       const RingOptions& opt)
+    : BoardRun(ctx, opt, "a one-shot allreduce", ctx.boards(), ctx.rank(), ctx.next_one_shot(), src, recvbuf, count,
+               type, op),
+      bytes_(count * datatype_size(type)) {}
+
+void OneShotRun::account() const {
+    Stats& stats = process_stats();
+    stats.shm_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
+    stats.one_shot_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+const char* ipc_what(IpcPart part) {
+    switch (part) {
+        case IpcPart::reduce_scatter: return "an IPC reduce-scatter";
+        case IpcPart::allgather: return "an IPC allgather";
+        case IpcPart::allreduce: break;
+    }
+    return "an IPC allreduce";
+}
+}  // namespace
+
+IpcRun::IpcRun(CommContext& ctx, const void* src, void* recvbuf, const nexar_ipc_memory& src_ipc,
+               const nexar_ipc_memory& recv_ipc, size_t count, DataType type, ReduceOp op, const RingOptions& opt,
+               IpcPart part, const IpcLayout& layout)
+    : BoardRun(ctx, opt, ipc_what(part), ctx.ipc()->peers(), ctx.ipc()->next_sequence(), src, recvbuf, src_ipc,
+               recv_ipc, count, type, op, part, layout) {}
+
+BoardGroup IpcRun::group() const {
+    const IpcContext& ipc = *ctx_.ipc();
+    return BoardGroup{int(ipc.members().size()), ipc.index(), &ipc.members()};
+}
+
+void IpcRun::account() const { process_stats().ipc_calls.fetch_add(1, std::memory_order_relaxed); }
+
+IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, SegmentEngine& engine, const void* src, void* recvbuf,
+                                       const nexar_ipc_memory& src_ipc, const nexar_ipc_memory& recv_ipc, size_t count,
+                                       DataType type, ReduceOp op, const RingOptions& opt)
+    : ctx_(ctx),
+      recv_(recvbuf),
+      recv_ipc_(recv_ipc),
+      count_(count),
+      type_(type),
+      op_(op),
+      opt_(opt),
+      inter_sequence_(ctx.next_sequence()),
+      inter_out_(*ctx.worker(), *ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), opt.depth, ctx.scratch(),
+                 engine, false),
+      inter_in_(*ctx.worker(), ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), opt.depth, ctx.scratch(),
+                engine, true) {
+    valid_ = ring_arguments_valid(ctx.inter_peers(), opt);
+    if (valid_) node_.emplace(ctx, src, recvbuf, src_ipc, recv_ipc, count, type, op, opt, IpcPart::reduce_scatter);
+}
+
+Status IpcHierarchicalRun::poll(bool* moved, std::string* error) {
+    Status s = Status::ok;
+    if (phase_ == 0) {
+        if (!ok(s = node_->poll(moved, error)) || !node_->finished()) return s;
+        // This local index's chunk of the node's sum, across the nodes.
+        const IpcContext& ipc = *ctx_.ipc();
+        const int L = int(ipc.members().size()), q = ipc.index();
+        const size_t begin = IpcAllreduce::chunk_begin(count_, q, L);
+        const size_t items = IpcAllreduce::chunk_begin(count_, q + 1, L) - begin;
+        char* chunk = static_cast<char*>(recv_) + begin * datatype_size(type_);
+        inter_.emplace(ctx_.inter_peers(), inter_sequence_, chunk, chunk, items, type_, opt_, inter_out_, inter_in_);
+        // The node's other ranks came (phase 1 needed them): one patience
+        // for the whole call (RingOptions::patient_start), spent.
+        if (L > 1) inter_->end_patience();
+        phase_ = 1, *moved = true;
+    }
+    if (phase_ == 1) {
+        if (!ok(s = inter_->poll(moved, error))) return fail_node(s);
+        if (!inter_->finished()) return s;
+        node_.reset();
+        node_.emplace(ctx_, recv_, recv_, recv_ipc_, recv_ipc_, count_, type_, op_, opt_, IpcPart::allgather);
+        phase_ = 2, *moved = true;
+    }
+    if (phase_ == 2) {
+        if (!ok(s = node_->poll(moved, error)) || !node_->finished()) return s;
+        phase_ = 3, *moved = true;
+    }
+    return s;
+}
+
+Status IpcHierarchicalRun::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
+    if (phase_ == 1) {
+        Status s = inter_->check_stall(idle_since, error);
+        return ok(s) ? s : fail_node(s);
+    }
+    return phase_ == 3 ? Status::ok : node_->check_stall(idle_since, error);
+}
+
+// A failed ring across nodes: this rank's board says so, so that the
+// node's ranks do not wait for its allgather.
+Status IpcHierarchicalRun::fail_node(Status s) {
+    IpcContext& ipc = *ctx_.ipc();
+    ipc.board(ipc.index()).mark_broken();
+    return s;
+}
+
+void IpcHierarchicalRun::account() const {
+    count_bytes(inter_out_);
+    Stats& stats = process_stats();
+    stats.hier_calls.fetch_add(1, std::memory_order_relaxed);
+    stats.ipc_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+HierarchicalRun::HierarchicalRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type,
+                                 ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt)
+    : local_out_(*ctx.next_inbox(), ctx.topology().local_next(ctx.rank())),
+      local_in_(*ctx.inbox(), ctx.topology().local_prev(ctx.rank()), ctx.local_prev_pid(), type, op),
+      engine_(type, op, ctx.scratch(), true),
+      inter_out_(*ctx.worker(), *ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), inter_opt.depth,
+                 ctx.scratch(), engine_, false),
+      inter_in_(*ctx.worker(), ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), inter_opt.depth, ctx.scratch(),
+                engine_, true) {
+    HierarchicalLinks h;
+    h.local = ctx.local_peers();
+    h.inter = ctx.inter_peers();
+    h.local_out = &local_out_;
+    h.local_in = &local_in_;
+    h.inter_out = &inter_out_;
+    h.inter_in = &inter_in_;
+    const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.local.size, h.inter.size,
+                                              inter_opt.segment_bytes);
+    if (!hierarchical_arguments_valid(h, pieces, local_opt, inter_opt)) return;
+    op_.emplace(h, ctx.take_sequences(uint32_t(pieces)), pieces, src, recvbuf, count, type, local_opt, inter_opt);
+}
+
+void HierarchicalRun::account() const {
+    count_bytes(local_out_);
+    count_bytes(inter_out_);
+    process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+size_t hierarchical_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes) {
+    // Every piece's ring across nodes has chunks of at most `chunk`
+    // elements; its segments are at most a segment's worth, or a chunk,
+    // unless the per-chunk segment limit stretches them.
+    const RingTopology& t = ctx.topology();
+    auto ceil_div = [](size_t a, size_t b) { return (a + b - 1) / b; };
+    const size_t chunk = ceil_div(ceil_div(count, size_t(t.local_size(ctx.rank()))), size_t(t.nodes()));
+    const size_t seg = segment_elems(segment_bytes, elem_size);
+    return std::max(std::min(seg, chunk), ceil_div(chunk, kMaxSegmentsPerChunk)) * elem_size;
+}
+
+}  // namespace nexar

@@ -1,0 +1,57 @@
+// Alpha and beta of the two channel kinds, and the choice the cost model
+// makes from them between the flat ring and the hierarchical allreduce
+// (algo/cost_model.h).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <string>
+
+#include "algo/cost_model.h"
+#include "algo/ring.h"
+#include "base/status.h"
+
+namespace nexar {
+
+// What the model assumes when it has not measured (NEXAR_ALGORITHM=hier or
+// ring, or a probe that failed): shared memory as measured on our test
+// machines, a 100 Gbit/s network.
+CostModel default_cost_model();
+
+// The rings the probe times: this rank's ring of its local index across the
+// nodes, on a communicator's own links.  The communicator's state provides
+// them (runtime/runtime.cc), so that deciding needs nothing from the layers
+// above it.
+class InterRingProbe {
+public:
+    virtual ~InterRingProbe() = default;
+    virtual MPI_Comm comm() const = 0;
+    virtual int nodes() const = 0;       // P
+    virtual int local_size() const = 0;  // L: ranks on this rank's node
+    // Scratch for rings of `count` floats with these options.
+    virtual Status reserve(size_t count, const RingOptions& opt) = 0;
+    // One sum of `count` floats in place on `buf` over the ring.
+    virtual Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) = 0;
+};
+
+// Times the rings across nodes (UCX, all local ranks at once, so that they
+// share each node's link as the hierarchical allreduce does) at two sizes
+// and fits the network's alpha and beta; the shared-memory rate comes from
+// memcpy (all local ranks copying at once).  Every rank gets the same model
+// (the shortest ring times, the slowest copy) and the same status:
+// Status::transport_error when a ring failed on some rank (the caller then
+// marks the communicator failed on every rank: its endpoints may be out of
+// step), Status::unavailable when the times fit no model (the caller keeps
+// the defaults).  Collective; a few milliseconds on fast links, tens on a
+// 2 Gbit/s one.
+Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostModel* out, std::string* error);
+
+// The model's verdict for an allreduce of `bytes` on `nodes` nodes of
+// `local_size` ranks, cut into the pieces the hierarchical allreduce would
+// cut it into (rings across nodes of `inter_segment_bytes` segments).
+// Identical on every rank that has the same model.
+bool hierarchical_is_faster_here(const CostModel& model, int nodes, int local_size, size_t bytes,
+                                 size_t inter_segment_bytes);
+
+}  // namespace nexar

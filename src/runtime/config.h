@@ -1,0 +1,192 @@
+// NEXAR_* settings: parsing and the job-wide configuration.
+//
+// Every rank parses its own environment, then rank 0's configuration is
+// broadcast at MPI_Init so that all ranks take identical dispatch decisions
+// (DESIGN.md section 3).  A malformed value never breaks a job: it is reported
+// and the default is used.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "base/log.h"
+#include "transport/shm_copy.h"
+
+namespace nexar {
+
+// How device buffers travel (NEXAR_CUDA_PATH).
+enum class CudaPath { automatic, direct, staged };
+const char* cuda_path_name(CudaPath p);
+
+// Device allreduces of one node (or of each node's ranks) GPU to GPU
+// through IPC (NEXAR_CUDA_IPC): where every rank can (1), never (0: the
+// staged ring), or always, failing a call where it cannot (require).
+enum class CudaIpc { off, on, require };
+const char* cuda_ipc_name(CudaIpc i);
+
+// Which allreduce runs across nodes (NEXAR_ALGORITHM): the node-ordered
+// flat ring, the hierarchical one (algo/hierarchical.h), or the cost
+// model's choice (algo/cost_model.h).
+enum class Algorithm { automatic, ring, hier };
+const char* algorithm_name(Algorithm a);
+
+// How same-node hops move segments (NEXAR_SHM_COPY): chosen per call from
+// measurement (decide/copy_choice.h), or one ShmCopy mode for every call.
+enum class ShmCopySetting : int {
+    automatic = -1,
+    slots = int(ShmCopy::slots),
+    mixed = int(ShmCopy::mixed),
+    cma = int(ShmCopy::cma),
+    push = int(ShmCopy::push),
+};
+inline const char* shm_copy_setting_name(ShmCopySetting s) {
+    return s == ShmCopySetting::automatic ? "auto" : shm_copy_name(ShmCopy(int(s)));
+}
+
+// The one-shot allreduce's default limit: on this project's VM, 2 ranks,
+// it beat the ring's persistent call 1.3-7x from 8 to 32 KiB and lost at
+// 64 KiB (a bare exchange: 14.4 us against the ring's 12.3; docs/how-it-works.md, "Small
+// calls").  Most a setting may ask for: every rank of the node maps every
+// other rank's two slots of it.
+constexpr uint64_t kOneShotBytes = 32ull << 10;
+constexpr uint64_t kMaxOneShotBytes = 1ull << 20;
+// Ranks a one-shot call may span: each reads every other rank's input, so
+// its cost grows with them.
+constexpr uint32_t kMaxOneShotRanks = 16;
+
+// Default segment sizes, chosen with bench/nexar-sweep (docs/tuning.md):
+// the shared-memory ring wants segments that stay in cache, the UCX ring
+// fewer and larger messages.
+constexpr uint64_t kShmSegmentBytes = 256ull << 10;
+constexpr uint64_t kUcxSegmentBytes = 1ull << 20;
+// An allgather alone whose same-node hops all pass segments by address
+// (NEXAR_SHM_COPY other than slots) puts no segment in a slot: each costs a
+// record and a process_vm_readv/writev only, so larger segments mean fewer
+// calls.  On 2 MiB pages, 2 ranks, 8-16 MiB, 4 MiB segments ran 1.0-1.3x
+// as fast as 256 KiB ones, and 16 MiB no faster than 4 (docs/tuning.md).
+constexpr uint64_t kShmAddressSegmentBytes = 4ull << 20;
+// Device buffers: each segment costs GPU copies, a kernel and event polls,
+// and ranks sharing a GPU take turns on it; on an H200, 2 ranks, 256 MiB,
+// 4 MiB segments ran 1.6x faster than 1 MiB (docs/results/gpu.md, "Results on a GPU").
+constexpr uint64_t kDeviceSegmentBytes = 4ull << 20;
+
+// NEXAR_THRESHOLD_BYTES=auto (decide/path_learner.h): calls below this pass
+// through with no agreement and no learning.  On this project's VM, 2 ranks,
+// Open MPI took 1.5 us at 1 KiB and nexar's one-shot 2.0; at 4 KiB 3.5
+// against 2.9 (docs/how-it-works.md, "Small calls").
+constexpr uint64_t kAutoFloorBytes = 2ull << 10;
+// Device buffers keep a fixed threshold until a GPU measurement supports
+// learning theirs; so does every call in a job where GPUs may come (their
+// memory kinds would have to be agreed before each call: DESIGN.md
+// section 3).
+constexpr uint64_t kDeviceThresholdBytes = 8ull << 20;
+// Nonblocking and persistent calls cannot be timed (the application's
+// computation runs inside them): with NEXAR_THRESHOLD_BYTES=auto they take
+// the ring (or the one-shot) from this size.  They are measured against
+// the MPI's own nonblocking and persistent calls: at 4-64 KiB, 2 ranks,
+// nexar's persistent call took 2.5-12 us against Open MPI's 7-28 (docs/user-guide.md,
+// "The learnt threshold").
+constexpr uint64_t kAutoNonblockingBytes = 4ull << 10;
+
+// NEXAR_HOST_BUFFERS: whether host buffers may take the ring.  auto: yes in
+// a job without GPUs, where the learner (or a fixed threshold) decides;
+// in a job where GPUs may come, no (as before: their threshold is the
+// device buffers' own).
+enum class HostBuffers : int { off = 0, on = 1, automatic = 2 };
+const char* host_buffers_name(HostBuffers h);
+
+// Who moves nonblocking calls along (NEXAR_PROGRESS, call/nonblocking.h):
+// a thread of nexar's, or only the application's MPI calls.
+enum class ProgressMode : int { thread = 0, calls = 1 };
+inline const char* progress_mode_name(ProgressMode m) { return m == ProgressMode::thread ? "thread" : "calls"; }
+
+struct Config {
+    bool enable = true;                           // NEXAR_ENABLE
+    // NEXAR_THRESHOLD_BYTES: auto (learn, decide/path_learner.h) or a fixed
+    // number.  threshold_bytes: the fixed number; with auto, calls below it
+    // never take the ring (resolve_for_job sets it).
+    bool threshold_auto = true;
+    uint64_t threshold_bytes = kAutoFloorBytes;
+    uint64_t segment_bytes = 0;                   // NEXAR_SEGMENT_BYTES; 0: each ring's default
+    uint32_t pipeline_depth = 4;                  // NEXAR_PIPELINE_DEPTH: segments in flight
+    HostBuffers host_setting = HostBuffers::automatic;  // NEXAR_HOST_BUFFERS
+    // What the two settings above come to in this job (resolve_for_job):
+    // host buffers may take the ring; the learner decides each size.
+    bool host_buffers = true;
+    bool learn = true;
+    bool shm = true;                              // NEXAR_SHM: same-node host rings through shared memory
+    double timeout_s = 60.0;                      // NEXAR_TIMEOUT_S (0: wait forever)
+    bool stats = false;                           // NEXAR_STATS
+    LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
+    CudaPath cuda_path = CudaPath::automatic;     // NEXAR_CUDA_PATH
+    CudaIpc cuda_ipc = CudaIpc::on;               // NEXAR_CUDA_IPC: device buffers of one node GPU to GPU
+    Algorithm algorithm = Algorithm::automatic;   // NEXAR_ALGORITHM
+    ShmCopySetting shm_copy = ShmCopySetting::automatic;  // NEXAR_SHM_COPY
+    bool gpu_profile = false;                     // NEXAR_GPU_PROFILE: time the device ring's stages
+    uint64_t stream_bytes = 4ull << 20;           // NEXAR_STREAM_BYTES: calls from here stream settled results
+    bool nonblocking = true;                      // NEXAR_NONBLOCKING: take MPI_I* collectives (call/nonblocking.h)
+    ProgressMode progress = ProgressMode::thread;  // NEXAR_PROGRESS
+    // NEXAR_ONE_SHOT_BYTES: an allreduce on a communicator whose ranks share
+    // one node takes the one-shot (algo/one_shot.h) where its vector times
+    // the other ranks (what each rank reads from their boards) is at most
+    // this; 0: never.
+    uint64_t one_shot_bytes = kOneShotBytes;
+
+    uint64_t shm_segment_bytes() const { return segment_bytes ? segment_bytes : kShmSegmentBytes; }
+    uint64_t shm_address_segment_bytes() const { return segment_bytes ? segment_bytes : kShmAddressSegmentBytes; }
+    uint64_t ucx_segment_bytes() const { return segment_bytes ? segment_bytes : kUcxSegmentBytes; }
+    uint64_t device_segment_bytes() const { return segment_bytes ? segment_bytes : kDeviceSegmentBytes; }
+};
+static_assert(std::is_trivially_copyable<Config>::value, "Config is broadcast as bytes");
+
+// The settings made concrete once start-up knows whether GPUs may come in
+// the job (identical on every rank): host_buffers, learn, threshold_bytes.
+void resolve_for_job(Config* c, bool device_possible);
+
+bool operator==(const Config& a, const Config& b);
+inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
+
+// Limits a setting must respect; outside them the default is used.
+constexpr uint64_t kMinSegmentBytes = 256;
+constexpr uint64_t kMaxSegmentBytes = 1ull << 30;
+constexpr uint32_t kMaxPipelineDepth = 64;
+
+// "8388608", "8M", "8MiB", "8m", "512K", "1G", "64B": suffixes are powers of 1024.
+bool parse_size(const char* text, uint64_t* out);
+// parse_size's, or "auto" (*automatic set).
+bool parse_size_or_auto(const char* text, uint64_t* out, bool* automatic);
+// "auto", or parse_bool's.
+bool parse_host_buffers(const char* text, HostBuffers* out);
+// "1"/"0", "yes"/"no", "true"/"false", "on"/"off" (any case).
+bool parse_bool(const char* text, bool* out);
+// A plain non-negative decimal integer ("4").
+bool parse_uint(const char* text, uint64_t* out);
+// A non-negative decimal number of seconds ("30", "2.5").
+bool parse_seconds(const char* text, double* out);
+// "error", "warn"/"warning", "info", "debug".
+bool parse_log_level(const char* text, LogLevel* out);
+// "auto", "direct", "staged".
+bool parse_cuda_path(const char* text, CudaPath* out);
+bool parse_cuda_ipc(const char* text, CudaIpc* out);
+// "auto", "ring", "hier".
+bool parse_algorithm(const char* text, Algorithm* out);
+// "auto", "slots", "mixed", "cma".
+bool parse_shm_copy(const char* text, ShmCopySetting* out);
+// "thread", "calls".
+bool parse_progress(const char* text, ProgressMode* out);
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Reads every NEXAR_* setting through `lookup`.  Each malformed or
+// out-of-range value leaves its default in place and adds one sentence to
+// *problems naming the variable, the value and the default used.
+Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems);
+
+// "threshold=8MiB segment=1MiB depth=4 ..." for the info log.
+std::string describe(const Config& c);
+
+}  // namespace nexar
