@@ -28,9 +28,9 @@
 
 #include "algo/channel.h"
 #include "algo/ring_schedule.h"
+#include "algo/tag.h"
 #include "base/status.h"
 #include "reduce/types.h"
-#include "algo/tag.h"
 
 namespace nexar {
 

@@ -28,10 +28,10 @@
 
 #include "call/call_plan.h"
 #include "call/collective.h"
-#include "decide/path_learner.h"
 #include "call/ring_calls.h"
-#include "runtime/runtime.h"
+#include "decide/path_learner.h"
 #include "memory/device.h"
+#include "runtime/runtime.h"
 
 namespace nexar {
 

@@ -4,16 +4,16 @@
 #include <cstring>
 #include <string>
 
+#include "base/log.h"
 #include "call/collective.h"
 #include "call/collective_task.h"
 #include "call/nonblocking.h"
 #include "call/pass_through.h"
-#include "base/log.h"
+#include "memory/device.h"
 #include "mpi/pmpi.h"
+#include "reduce/mpi_types.h"
 #include "runtime/runtime.h"
 #include "runtime/stats.h"
-#include "memory/device.h"
-#include "reduce/mpi_types.h"
 
 namespace nexar {
 

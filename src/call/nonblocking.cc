@@ -19,13 +19,13 @@
 #include <thread>
 #include <vector>
 
-#include "call/collective_task.h"
+#include "algo/tag.h"
 #include "base/log.h"
+#include "call/collective_task.h"
 #include "call/pass_through.h"
 #include "mpi/pmpi.h"
 #include "runtime/runtime.h"
 #include "runtime/stats.h"
-#include "algo/tag.h"
 #include "transport/ucx_exchange.h"
 
 namespace nexar {

@@ -5,8 +5,8 @@
 
 #include "base/log.h"
 #include "mpi/pmpi.h"
-#include "runtime/stats.h"
 #include "reduce/mpi_types.h"
+#include "runtime/stats.h"
 
 namespace nexar {
 

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <new>
 
-#include "runtime/comm_context.h"
 #include "base/log.h"
 #include "mpi/pmpi.h"
+#include "runtime/comm_context.h"
 
 namespace nexar {
 

@@ -11,12 +11,12 @@
 
 #include "base/log.h"
 #include "decide/cost_probe.h"
+#include "memory/device.h"
 #include "mpi/mpi_family.h"
 #include "mpi/pmpi.h"
-#include "runtime/stats.h"
-#include "memory/device.h"
 #include "nexar/nexar.h"
 #include "reduce/mpi_types.h"
+#include "runtime/stats.h"
 #include "transport/cma.h"
 #include "transport/stage_profile.h"
 

@@ -15,11 +15,11 @@
 #include <set>
 #include <vector>
 
-#include "runtime/comm_context.h"
-#include "transport/segment_engine.h"
-#include "runtime/config.h"
-#include "memory/device_api.h"
 #include "algo/tag.h"
+#include "memory/device_api.h"
+#include "runtime/comm_context.h"
+#include "runtime/config.h"
+#include "transport/segment_engine.h"
 #include "transport/ucx.h"
 
 namespace nexar {

@@ -19,8 +19,8 @@
 #include <atomic>
 #include <exception>
 
-#include "call/collective.h"
 #include "base/log.h"
+#include "call/collective.h"
 #include "mpi/mpi_family.h"
 #include "mpi/pmpi.h"
 #include "runtime/runtime.h"

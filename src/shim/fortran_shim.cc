@@ -26,8 +26,8 @@
 #include <exception>
 #include <mutex>
 
-#include "call/collective.h"
 #include "base/log.h"
+#include "call/collective.h"
 #include "mpi/mpi_family.h"
 #include "mpi/pmpi.h"
 #include "runtime/runtime.h"

@@ -7,8 +7,8 @@
 #include <atomic>
 #include <exception>
 
-#include "call/collective.h"
 #include "base/log.h"
+#include "call/collective.h"
 #include "mpi/pmpi.h"
 #include "runtime/runtime.h"
 

@@ -27,12 +27,12 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/config.h"
-#include "nexar/nexar.h"
-#include "mpi/mpi_family.h"
-#include "runtime/stats.h"
 #include "memory/device.h"
+#include "mpi/mpi_family.h"
+#include "nexar/nexar.h"
 #include "reduce/host_reduce.h"
+#include "runtime/config.h"
+#include "runtime/stats.h"
 #include "transport/cma.h"
 
 namespace {

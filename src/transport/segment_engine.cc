@@ -3,9 +3,9 @@
 #include <chrono>
 #include <cstdio>
 
-#include "transport/ucx_channel.h"
 #include "memory/device_buffers.h"
 #include "reduce/host_reduce.h"
+#include "transport/ucx_channel.h"
 
 namespace nexar {
 

@@ -10,11 +10,11 @@
 #include <cstring>
 #include <string>
 
+#include "algo/tag.h"
 #include "base/log.h"
 #include "memory/host_copy.h"
 #include "reduce/host_reduce.h"
 #include "transport/cma.h"
-#include "algo/tag.h"
 
 namespace nexar {
 

@@ -179,7 +179,7 @@ node_faults() {
         took=$(($(date +%s) - start))
         grep -av '^\[' "$log" | grep -av 'mpool.c' | grep -a "^fault_check\|FAIL" | head -n 6
         grep -aq "fault_check: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||
-            fail "$mode: the ranks are not on the expected nodes"
+            { grep -av '^nexar: rank' "$log" | tail -n 20; fail "$mode: the ranks are not on the expected nodes"; }
         grep -a "FAIL" "$log" && fail "$mode: MPI_COMM_TYPE_SHARED does not group the ranks by node"
         check_fault_report "$log" "$mode" "$timeout_s" "$took" 2
     done
