@@ -23,6 +23,7 @@
 #include "algo/topology.h"
 #include "runtime/comm_context.h"
 #include "call/ring_calls.h"
+#include "decide/cost_probe.h"
 #include "transport/segment_engine.h"
 #include "transport/cma.h"
 #include "transport/shm_channel.h"
@@ -1530,4 +1531,50 @@ TEST(UcxRingExchange, APeerThatStopsTimesOutOneThatNeverCameWaits) {
         return {Status::ok, ""};
     }, &results);
     for (int r = 0; r < 3; ++r) EXPECT_TRUE(ok(results[r].status)) << "rank " << r << ": " << results[r].error;
+}
+
+// The idle clock of a polling loop (issue 38): it starts at the first idle
+// round, not after a count of them, and a part's own clock is not restarted
+// by another part's moves.
+TEST(IdleClock, StartsAtTheFirstIdleRound) {
+    IdleClock clock;
+    const auto before = std::chrono::steady_clock::now();
+    EXPECT_EQ(clock.after_round(true), 0u);
+    EXPECT_EQ(clock.idle_since_or(before), before);  // not idle: the fallback
+    EXPECT_EQ(clock.after_round(false), 1u);
+    const auto since = clock.idle_since();
+    EXPECT_GE(since, before);
+    EXPECT_LE(since, std::chrono::steady_clock::now());
+    EXPECT_EQ(clock.after_round(false), 2u);
+    EXPECT_EQ(clock.idle_since(), since);  // read once per idle period
+    // A later fallback (the loop's own clock, restarted by another part's
+    // move) does not hide this part's earlier start; an earlier one wins.
+    const auto later = since + std::chrono::seconds(5), earlier = since - std::chrono::seconds(5);
+    EXPECT_EQ(clock.idle_since_or(later), since);
+    EXPECT_EQ(clock.idle_since_or(earlier), earlier);
+    EXPECT_EQ(clock.after_round(true), 0u);
+    EXPECT_EQ(clock.idle_since_or(later), later);
+}
+
+TEST(IdleBackoff, ChecksEveryNIdleRounds) {
+    IdleBackoff idle(4);
+    std::vector<int> checks;
+    for (int round = 1; round <= 10; ++round)
+        if (idle.after_round(false)) checks.push_back(round);
+    EXPECT_EQ(checks, (std::vector<int>{4, 8}));
+    EXPECT_FALSE(idle.after_round(true));  // a move starts over
+    for (int round = 1; round <= 3; ++round) EXPECT_FALSE(idle.after_round(false));
+    EXPECT_TRUE(idle.after_round(false));
+}
+
+// The cost model's verdict, as decide/ gives it and a context asks it.
+TEST(CostModel, HierarchicalVerdictIsTheModels) {
+    CostModel fast_net = default_cost_model(), slow_net = default_cost_model();
+    slow_net.net.bytes_per_s = 1e8;  // 0.8 Gbit/s: the fewer bytes across nodes, the better
+    fast_net.net.bytes_per_s = 1e13;
+    const size_t bytes = size_t(64) << 20, segment = size_t(1) << 20;
+    EXPECT_TRUE(hierarchical_is_faster_here(slow_net, 2, 4, bytes, segment));
+    EXPECT_EQ(hierarchical_is_faster_here(fast_net, 2, 4, bytes, segment),
+              hierarchical_is_faster(fast_net, double(bytes), 2, 4,
+                                     int(hierarchical_pieces(bytes, 1, 4, 2, segment))));
 }
