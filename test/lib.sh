@@ -146,7 +146,7 @@ check_bytes() {
 # at most 60 s (TOOK).  The stall is the moment the last of the VICTIMS
 # (default 1) victims stopped itself: each says so in a line "fault_check:
 # rank R stops itself (SIG) at T" (test/fault_clock.h), on the clock of T0
-# and T1.  Measured from the stall, not from the call's start: the victims
+# and T1 (of killed victims, at least one line must be there).  Measured from the stall, not from the call's start: the victims
 # stop only once their own ring has reduced a segment, and what runs
 # before (the agreement, a first connection, a busy machine) is not the
 # timeout's to cover.  VICTIMS 0: a run with no victim (calls refused), its
@@ -162,7 +162,7 @@ check_bytes() {
 # buffers back (transport/ucx_channel.cc, kAbortWaitSeconds per channel).
 # Measured: docs/testing.md, "Fault timings".  NEXAR_FAULT_SLACK_S sets it
 # (to measure the distribution without stopping at the first late run).
-fault_slack_s=${NEXAR_FAULT_SLACK_S:-1}
+fault_slack_s=${NEXAR_FAULT_SLACK_S:-1.5}
 check_fault_report() {
     local file=$1 mode=$2 timeout_s=$3 took=$4 victims=${5:-1} lines class secs called errored stops since
     lines=$(grep -a "fault_check $mode: rank 0 got class" "$file") || fail "$mode: rank 0 never returned from the ring"
@@ -173,10 +173,17 @@ check_fault_report() {
     [ "$class" != 0 ] || fail "$mode: the ring reported success with a dead peer"
     since=$called
     if [ "$victims" != 0 ]; then
-        stops=$(grep -aoE "fault_check: rank [0-9]+ stops itself \((SIGSTOP|SIGKILL)\) at [0-9]+\.[0-9]+" "$file" |
-            sed 's/.* at //' | sort -g)
-        [ "$(echo "$stops" | grep -c .)" = "$victims" ] ||
-            fail "$mode: expected $victims victims to say when they stopped, found: $(echo $stops)"
+        local lines_of_stops n
+        lines_of_stops=$(grep -aoE "fault_check: rank [0-9]+ stops itself \((SIGSTOP|SIGKILL)\) at [0-9]+\.[0-9]+" "$file")
+        stops=$(echo "$lines_of_stops" | sed -n 's/.* at //p' | sort -g)
+        n=$(echo "$stops" | grep -c .)
+        # A stopped victim's line always arrives; a killed one's may be lost
+        # when the launcher takes its output down with it (Open MPI 5's
+        # PRRTE, a whole node killed): then at least one must say.
+        if echo "$lines_of_stops" | grep -aq SIGSTOP || [ "$n" -lt 1 ] || [ "$n" -gt "$victims" ]; then
+            [ "$n" = "$victims" ] ||
+                fail "$mode: expected $victims victims to say when they stopped, found: $(echo $stops)"
+        fi
         since=$(echo "$stops" | tail -n 1)
     fi
     local timings

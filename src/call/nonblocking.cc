@@ -717,7 +717,7 @@ int start_request(MPI_Request* request) {
     c.unreported_error.store(MPI_SUCCESS, std::memory_order_relaxed);
     c.raise = false;
     c.run_status = Status::ok;
-    c.idle = IdleBackoff();
+    c.idle = IdleBackoff(kEngineRoundsBetweenChecks);
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
     engine().add(call);
     engine().progress(true);

