@@ -355,7 +355,8 @@ void prepare(const Call& c, int rank, int size, const std::vector<int>& counts, 
         fill_input(drawn, rank, vec, size_t(counts[0]));
         b->send = vec;
         b->recv.assign(size_t(counts[0]) * size_t(size) * esz, 0xEE);
-        if (c.in_place) memcpy(b->recv.data() + size_t(rank) * size_t(counts[0]) * esz, vec.data(), vec.size());
+        if (c.in_place && !vec.empty())
+            memcpy(b->recv.data() + size_t(rank) * size_t(counts[0]) * esz, vec.data(), vec.size());
         b->result_bytes = b->recv.size();
         return;
     }
@@ -431,8 +432,8 @@ int run_nexar(const Call& c, MPI_Comm comm, int rank, int size, const std::vecto
     const std::vector<unsigned char> first = b.recv;
     Buffers fresh;
     prepare(c, rank, size, counts, &fresh, 1);
-    memcpy(b.send.data(), fresh.send.data(), fresh.send.size());  // same sizes: same counts
-    memcpy(b.recv.data(), fresh.recv.data(), fresh.recv.size());
+    b.send.assign(fresh.send.begin(), fresh.send.end());  // same sizes (same counts): the bound addresses stay
+    b.recv.assign(fresh.recv.begin(), fresh.recv.end());
     if ((rc = MPI_Start(&req)) != MPI_SUCCESS || (rc = MPI_Wait(&req, MPI_STATUS_IGNORE)) != MPI_SUCCESS) return rc;
     MPI_Request_free(&req);
     Buffers& second = (*rounds)[1];
