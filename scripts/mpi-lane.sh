@@ -23,6 +23,10 @@
 # no Open MPI 5 can be found, the openmpi5 lane says so in one line
 # ("openmpi5 tests: not run: ...") and exits 77: skipped, never a pass.  A
 # missing MPICH is a failure: scripts/install-deps.sh installs it.
+#
+# NEXAR_LANE_BUILD_ONLY=1 builds the library and the test programs and stops
+# there (to run one test script against the lane by hand, as
+# docs/testing.md's fault timings do).
 set -eu -o pipefail
 cd "$(dirname "$0")/.."
 top=$PWD
@@ -98,6 +102,10 @@ cd "$build/src"
 ./configure MPICC="$mpicc" --without-cuda ${CONFIGURE_FLAGS:-} | sed -n '/configuration summary/,$p'
 make -j"$jobs" >/dev/null
 make -j"$jobs" check TESTS= >/dev/null  # build the test programs in parallel
+if [ "${NEXAR_LANE_BUILD_ONLY:-0}" = 1 ]; then
+    echo "$lane: built in $build/src (NEXAR_LANE_BUILD_ONLY=1: no tests run)"
+    exit 0
+fi
 rc=0
 make check || rc=$?
 count_test_results .

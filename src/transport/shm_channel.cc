@@ -152,11 +152,21 @@ void ShmRecvChannel::close_place() {
     box_.revoke_place();
     // A push copies one segment: this waits a fraction of a millisecond, or
     // until the writer is gone.  A writer that cannot be watched gets a
-    // second (it could not have pushed: it could not see this process).
+    // second (it could not have pushed: it could not see this process).  A
+    // writer stopped in the middle of a push (a hung node, only after its
+    // ring failed) is not waited for: the call returns its error, and the
+    // user is told the buffer may still change should that rank go on.
     auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (box_.pushing() && !process_gone(writer_pid_) &&
-           (writer_pid_ > 0 || std::chrono::steady_clock::now() < give_up))
+           (writer_pid_ > 0 || std::chrono::steady_clock::now() < give_up)) {
+        if (process_stopped(writer_pid_)) {
+            NEXAR_WARN("rank %d was stopped while writing into this rank's receive buffer: that buffer may still "
+                       "change should rank %d be continued",
+                       peer_, peer_);
+            return;
+        }
         sched_yield();
+    }
 }
 
 Status ShmRecvChannel::post(const Arrival& a, bool* posted, std::string*) {

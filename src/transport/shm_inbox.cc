@@ -77,18 +77,35 @@ uint64_t own_pid_namespace() {
 
 }  // namespace
 
-bool process_gone(pid_t pid) {
-    if (pid <= 0) return false;
-    if (kill(pid, 0) != 0) return errno == ESRCH;
+namespace {
+
+// The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), or 0 when it
+// cannot be read.
+char process_state(pid_t pid) {
     char path[64], stat[512];
     snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
     FILE* f = fopen(path, "r");
-    if (!f) return false;
+    if (!f) return 0;
     size_t n = fread(stat, 1, sizeof stat - 1, f);
     fclose(f);
     stat[n] = 0;
     const char* state = strrchr(stat, ')');  // "pid (comm) S ...": comm may hold anything
-    return state && (state[2] == 'Z' || state[2] == 'X');
+    return state && state[1] == ' ' ? state[2] : 0;
+}
+
+}  // namespace
+
+bool process_gone(pid_t pid) {
+    if (pid <= 0) return false;
+    if (kill(pid, 0) != 0) return errno == ESRCH;
+    char state = process_state(pid);
+    return state == 'Z' || state == 'X';
+}
+
+bool process_stopped(pid_t pid) {
+    if (pid <= 0) return false;
+    char state = process_state(pid);
+    return state == 'T' || state == 't';
 }
 
 pid_t watchable_pid(const ShmInboxName& name) {

@@ -71,6 +71,9 @@ pid_t watchable_pid(const ShmInboxName& name);
 // Whether process `pid` (watchable_pid's) has exited, or exited and is not
 // yet reaped (a zombie's memory is gone too).  False for 0.
 bool process_gone(pid_t pid);
+// Whether process `pid` is stopped (SIGSTOP, a debugger): it makes no
+// progress until someone continues it.  False for 0.
+bool process_stopped(pid_t pid);
 
 class ShmInbox {
 public:
