@@ -256,7 +256,10 @@ AllgatherInitFn allgather_init() {
 const void* mpi_library_base() {
     static const void* base = [] {
         Dl_info info;
-        void* f = dlsym(RTLD_NEXT, "PMPI_Allreduce");
+        // A symbol only the MPI defines: something between nexar and the
+        // MPI may wrap the PMPI collectives themselves (a PMPI-level tool,
+        // or the tests' MPI without CUDA, test/gpu/mpi_device_trap.h).
+        void* f = dlsym(RTLD_NEXT, "PMPI_Comm_rank");
         return f && dladdr(f, &info) ? static_cast<const void*>(info.dli_fbase) : nullptr;
     }();
     return base;

@@ -77,7 +77,7 @@ AllreduceInitFn allreduce_init();
 ReduceScatterBlockInitFn reduce_scatter_block_init();
 AllgatherInitFn allgather_init();
 
-// The shared object that defines the MPI's own PMPI_Allreduce (for telling
+// The shared object of the MPI itself, the one that defines PMPI_Comm_rank (for telling
 // the MPI's MPI_X from a tool's, shim/allreduce_shim.cc); null if unknown.
 const void* mpi_library_base();
 
