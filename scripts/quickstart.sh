@@ -37,13 +37,6 @@ fi
 make -j"$jobs"
 
 if [ "$what" = bench ]; then
-    # Where a GPU may come, nexar learns nothing and leaves host buffers to
-    # the MPI unless asked (docs/user-guide.md, "The learnt threshold"): the host tables
-    # then take them from 8 MiB.
-    if nvidia-smi -L >/dev/null 2>&1 && [ -z "${NEXAR_HOST_BUFFERS:-}" ]; then
-        echo "# a GPU is here: host buffers are asked for (NEXAR_HOST_BUFFERS=1), and take nexar's ring from 8 MiB"
-        export NEXAR_HOST_BUFFERS=1
-    fi
     # No NEXAR_* setting: what LD_PRELOAD alone gives (the path column says
     # which path each size settled on).
     sizes=4K:256M overlap=64K:16M persistent=4K:16M rounds=3 steps=12

@@ -105,10 +105,6 @@ fi
 
 have_gpu=0
 nvidia-smi -L >/dev/null 2>&1 && have_gpu=1
-# As scripts/quickstart.sh bench: where a GPU may come, nexar leaves host
-# buffers to the MPI unless asked, so the host tables ask.
-host_env=()
-[ $have_gpu = 1 ] && [ -z "${NEXAR_HOST_BUFFERS:-}" ] && host_env=(NEXAR_HOST_BUFFERS=1)
 have_gnuplot=1
 command -v gnuplot >/dev/null 2>&1 || { have_gnuplot=0; echo "results.sh: gnuplot not found: the pages will have no plots (Debian: apt-get install gnuplot-nox)" >&2; }
 term="pngcairo size 900,560 noenhanced font ',11'"
@@ -249,8 +245,8 @@ draw_speedup() {
 # ---------------------------------------------------------------- topics
 
 topic_one_node() {
-    cmd "${host_env[@]}" bench/nexar-osu -np 2 --malloc both -c -m "$range" "${iters[@]}" --csv "$out/out-of-place.csv" || return 1
-    cmd "${host_env[@]}" bench/nexar-osu -np 2 --malloc both -c -l -m "$range" "${iters[@]}" --csv "$out/in-place.csv" || return 1
+    cmd bench/nexar-osu -np 2 --malloc both -c -m "$range" "${iters[@]}" --csv "$out/out-of-place.csv" || return 1
+    cmd bench/nexar-osu -np 2 --malloc both -c -l -m "$range" "${iters[@]}" --csv "$out/in-place.csv" || return 1
     local place malloc
     for place in out-of-place in-place; do
         for malloc in default tuned; do
@@ -262,16 +258,16 @@ topic_one_node() {
 }
 
 topic_huge_pages() {
-    cmd "${host_env[@]}" bench/nexar-osu -np 2 --malloc thp -c -m "$range" "${iters[@]}" --csv "$out/out-of-place.csv" || return 1
-    cmd "${host_env[@]}" bench/nexar-osu -np 2 --malloc thp -c -l -m "$range" "${iters[@]}" --csv "$out/in-place.csv" || return 1
+    cmd bench/nexar-osu -np 2 --malloc thp -c -m "$range" "${iters[@]}" --csv "$out/out-of-place.csv" || return 1
+    cmd bench/nexar-osu -np 2 --malloc thp -c -l -m "$range" "${iters[@]}" --csv "$out/in-place.csv" || return 1
     plot_busbw "$out/out-of-place.csv" "$out/out-of-place.png" "allreduce busbw, 2 ranks, float, out of place, huge pages"
     plot_busbw "$out/in-place.csv" "$out/in-place.png" "allreduce busbw, 2 ranks, float, in place, huge pages"
 }
 
 topic_reduce_scatter_allgather() {
-    cmd "${host_env[@]}" bench/nexar-osu -np 2 --malloc tuned -c --collective reduce_scatter -m "$range" "${iters[@]}" \
+    cmd bench/nexar-osu -np 2 --malloc tuned -c --collective reduce_scatter -m "$range" "${iters[@]}" \
         --csv "$out/reduce-scatter.csv" || return 1
-    cmd "${host_env[@]}" bench/nexar-osu -np 2 --malloc tuned -c --collective allgather -m "$range" "${iters[@]}" \
+    cmd bench/nexar-osu -np 2 --malloc tuned -c --collective allgather -m "$range" "${iters[@]}" \
         --csv "$out/allgather.csv" || return 1
     plot_busbw "$out/reduce-scatter.csv" "$out/reduce-scatter.png" "MPI_Reduce_scatter_block busbw, 2 ranks, float, tuned malloc"
     plot_busbw "$out/allgather.csv" "$out/allgather.png" "MPI_Allgather busbw, 2 ranks, float, tuned malloc"
@@ -288,7 +284,7 @@ why_not_across_nodes() {
 
 topic_across_nodes() {
     cluster_ours=1
-    cmd "${host_env[@]}" bench/nexar-cluster-bench --nodes 2 --ppn 2 --rate 2gbit -m "$cluster_range" "${cluster_iters[@]}" \
+    cmd bench/nexar-cluster-bench --nodes 2 --ppn 2 --rate 2gbit -m "$cluster_range" "${cluster_iters[@]}" \
         --csv "$out/allreduce.csv" --plot "$out/allreduce.png"
     local rc=$?
     "$src/test/cluster/nexar-cluster" down >/dev/null 2>&1
@@ -322,7 +318,7 @@ plot_mpi4py() {
 }
 
 topic_mpi4py() {
-    cmd "${host_env[@]}" bench/nexar-mpi4py-bench -np 2 "${mpi4py_args[@]}" --csv "$out/grad-exchange.csv" || return 1
+    cmd bench/nexar-mpi4py-bench -np 2 "${mpi4py_args[@]}" --csv "$out/grad-exchange.csv" || return 1
     plot_mpi4py "$out/grad-exchange.csv" "$out/grad-exchange.png"
 }
 

@@ -83,6 +83,7 @@ struct CallAgreement {
     int64_t ipc = 0;            // device buffers: it can take the IPC allreduce (algo/ipc_allreduce.h):
                                 // 2, or 1 where a buffer is exported as a descriptor (kIpcNeedsFdHandles)
     int64_t device = 0;         // its buffers are device memory (NEXAR_CUDA_IPC=require fails calls of all-device ranks)
+    int64_t host = 0;           // its buffers are host memory (with `device`: the kind the learner's class takes)
 };
 constexpr int64_t kIpcNeedsFdHandles = 1, kIpcPlain = 2;
 constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));

@@ -39,10 +39,11 @@ struct CollectiveCall {
 // The description of each collective's call, one place for the blocking,
 // nonblocking and persistent entry points alike (`name` for messages).
 inline CollectiveCall allreduce_call(const char* name, const void* sendbuf, void* recvbuf, int64_t count,
-                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, bool large_count = false) {
     CollectiveCall c;
     c.name = name;
     c.sendbuf = sendbuf, c.recvbuf = recvbuf, c.count = count, c.datatype = datatype, c.op = op, c.comm = comm;
+    c.large_count = large_count;
     return c;
 }
 inline CollectiveCall reduce_scatter_block_call(const char* name, const void* sendbuf, void* recvbuf, int recvcount,

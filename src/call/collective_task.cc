@@ -59,16 +59,11 @@ TaskStep CollectiveTask::check_call() {
 }
 
 // NEXAR_THRESHOLD_BYTES=auto: the learner routes a blocking call (every
-// rank alike, decide/path_learner.h); true where it goes to the MPI, with no
-// agreement.  Only host buffers are learnt: in a job where device buffers
-// may come, nothing is (Config::learn).
-LearnShape CollectiveTask::learn_shape() const {
-    return LearnShape{call_.kind, asked_in_place_, LearnMemory::host};
-}
-
+// rank alike, decide/path_learner.h), in the class of the memory kind
+// agreed for its size; true where it goes to the MPI, with no agreement.
 bool CollectiveTask::learnt_mpi() {
     if (nonblocking_ || !cfg_.learn || ctx_->disabled()) return false;
-    const LearnShape shape = learn_shape();
+    const LearnShape shape = learn_shape_ = ctx_->learner().shape_of(call_.kind, asked_in_place_, bytes_);
     route_ = ctx_->learner().route(shape, bytes_, copy_trial_calls(cfg_, *ctx_, shape.kind, shape.in_place));
     if (route_.trial) trial_t0_ = std::chrono::steady_clock::now();
     return route_.path == CallPath::mpi;
@@ -174,6 +169,7 @@ void CollectiveTask::plan_here() {
     a.buffers = buffers_ok_;
     a.ipc = ipc_possible();
     a.device = plan_.device() ? 1 : 0;
+    a.host = plan_.device() ? 0 : 1;
 }
 
 // Gives back what exporting the call's buffers held (memory/device_api.h).
@@ -324,6 +320,18 @@ TaskStep CollectiveTask::agreed() {
                         "same count",
                         call_.name, (long long)a.min_count, (long long)-a.neg_max_count);
         return fail(MPI_ERR_COUNT);
+    }
+    // The learner's class follows the memory every rank's buffers were
+    // agreed to be in (decide/path_learner.h): the next call of this size
+    // routes by that kind's class.  A trial of the other kind times
+    // nothing for this class.
+    if (route_.slot >= 0 && (a.device || a.host)) {
+        const LearnMemory agreed = a.device ? LearnMemory::device : LearnMemory::host;
+        trial_other_memory_ = route_.trial && agreed != learn_shape_.memory;
+        if (ctx_->learner().switch_memory(learn_shape_, bytes_, agreed))
+            NEXAR_DEBUG("communicator context %u: %s of %s: every rank's buffers are %s memory now; this size is "
+                        "learnt and routed as such",
+                        ctx_->id(), call_.name, format_bytes(bytes_).c_str(), learn_memory_name(agreed));
     }
     // Some rank released its inboxes (to stay within the budget): every
     // rank sets them up again, then plans and agrees afresh (ranks that

@@ -94,8 +94,11 @@ public:
     const Route* trial() const { return route_.trial ? &route_ : nullptr; }
     // The vector's bytes, in ring elements (after plan()).
     size_t bytes() const { return bytes_; }
-    // The learner's class of the call (with bytes()).
-    LearnShape learn_shape() const;
+    // The learner's class of the call (with bytes()), once routed.
+    const LearnShape& learn_shape() const { return learn_shape_; }
+    // A trial whose buffers were agreed to be of another memory kind than
+    // its class's: its time is not the class's (the class switches kind).
+    bool trial_of_other_memory() const { return trial_other_memory_; }
     // The learner routed it (NEXAR_THRESHOLD_BYTES=auto), to the MPI or to nexar.
     bool routed() const { return route_.slot >= 0; }
     std::chrono::steady_clock::time_point trial_start() const { return trial_t0_; }
@@ -167,6 +170,8 @@ private:
     CallAgreement agreement_;
     bool reconnected_ = false;
     Route route_;  // NEXAR_THRESHOLD_BYTES=auto's choice for a blocking call
+    LearnShape learn_shape_;
+    bool trial_other_memory_ = false;
     std::chrono::steady_clock::time_point trial_t0_;
 
     // Step 2: what runs.

@@ -48,11 +48,13 @@ thread_local KnownCall t_known[kCollectives];
 // where the call's class settled on the MPI, or on a communicator of one
 // rank (`size`: the communicator's, 0 when not asked yet), which the ring
 // never takes.
-bool known_to_pass(const Runtime& rt, const KnownCall& k, const LearnShape& shape, MPI_Comm comm, uint64_t bytes,
-                   int size = 0) {
+bool known_to_pass(const Runtime& rt, const KnownCall& k, Collective kind, bool in_place, MPI_Comm comm,
+                   uint64_t bytes, int size = 0) {
     if (bytes < rt.config().threshold_bytes) return true;
-    if (comm == k.comm && k.generation == rt.context_generation())
-        return k.ctx->learner().settled_on_mpi(shape, bytes);
+    if (comm == k.comm && k.generation == rt.context_generation()) {
+        PathLearner& learner = k.ctx->learner();
+        return learner.settled_on_mpi(learner.shape_of(kind, in_place, bytes), bytes);
+    }
     if (size == 0 && PMPI_Comm_size(comm, &size) != MPI_SUCCESS) return false;
     return size == 1;
 }
@@ -63,8 +65,7 @@ bool learnt_mpi_fast(const Runtime& rt, const void* sendbuf, const void* recvbuf
     if (dt != k.datatype || op != k.op || count < 0 || !sendbuf || !recvbuf || sendbuf == recvbuf ||
         sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM || comm == MPI_COMM_NULL)
         return false;
-    return known_to_pass(rt, k, LearnShape{Collective::allreduce, sendbuf == MPI_IN_PLACE, LearnMemory::host}, comm,
-                         uint64_t(count) * k.item_bytes);
+    return known_to_pass(rt, k, Collective::allreduce, sendbuf == MPI_IN_PLACE, comm, uint64_t(count) * k.item_bytes);
 }
 
 // The reduce-scatter with one count for all (MPI_Reduce_scatter_block) and
@@ -82,7 +83,7 @@ bool learnt_mpi_fast(const Runtime& rt, const CollectiveCall& c) {
         size = k.ctx->size();
     else if (PMPI_Comm_size(c.comm, &size) != MPI_SUCCESS)
         return false;
-    return known_to_pass(rt, k, LearnShape{c.kind, c.sendbuf == MPI_IN_PLACE, LearnMemory::host}, c.comm,
+    return known_to_pass(rt, k, c.kind, c.sendbuf == MPI_IN_PLACE, c.comm,
                          uint64_t(c.count) * uint64_t(size) * k.item_bytes, size);
 }
 
@@ -147,8 +148,8 @@ int complete(Runtime& rt, CollectiveTask& task, TaskStep step) {
     if (step == TaskStep::run) step = task.start_run();
     switch (step) {
         case TaskStep::run: return task.finish(run(task));
-        case TaskStep::pass_through: return pass_through(task.call(), process_stats().passthrough_calls);
-        case TaskStep::fall_back: return fall_back(rt, *task.context(), task.buffers(), task.call());
+        case TaskStep::pass_through: return mpi_path(&rt, task.call(), process_stats().passthrough_calls);
+        case TaskStep::fall_back: return fall_back(rt, task.call());
         default: return task.result();
     }
 }
@@ -162,7 +163,7 @@ void learn_from(CollectiveTask& task, bool succeeded) {
     const Route* trial = task.trial();
     if (!trial) return;
     PathLearner& learner = task.context()->learner();
-    if (succeeded)
+    if (succeeded && !task.trial_of_other_memory())
         learner.record(*trial,
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - task.trial_start()).count());
     if (!trial->ends_round) return;
@@ -173,10 +174,10 @@ void learn_from(CollectiveTask& task, bool succeeded) {
     const int size_class = PathLearner::size_class(task.bytes());
     CallPath path = CallPath::mpi;
     learner.verdict(task.learn_shape(), size_class, &path, nullptr);
-    NEXAR_DEBUG("communicator context %u: %s %s from %s on host buffers: %s%s (slowest rank's best: nexar %.1f us, "
+    NEXAR_DEBUG("communicator context %u: %s %s from %s on %s buffers: %s%s (slowest rank's best: nexar %.1f us, "
                 "MPI %.1f us)",
                 task.context()->id(), task.call().name, task.learn_shape().in_place ? "in place" : "out of place",
-                format_bytes(uint64_t(1) << size_class).c_str(),
+                format_bytes(uint64_t(1) << size_class).c_str(), learn_memory_name(task.learn_shape().memory),
                 call_path_name(path), changed ? "" : " still", slowest[int(CallPath::nexar)] * 1e6,
                 slowest[int(CallPath::mpi)] * 1e6);
 }
@@ -207,12 +208,16 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_D
     if (rt && rt->config().enable &&
         (small_allreduce(rt->config(), count, sendbuf, recvbuf) ||
          (rt->config().learn && learnt_mpi_fast(*rt, sendbuf, recvbuf, count, dt, op, comm)))) {
-        process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
-        return pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
+        if (!rt->stages_device_buffers()) {
+            process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
+            return pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
+        }
+        return mpi_path(rt, allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt,
+                                           op, comm, large_count),
+                        process_stats().passthrough_calls);
     }
     CollectiveCall call =
-        allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt, op, comm);
-    call.large_count = large_count;
+        allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt, op, comm, large_count);
     if (!rt || !rt->config().enable) return intercept_collective(call);
     CollectiveTask task(*rt, call);
     const int rc = drive_to_end(*rt, task);
@@ -224,8 +229,8 @@ int intercept_collective(const CollectiveCall& call) {
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(call.comm);
     if (rt && rt->config().enable && rt->config().learn && learnt_mpi_fast(*rt, call))
-        return pass_through(call.kind == Collective::allgather ? own_block_as_in_place(call) : call,
-                            process_stats().passthrough_calls);
+        return mpi_path(rt, call.kind == Collective::allgather ? own_block_as_in_place(call) : call,
+                        process_stats().passthrough_calls);
     if (!rt || !rt->config().enable) return pass_through(own_block_as_in_place(call), process_stats().passthrough_calls);
     CollectiveTask task(*rt, call);
     const int rc = drive_to_end(*rt, task);

@@ -587,9 +587,9 @@ int post_agreement(NonblockingCall& c) {
 int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(given.comm);
-    // Device buffers are not taken by nonblocking calls yet: in a job where
-    // they may come, every nonblocking call passes through (on every rank).
-    if (!rt || !rt->config().enable || !rt->config().nonblocking || rt->device_possible() || !request)
+    // (Device buffers do not take nexar's nonblocking calls yet: their ranks
+    // say so in the agreement, and every rank falls back together.)
+    if (!rt || !rt->config().enable || !rt->config().nonblocking || !request)
         return pass_through_nonblocking(own_block_as_in_place(given), request);
     // A communicator without a context passes through: setting one up would
     // wait for the other ranks.  (MPI_COMM_WORLD's is set up at MPI_Init.)
@@ -669,8 +669,7 @@ int take_carrier_tag() {
 int init_persistent(const CollectiveCall& given, MPI_Request* request, const std::function<int()>& mpi_own) {
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(given.comm);
-    if (!rt || !rt->config().enable || !rt->config().nonblocking || rt->device_possible() || !request ||
-        given.comm == MPI_COMM_NULL)
+    if (!rt || !rt->config().enable || !rt->config().nonblocking || !request || given.comm == MPI_COMM_NULL)
         return mpi_own();
     auto call = std::make_shared<NonblockingCall>(*rt, given, false);
     NonblockingCall& c = *call;

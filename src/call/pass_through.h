@@ -11,6 +11,7 @@
 
 #include "call/call_plan.h"
 #include "call/collective.h"
+#include "memory/memory_type.h"
 #include "runtime/comm_context.h"
 #include "runtime/runtime.h"
 
@@ -21,8 +22,24 @@ MPI_Op pmpi_op(MPI_Datatype dt, MPI_Op op);
 
 // The call to PMPI as it came; `counter` counts it.
 int pass_through(const CollectiveCall& c, std::atomic<uint64_t>& counter);
-// An eligible call the ring cannot take (fallback_calls).
-int fall_back(Runtime& rt, CommContext& ctx, const LocalPlan& plan, const CollectiveCall& call);
+
+// Where this rank's buffers of a call live (MemoryType::host for MPI_IN_PLACE's sendbuf).
+struct BufferKinds {
+    MemoryType send = MemoryType::host, recv = MemoryType::host;
+    int send_device = 0, recv_device = 0;
+    bool any_device() const { return send == MemoryType::device || recv == MemoryType::device; }
+};
+BufferKinds buffer_kinds(const Runtime& rt, const CollectiveCall& c);
+
+// The MPI's path for a call, safe for every memory kind: the call to PMPI as
+// it came, or, where device buffers would reach an MPI that does not know
+// CUDA (Runtime::stages_device_buffers), with them staged through host
+// memory (staged_calls).  `counter` counts it either way.  Each rank decides
+// for itself: every rank makes the same MPI call.  Managed memory goes as
+// it is (the MPI can touch it).  rt may be null (not started).
+int mpi_path(Runtime* rt, const CollectiveCall& c, std::atomic<uint64_t>& counter);
+// An eligible call the ring cannot take: the MPI's path (fallback_calls).
+int fall_back(Runtime& rt, const CollectiveCall& call);
 
 // The call's PMPI_I* (MPI_Iallreduce and so on) on call.comm.
 int post_pmpi_nonblocking(const CollectiveCall& call, MPI_Request* request);

@@ -3,7 +3,7 @@
 // communicator (DESIGN.md section 3, "auto threshold").
 //
 // Calls are sorted into classes: the collective, in place or not, the memory
-// the buffers are in (host or device) and the size class (floor of log2 of
+// the buffers are in (host or device, as agreed: below) and the size class (floor of log2 of
 // the vector's bytes).  A class starts by learning: its calls alternate between nexar
 // and the MPI in blocks of calls, nexar first, for trials_per_path() calls
 // of each (nexar may be asked for more, route()), and every rank keeps the
@@ -16,6 +16,18 @@
 // agreement at all when that is the MPI (a plain pass-through), and learns
 // again after kFirstRevisit calls, then twice as many each time up to
 // kLongestRevisit (a machine or an allocator may change under a job).
+//
+// The memory kind is a fact of each rank alone (MPI lets one rank pass
+// device buffers where another passes host ones), and a call routed by it
+// could go to the MPI on one rank and to nexar's agreement on another.  So
+// each (collective, in place, size class) routes by the memory kind that
+// was *agreed* for it: host at first, and switched by switch_memory() after
+// an agreement of one of its calls found every rank's buffers of the other
+// kind (its nexar trials, its calls settled on nexar).  A class settled on
+// the MPI has no agreement until its next revisit: a change of kind within
+// it shows then.  Until it does, a call of the other kind simply takes the
+// class's path; the MPI's path is safe for every kind (call/pass_through.h),
+// and nexar's agreement takes mixed kinds.
 //
 // Every input to a decision is identical on every rank: the class (MPI's
 // rules make count, datatype and collective alike), the class's call count
@@ -88,6 +100,21 @@ public:
     // The size class of a call of `bytes` (bytes > 0): floor(log2(bytes)).
     static int size_class(uint64_t bytes);
 
+    // The class a call of `kind`, in place or not, of `bytes` routes by: the
+    // memory kind agreed for it (host until switch_memory() says otherwise).
+    LearnShape shape_of(Collective kind, bool in_place, uint64_t bytes) const {
+        return LearnShape{kind, in_place, memory_[memory_slot(kind, in_place, size_class(bytes))]};
+    }
+    // After an agreement of a call of `shape` (from shape_of) found every
+    // rank's buffers in `agreed` memory: the size class routes by `agreed`
+    // from the next call on.  True when that changed it.  Alike on every
+    // rank (the agreement is).
+    bool switch_memory(const LearnShape& shape, uint64_t bytes, LearnMemory agreed) {
+        LearnMemory& m = memory_[memory_slot(shape.kind, shape.in_place, size_class(bytes))];
+        if (m == agreed) return false;
+        return m = agreed, true;
+    }
+
     // What the next call of this class does.  Counts the call.
     // `nexar_trials`: at least this many of a round's trials go to nexar
     // (more than the MPI's, after them): where nexar's copy chooser
@@ -134,7 +161,11 @@ private:
     static int slot_of(const LearnShape& shape, int size_class) {
         return ((int(shape.kind) * 2 + int(shape.in_place)) * 2 + int(shape.memory)) * kSizeClasses + size_class;
     }
+    static int memory_slot(Collective kind, bool in_place, int size_class) {
+        return (int(kind) * 2 + int(in_place)) * kSizeClasses + size_class;
+    }
     Class classes_[kCollectives * 2 * 2 * kSizeClasses];
+    LearnMemory memory_[kCollectives * 2 * kSizeClasses] = {};  // host
 };
 
 }  // namespace nexar

@@ -19,12 +19,6 @@ bool operator==(const Config& a, const Config& b) {
            a.one_shot_bytes == b.one_shot_bytes;
 }
 
-void resolve_for_job(Config* c, bool device_possible) {
-    c->host_buffers = c->host_setting == HostBuffers::on || (c->host_setting == HostBuffers::automatic && !device_possible);
-    c->learn = c->threshold_auto && !device_possible;
-    if (c->threshold_auto) c->threshold_bytes = device_possible ? kDeviceThresholdBytes : kAutoFloorBytes;
-}
-
 const char* host_buffers_name(HostBuffers h) {
     switch (h) {
         case HostBuffers::off: return "0";
@@ -227,7 +221,7 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
     }
     if ((v = lookup("NEXAR_HOST_BUFFERS")) && !parse_host_buffers(v, &c.host_setting))
         complain("NEXAR_HOST_BUFFERS", v, "auto, 1 or 0", "auto");
-    c.host_buffers = c.host_setting != HostBuffers::off;  // until resolve_for_job
+    c.host_buffers = c.host_setting != HostBuffers::off;
     c.learn = c.threshold_auto;
     if ((v = lookup("NEXAR_SHM")) && !parse_bool(v, &c.shm))
         complain("NEXAR_SHM", v, "1 or 0", "1");

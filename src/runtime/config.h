@@ -79,11 +79,6 @@ constexpr uint64_t kDeviceSegmentBytes = 4ull << 20;
 // Open MPI took 1.5 us at 1 KiB and nexar's one-shot 2.0; at 4 KiB 3.5
 // against 2.9 (docs/how-it-works.md, "Small calls").
 constexpr uint64_t kAutoFloorBytes = 2ull << 10;
-// Device buffers keep a fixed threshold until a GPU measurement supports
-// learning theirs; so does every call in a job where GPUs may come (their
-// memory kinds would have to be agreed before each call: DESIGN.md
-// section 3).
-constexpr uint64_t kDeviceThresholdBytes = 8ull << 20;
 // Nonblocking and persistent calls cannot be timed (the application's
 // computation runs inside them): with NEXAR_THRESHOLD_BYTES=auto they take
 // the ring (or the one-shot) from this size.  They are measured against
@@ -92,10 +87,9 @@ constexpr uint64_t kDeviceThresholdBytes = 8ull << 20;
 // "The learnt threshold").
 constexpr uint64_t kAutoNonblockingBytes = 4ull << 10;
 
-// NEXAR_HOST_BUFFERS: whether host buffers may take the ring.  auto: yes in
-// a job without GPUs, where the learner (or a fixed threshold) decides;
-// in a job where GPUs may come, no (as before: their threshold is the
-// device buffers' own).
+// NEXAR_HOST_BUFFERS: whether host buffers may take the ring.  auto and 1:
+// yes, in every job, where the learner (or a fixed threshold) decides each
+// size; 0: device buffers only.
 enum class HostBuffers : int { off = 0, on = 1, automatic = 2 };
 const char* host_buffers_name(HostBuffers h);
 
@@ -108,14 +102,14 @@ struct Config {
     bool enable = true;                           // NEXAR_ENABLE
     // NEXAR_THRESHOLD_BYTES: auto (learn, decide/path_learner.h) or a fixed
     // number.  threshold_bytes: the fixed number; with auto, calls below it
-    // never take the ring (resolve_for_job sets it).
+    // never take the ring (kAutoFloorBytes).
     bool threshold_auto = true;
     uint64_t threshold_bytes = kAutoFloorBytes;
     uint64_t segment_bytes = 0;                   // NEXAR_SEGMENT_BYTES; 0: each ring's default
     uint32_t pipeline_depth = 4;                  // NEXAR_PIPELINE_DEPTH: segments in flight
     HostBuffers host_setting = HostBuffers::automatic;  // NEXAR_HOST_BUFFERS
-    // What the two settings above come to in this job (resolve_for_job):
-    // host buffers may take the ring; the learner decides each size.
+    // What the two settings above come to: host buffers may take the ring;
+    // the learner decides each size.
     bool host_buffers = true;
     bool learn = true;
     bool shm = true;                              // NEXAR_SHM: same-node host rings through shared memory
@@ -142,10 +136,6 @@ struct Config {
     uint64_t device_segment_bytes() const { return segment_bytes ? segment_bytes : kDeviceSegmentBytes; }
 };
 static_assert(std::is_trivially_copyable<Config>::value, "Config is broadcast as bytes");
-
-// The settings made concrete once start-up knows whether GPUs may come in
-// the job (identical on every rank): host_buffers, learn, threshold_bytes.
-void resolve_for_job(Config* c, bool device_possible);
 
 bool operator==(const Config& a, const Config& b);
 inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }

@@ -58,16 +58,15 @@ void Runtime::start(int thread_level) {
     g_runtime.store(rt, std::memory_order_release);
     // Nonblocking calls cannot set a communicator's ring up (it waits for
     // the other ranks): MPI_COMM_WORLD's is ready before the first one,
-    // where host buffers may go to the ring (device buffers do not take
-    // nonblocking calls yet).
+    // where host buffers may go to the ring.
     rt->prepare_context(MPI_COMM_WORLD);
 }
 
 void Runtime::prepare_context(MPI_Comm comm) {
-    // Every rank decides alike: rank 0's settings, an agreed device_possible_,
-    // and the communicator's own shape.  (A rank without UCX takes part too:
-    // context_for disables the context for all.)
-    if (!config_.enable || !config_.nonblocking || !config_.host_buffers || device_possible_) return;
+    // Every rank decides alike: rank 0's settings and the communicator's own
+    // shape.  (A rank without UCX takes part too: context_for disables the
+    // context for all.)
+    if (!config_.enable || !config_.nonblocking || !config_.host_buffers) return;
     int inter = 0, size = 0;
     PMPI_Comm_test_inter(comm, &inter);
     PMPI_Comm_size(comm, &size);
@@ -237,10 +236,7 @@ void Runtime::start_device() {
     int mine = device_api_ ? 1 : 0, any = 0;
     pmpi::allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     device_possible_ = any != 0;
-    resolve_for_job(&config_, device_possible_);
-    const std::string note = config_.learn            ? " (nonblocking calls from " + format_bytes(kAutoNonblockingBytes) + ")"
-                             : config_.threshold_auto ? " (a GPU may come: nothing is learnt)"
-                                                      : "";
+    const std::string note = config_.learn ? " (nonblocking calls from " + format_bytes(kAutoNonblockingBytes) + ")" : "";
     NEXAR_INFO("threshold: %s%s%s; host buffers %s", config_.learn ? "learnt per communicator and size from " : "",
                format_bytes(config_.threshold_bytes).c_str(), note.c_str(),
                config_.host_buffers ? "take the ring" : "pass through");
@@ -276,12 +272,14 @@ void Runtime::say_what_was_learnt(const CommContext& ctx) const {
     if (!config_.learn || ctx.rank() != 0 || int(log_level()) < int(LogLevel::info)) return;
     static const char* const names[] = {"MPI_Allreduce", "MPI_Reduce_scatter", "MPI_Allgather"};
     for (int k = 0; k < kCollectives; ++k)
-        for (bool in_place : {false, true}) {
-            const std::string learnt = ctx.learner().describe(LearnShape{Collective(k), in_place, LearnMemory::host});
-            if (!learnt.empty())
-                NEXAR_INFO("communicator context %u (%d ranks): %s %s on host buffers took %s", ctx.id(), ctx.size(),
-                           names[k], in_place ? "in place" : "out of place", learnt.c_str());
-        }
+        for (bool in_place : {false, true})
+            for (LearnMemory memory : {LearnMemory::host, LearnMemory::device}) {
+                const std::string learnt = ctx.learner().describe(LearnShape{Collective(k), in_place, memory});
+                if (!learnt.empty())
+                    NEXAR_INFO("communicator context %u (%d ranks): %s %s on %s buffers took %s", ctx.id(), ctx.size(),
+                               names[k], in_place ? "in place" : "out of place", learn_memory_name(memory),
+                               learnt.c_str());
+            }
 }
 
 void Runtime::forget(CommContext* ctx) {

@@ -66,6 +66,9 @@ public:
     bool device_possible() const { return device_possible_; }
     // Whether the MPI underneath accepts device pointers itself.
     bool mpi_cuda_aware() const { return mpi_cuda_aware_; }
+    // Device buffers may come on this rank and the MPI does not know CUDA:
+    // a call for the MPI looks where its buffers live first (call/pass_through.h).
+    bool stages_device_buffers() const { return device_api_ && !mpi_cuda_aware_; }
     // How this rank moves device buffers, or false when it cannot.
     bool device_path(DeviceEngine::Mode* mode) const;
 

@@ -21,6 +21,7 @@ const StatsField kStatsFields[] = {
     {"push_bytes", &Stats::push_bytes},
     {"one_shot_calls", &Stats::one_shot_calls},
     {"ipc_calls", &Stats::ipc_calls},
+    {"staged_calls", &Stats::staged_calls},
 };
 const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
 

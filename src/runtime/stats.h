@@ -31,6 +31,10 @@ struct Stats {
     std::atomic<uint64_t> one_shot_calls{0};
     // Allreduces of device buffers done GPU to GPU through IPC (algo/ipc_allreduce.h; also in ring_calls).
     std::atomic<uint64_t> ipc_calls{0};
+    // Calls handed to an MPI that does not know CUDA with this rank's device
+    // buffers staged through host memory (call/pass_through.h; also in
+    // passthrough_calls or fallback_calls).
+    std::atomic<uint64_t> staged_calls{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
@@ -47,7 +51,7 @@ struct StatsField {
 extern const StatsField kStatsFields[];
 extern const size_t kStatsFieldCount;
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

@@ -186,16 +186,13 @@ Lines settings_lines(const std::string& plugin_asked, std::vector<std::string>* 
     for (size_t i = 0; i < nexar::kStatsFieldCount; ++i)
         fields += std::string(i ? "," : "") + nexar::kStatsFields[i].name;
     settings.emplace_back("stats_fields", fields);
-    nexar::Config cpu = cfg, gpu = cfg;
-    nexar::resolve_for_job(&cpu, false);
-    nexar::resolve_for_job(&gpu, true);
     settings.emplace_back("settings", nexar::describe(cfg));
-    settings.emplace_back("in_a_job_without_gpus",
-                          std::string("threshold=") + (cpu.learn ? "learnt from " : "") +
-                              nexar::format_bytes(cpu.threshold_bytes) + " host_buffers=" + (cpu.host_buffers ? "1" : "0"));
-    settings.emplace_back("in_a_job_with_a_gpu",
-                          std::string("threshold=") + nexar::format_bytes(gpu.threshold_bytes) +
-                              " host_buffers=" + (gpu.host_buffers ? "1" : "0"));
+    // The same in every job since 0.2 (GPU jobs learn too); both kept for
+    // scripts that read them.
+    const std::string in_job = std::string("threshold=") + (cfg.learn ? "learnt from " : "") +
+                               nexar::format_bytes(cfg.threshold_bytes) + " host_buffers=" + (cfg.host_buffers ? "1" : "0");
+    settings.emplace_back("in_a_job_without_gpus", in_job);
+    settings.emplace_back("in_a_job_with_a_gpu", in_job);
     return settings;
 }
 

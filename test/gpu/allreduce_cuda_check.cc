@@ -12,7 +12,9 @@
 // With --emulated-gpu, "device" memory comes from the host-emulated GPU
 // plugin that NEXAR_EMULATED_GPU_PLUGIN names (test/gpu/emulated_gpu_plugin.cc),
 // the one nexar then loads too: the dispatcher's device paths run without a
-// GPU (test/gpu/run-emulated-gpu-tests.sh).  --quick: fewer counts.
+// GPU (test/gpu/run-emulated-gpu-tests.sh), and a device buffer that
+// reaches the MPI (which does not know the emulated GPU) fails the test
+// (test/gpu/mpi_device_trap.h).  --quick: fewer counts.
 // With --vmm, device memory comes from the CUDA virtual-memory API
 // (cuMemCreate with a POSIX file descriptor handle type, then
 // cuMemAddressReserve, cuMemMap and cuMemSetAccess: how PyTorch's expandable
@@ -51,6 +53,8 @@
 #include "cudart_loader.h"
 #include "memory/device_api.h"
 #include "memory/fd_handle.h"
+#include "mpi/mpi_family.h"
+#include "mpi_device_trap.h"
 #include "nexar/nexar.h"
 
 namespace {
@@ -352,7 +356,7 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     bool mixed = false, expect_ring = true, emulated = false, quick = false, use_vmm = false;
-    int vmm_rank = -1;
+    int vmm_rank = -1, learn_calls = 0;
     const char* fault = nullptr;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--fault" && i + 1 < argc) fault = argv[++i];
@@ -362,6 +366,7 @@ int main(int argc, char** argv) {
         quick |= std::string(argv[i]) == "--quick";
         use_vmm |= std::string(argv[i]) == "--vmm";
         if (std::string(argv[i]) == "--vmm-rank" && i + 1 < argc) vmm_rank = atoi(argv[++i]);
+        if (std::string(argv[i]) == "--learn" && i + 1 < argc) learn_calls = atoi(argv[++i]);
     }
     char why[256];
     int have = (emulated ? load_emulated_gpu(why, sizeof why) : cudart_load(&rt, why, sizeof why)) == 0, all = 0;
@@ -376,6 +381,10 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return 77;
     }
+    // The MPI under the emulated GPU knows nothing of it: device buffers
+    // must never reach it (unless it says it takes CUDA memory).
+    const bool trap = emulated && !nexar::mpi_cuda_aware();
+    if (trap) arm_device_trap(g_emulated);
     int ndev = 1;
     rt.GetDeviceCount(&ndev);
     g_device = g_rank % ndev;
@@ -438,7 +447,12 @@ int main(int argc, char** argv) {
         pause();
     }
     bool host_memory = mixed && g_rank % 2 == 1;
-    const std::vector<size_t> counts =
+    // --learn N: N float sums in a row at each of three sizes (4 KiB,
+    // 256 KiB, 4 MiB), and nothing else: with NEXAR_THRESHOLD_BYTES=auto the
+    // learner's trials of both paths, then its verdict.
+    for (size_t c : {size_t(1) << 10, size_t(1) << 16, size_t(1) << 20})
+        for (int i = 0; i < learn_calls; ++i) run<float>("float", MPI_FLOAT, 0, 0, c, false, host_memory);
+    const std::vector<size_t> counts = learn_calls > 0 ? std::vector<size_t>{} :
         quick ? std::vector<size_t>{3, 65537, (1 << 20) + 5} : std::vector<size_t>{1, 3, 1000, 65537, 1 << 20, (3 << 20) + 5};
     int k = 0;
     for (size_t c : counts)
@@ -452,7 +466,7 @@ int main(int argc, char** argv) {
             run<uint16_t>("float16", nexar_type_float16(), 1, op, c, !ip, host_memory);
             run<uint16_t>("bfloat16", nexar_type_bfloat16(), 2, op, c, ip, host_memory);
         }
-    const std::vector<size_t> per_rank = quick ? std::vector<size_t>{1000, 300001} : std::vector<size_t>{1, 1000, 300001};
+    const std::vector<size_t> per_rank = learn_calls > 0 ? std::vector<size_t>{} : quick ? std::vector<size_t>{1000, 300001} : std::vector<size_t>{1, 1000, 300001};
     for (size_t c : per_rank)
         for (bool ip : {false, true}) {
             run_halves<float>("float", MPI_FLOAT, 0, c, ip, host_memory);

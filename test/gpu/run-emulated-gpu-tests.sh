@@ -132,6 +132,35 @@ no_rank ipc_calls
 # Host ranks cannot take the ring: all fall back, device ranks stage through host.
 min_ring=0 run 2 NEXAR_HOST_BUFFERS=0 -- --mixed --no-ring
 every_rank fallback_calls
+read_stats "$log" staged_calls 0
+[ "${values[0]}" -gt 0 ] || fail "rank 0 (device buffers) staged no call for the MPI"
+read_stats "$log" staged_calls 1
+[ "${values[0]}" = 0 ] || fail "rank 1 (host buffers) staged $values calls"
+# A GPU job as users run it, with no setting (NEXAR_THRESHOLD_BYTES=auto),
+# on an MPI that does not know CUDA (the test's trap fails any device
+# buffer that reaches it, test/gpu/mpi_device_trap.h): device buffers of
+# every size are right, the small ones handed to the MPI staged through
+# host memory.
+run 2 NEXAR_THRESHOLD_BYTES=auto
+every_rank staged_calls
+# They are learnt as host buffers are: the first agreement that finds every
+# rank's buffers on the device moves its size to the device's class, whose
+# trials time nexar against the MPI's path (staged) and settle.
+run 2 NEXAR_THRESHOLD_BYTES=auto NEXAR_LOG=debug -- --learn 40
+grep -aq "nexar\[rank 0\]: communicator context 1: MPI_Allreduce of 4KiB: every rank's buffers are device memory now" "$log" ||
+    fail "NEXAR_LOG=debug did not say that 4 KiB allreduces moved to the device's class"
+for size in 4KiB 256KiB 4MiB; do
+    grep -a "nexar\[rank 0\]: .*MPI_Allreduce out of place from $size on device buffers: " "$log" | tail -n 1 |
+        grep . || fail "the $size device allreduces settled on no path (NEXAR_LOG=debug)"
+done
+every_rank staged_calls
+# Host ranks beside device ranks, with no setting: the kinds never agree, so
+# each size stays in the host buffers' class (and is learnt there); every
+# result is right on both paths.
+run 2 NEXAR_THRESHOLD_BYTES=auto NEXAR_LOG=debug -- --mixed --learn 24
+! grep -aq "device memory now" "$log" || fail "mixed host and device ranks moved a size to the device's class"
+grep -aq "nexar\[rank 0\]: .*MPI_Allreduce out of place from 256KiB on host buffers: " "$log" ||
+    fail "the mixed 256 KiB allreduces were not learnt in the host buffers' class"
 # A peer that dies or stops in the middle of an IPC allreduce: rank 0 gets
 # an error (MPI_ERR_OTHER) within NEXAR_TIMEOUT_S, then aborts the job.  On
 # MPICH only the stopped peer (MPICH ends the job itself when one dies).

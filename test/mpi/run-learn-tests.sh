@@ -7,6 +7,7 @@
 # program, and every rank's path counters must move alike at every size.
 # Here, too: every rank's NEXAR_STATS line counts the same calls on each
 # path, and NEXAR_LOG=info says where each collective's crossover landed.
+# The same in a job where a GPU may come.
 set -u
 . "$(dirname "$0")/../lib.sh"
 prog="$NEXAR_BUILDDIR/test/mpi/learn_check"
@@ -36,4 +37,12 @@ run() {  # run NP ARGS...
 run 2 --max 4194304 --calls 24
 # More ranks than cores: smaller sizes.
 run 3 --max 262144 --calls 20
+# A job where a GPU may come (the emulated GPU's plugin loaded on every
+# rank, as the CUDA driver would be): host buffers, nonblocking calls among
+# them, learn and take nexar exactly as in a job without one.
+plugin="$NEXAR_BUILDDIR/test/gpu/.libs/libnexar_emulated_gpu.so"
+[ -f "$plugin" ] || fail "the emulated GPU plugin was not built: $plugin"
+NEXAR_EMULATED_GPU_PLUGIN="$plugin" run 2 --max 1048576 --calls 24
+grep -aq "device buffers: staged through pinned host memory" "$log" || fail "nexar did not load the emulated GPU"
+grep -aq "threshold: learnt per communicator and size from 2KiB" "$log" || fail "a job with a GPU did not learn"
 echo "PASS"

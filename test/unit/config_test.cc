@@ -96,34 +96,23 @@ TEST(ParseConfig, AutoThresholdAndHostBuffers) {
     EXPECT_NE(describe(c).find("threshold=64KiB"), std::string::npos) << describe(c);
 }
 
-// What the settings come to once start-up knows whether GPUs may come.
-TEST(ResolveForJob, AutoLearnsHostBuffersOnlyWithoutGpus) {
-    Config cpu;
-    resolve_for_job(&cpu, false);
-    EXPECT_TRUE(cpu.host_buffers);
-    EXPECT_TRUE(cpu.learn);
-    EXPECT_EQ(cpu.threshold_bytes, kAutoFloorBytes);
-    Config gpu;
-    resolve_for_job(&gpu, true);
-    EXPECT_FALSE(gpu.host_buffers);  // auto: as before in a GPU job
-    EXPECT_FALSE(gpu.learn);
-    EXPECT_EQ(gpu.threshold_bytes, kDeviceThresholdBytes);
-    Config gpu_host;
-    gpu_host.host_setting = HostBuffers::on;
-    resolve_for_job(&gpu_host, true);
-    EXPECT_TRUE(gpu_host.host_buffers);
-    EXPECT_EQ(gpu_host.threshold_bytes, kDeviceThresholdBytes);
-    Config fixed;
-    fixed.threshold_auto = false;
-    fixed.threshold_bytes = 1 << 20;
-    resolve_for_job(&fixed, false);
-    EXPECT_FALSE(fixed.learn);
-    EXPECT_EQ(fixed.threshold_bytes, 1u << 20);
-    EXPECT_TRUE(fixed.host_buffers);
-    Config off;
-    off.host_setting = HostBuffers::off;
-    resolve_for_job(&off, false);
-    EXPECT_FALSE(off.host_buffers);
+// What the settings come to, in every job (GPU jobs learn too).
+TEST(ParseConfig, AutoLearnsAndTakesHostBuffers) {
+    std::vector<std::string> problems;
+    Config c = parse({}, &problems);
+    EXPECT_TRUE(c.host_buffers);
+    EXPECT_TRUE(c.learn);
+    EXPECT_EQ(c.threshold_bytes, kAutoFloorBytes);
+    c = parse({{"NEXAR_HOST_BUFFERS", "1"}}, &problems);
+    EXPECT_TRUE(c.host_buffers);
+    EXPECT_TRUE(c.learn);
+    c = parse({{"NEXAR_THRESHOLD_BYTES", "1M"}}, &problems);
+    EXPECT_FALSE(c.learn);
+    EXPECT_EQ(c.threshold_bytes, 1u << 20);
+    EXPECT_TRUE(c.host_buffers);
+    c = parse({{"NEXAR_HOST_BUFFERS", "0"}}, &problems);
+    EXPECT_FALSE(c.host_buffers);
+    EXPECT_TRUE(problems.empty());
 }
 
 TEST(ParseConfig, ReadsEverySetting) {

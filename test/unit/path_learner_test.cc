@@ -329,6 +329,42 @@ TEST(PathLearner, ClassesAreLearntApart) {
     EXPECT_TRUE(r.trial);
 }
 
+// The memory kind a size class routes by is the agreed one: host until an
+// agreement says every rank's buffers are device memory; each kind keeps
+// its own verdict, and switching back finds it again.
+TEST(PathLearner, RoutesByTheAgreedMemoryKind) {
+    Job job(2);
+    const Timing nexar_fast = [](int, CallPath p, uint64_t, uint64_t) { return p == CallPath::nexar ? 1e-5 : 2e-5; };
+    const Timing mpi_fast = [](int, CallPath p, uint64_t, uint64_t) { return p == CallPath::nexar ? 2e-5 : 1e-5; };
+    const uint64_t bytes = 1 << 20;
+    for (auto& l : job.learners) EXPECT_EQ(l.shape_of(Collective::allreduce, false, bytes).memory, LearnMemory::host);
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, bytes, nexar_fast), CallPath::nexar);
+    // Every rank saw the same agreement: device buffers everywhere.
+    for (auto& l : job.learners) {
+        const LearnShape now = l.shape_of(Collective::allreduce, false, bytes);
+        EXPECT_TRUE(l.switch_memory(now, bytes, LearnMemory::device));
+        EXPECT_FALSE(l.switch_memory(now, bytes, LearnMemory::device));  // once
+        EXPECT_EQ(l.shape_of(Collective::allreduce, false, bytes).memory, LearnMemory::device);
+        // Only that collective, in place or not, and size class.
+        EXPECT_EQ(l.shape_of(Collective::allreduce, false, bytes * 2).memory, LearnMemory::host);
+        EXPECT_EQ(l.shape_of(Collective::allreduce, true, bytes).memory, LearnMemory::host);
+        EXPECT_EQ(l.shape_of(Collective::allgather, false, bytes).memory, LearnMemory::host);
+    }
+    // The device class learns from the start, and settles on its own.
+    Route r = job.learners[0].route(job.learners[0].shape_of(Collective::allreduce, false, bytes), bytes);
+    EXPECT_TRUE(r.trial);
+    job.learners[1].route(job.learners[1].shape_of(Collective::allreduce, false, bytes), bytes);
+    job.calls++;
+    for (uint32_t i = 1; i < kRound; ++i) job.call(Collective::allreduce, LearnMemory::device, bytes, mpi_fast);
+    EXPECT_EQ(job.call(Collective::allreduce, LearnMemory::device, bytes, mpi_fast), CallPath::mpi);
+    // Back to host buffers: the host class's verdict is still there.
+    for (auto& l : job.learners) EXPECT_TRUE(l.switch_memory(l.shape_of(Collective::allreduce, false, bytes), bytes,
+                                                             LearnMemory::host));
+    EXPECT_EQ(job.call(Collective::allreduce, job.learners[0].shape_of(Collective::allreduce, false, bytes).memory,
+                       bytes, mpi_fast),
+              CallPath::nexar);
+}
+
 TEST(PathLearner, DescribesTheCrossover) {
     Job job(2);
     EXPECT_EQ(job.learners[0].describe({Collective::allreduce, false, LearnMemory::host}), "");
