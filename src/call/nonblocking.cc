@@ -22,6 +22,7 @@
 #include "algo/tag.h"
 #include "base/log.h"
 #include "call/collective_task.h"
+#include "call/mpi_staging.h"
 #include "call/pass_through.h"
 #include "mpi/pmpi.h"
 #include "runtime/runtime.h"
@@ -109,6 +110,9 @@ struct NonblockingCall {
     std::optional<UcxRingExchange> exchange;   // the agreement over UCX
     MPI_Request agreement = MPI_REQUEST_NULL;  // ... or over MPI (communicators too large for it)
     MPI_Request inner = MPI_REQUEST_NULL;
+    // The inner call's device buffers in host memory (an MPI that does not
+    // know CUDA), copied back when it completes.
+    std::unique_ptr<MpiStaging> staging;
     MPI_Request request = MPI_REQUEST_NULL;  // the application's (generalized)
     Status run_status = Status::ok;
     int result = MPI_SUCCESS;
@@ -240,13 +244,54 @@ Engine& engine() {
     return *e;
 }
 
+// This rank needs its device buffers staged for the MPI's call.
+bool needs_staging(const CollectiveCall& call, BufferKinds* kinds) {
+    const Runtime* rt = Runtime::get();
+    if (!rt || !rt->stages_device_buffers()) return false;
+    *kinds = buffer_kinds(*rt, call);
+    return kinds->any_device();
+}
+
+// The call's PMPI_I* as c's inner request: the MPI's path, safe for every
+// memory kind (call/pass_through.h): this rank's device buffers go through
+// host memory where the MPI does not know CUDA (finish_inner copies the
+// result back).
+void post_inner(NonblockingCall& c, const CollectiveCall& call) {
+    BufferKinds kinds;
+    if (!needs_staging(call, &kinds)) {
+        c.result = post_pmpi_nonblocking(call, &c.inner);
+    } else {
+        c.staging.reset(new MpiStaging);
+        CollectiveCall staged;
+        std::string error;
+        process_stats().staged_calls.fetch_add(1, std::memory_order_relaxed);
+        if (ok(c.staging->stage_in(*Runtime::get(), call, kinds, &staged, &error))) {
+            c.result = post_pmpi_nonblocking(staged, &c.inner);
+        } else {
+            NEXAR_ERROR("%s on device memory: %s", call.name, error.c_str());
+            c.result = MPI_ERR_OTHER;
+            c.raise = true;
+        }
+    }
+    c.stage = c.result == MPI_SUCCESS ? NonblockingCall::Stage::inner : NonblockingCall::Stage::complete;
+}
+
+// The inner request completed: a staged result goes back to the device.
+void finish_inner(NonblockingCall& c) {
+    std::string error;
+    if (c.result != MPI_SUCCESS || !c.staging || ok(c.staging->stage_out(*Runtime::get(), c.task.call(), &error)))
+        return;
+    NEXAR_ERROR("%s on device memory: %s", c.task.call().name, error.c_str());
+    c.result = MPI_ERR_OTHER;
+    c.raise = true;
+}
+
 // The call itself on the context's duplicate communicator.
 void post_fall_back(NonblockingCall& c) {
     CollectiveCall call = c.task.call();
     call.comm = c.ctx->shadow_comm();
     process_stats().fallback_calls.fetch_add(1, std::memory_order_relaxed);
-    c.result = post_pmpi_nonblocking(call, &c.inner);
-    c.stage = c.result == MPI_SUCCESS ? NonblockingCall::Stage::inner : NonblockingCall::Stage::complete;
+    post_inner(c, call);
 }
 
 void pause_us(long us) {
@@ -370,8 +415,10 @@ bool Engine::step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy,
             if (!may_call_mpi) return false;
             const int rc = pmpi::test(&c.inner, &flag, MPI_STATUS_IGNORE);
             if (rc != MPI_SUCCESS) c.result = rc;  // MPI called the handler
-            if (flag || rc != MPI_SUCCESS) c.stage = Stage::complete;
-            return flag || rc != MPI_SUCCESS;
+            if (!flag && rc == MPI_SUCCESS) return false;
+            finish_inner(c);
+            c.stage = Stage::complete;
+            return true;
         }
         case Stage::complete: return false;
     }
@@ -584,25 +631,55 @@ int post_agreement(NonblockingCall& c) {
 
 }  // namespace
 
+namespace {
+
+// A call for the MPI as it came, unless this rank's device buffers must be
+// staged for it: then the engine holds it (its request is nexar's), posted
+// now, in the application's order, on the application's communicator.
+int pass_through_or_staged(Runtime* rt, const CollectiveCall& given, MPI_Request* request) {
+    BufferKinds kinds;
+    if (!rt || !rt->config().enable || !request || given.comm == MPI_COMM_NULL || !needs_staging(given, &kinds))
+        return pass_through_nonblocking(given, request);
+    process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
+    auto call = std::make_shared<NonblockingCall>(*rt, given, true);
+    NonblockingCall& c = *call;
+    int rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
+    if (rc != MPI_SUCCESS) {
+        NEXAR_ERROR("%s: MPI could not make a request for it (error %d)", given.name, rc);
+        return raise_mpi_error(given.comm, rc);
+    }
+    c.request = *request;
+    post_inner(c, c.task.call());
+    if (c.stage != NonblockingCall::Stage::inner) {  // nothing is in flight: the call fails here
+        PMPI_Grequest_complete(*request);
+        pmpi::request_free(request);
+        return raise_mpi_error(given.comm, c.result);
+    }
+    engine().add(call);
+    return MPI_SUCCESS;
+}
+
+}  // namespace
+
 int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(given.comm);
     // (Device buffers do not take nexar's nonblocking calls yet: their ranks
     // say so in the agreement, and every rank falls back together.)
     if (!rt || !rt->config().enable || !rt->config().nonblocking || !request)
-        return pass_through_nonblocking(own_block_as_in_place(given), request);
+        return pass_through_or_staged(rt, own_block_as_in_place(given), request);
     // A communicator without a context passes through: setting one up would
     // wait for the other ranks.  (MPI_COMM_WORLD's is set up at MPI_Init.)
     if (given.comm == MPI_COMM_NULL || !rt->has_context(given.comm)) {
         Runtime::say_once_no_context();
-        return pass_through_nonblocking(own_block_as_in_place(given), request);
+        return pass_through_or_staged(rt, own_block_as_in_place(given), request);
     }
     auto call = std::make_shared<NonblockingCall>(*rt, given, true);
     NonblockingCall& c = *call;
     switch (c.task.plan()) {
         case TaskStep::agree: break;
         case TaskStep::done: return raise_mpi_error(given.comm, c.task.result());
-        default: return pass_through_nonblocking(c.task.call(), request);  // a disabled context's, too
+        default: return pass_through_or_staged(rt, c.task.call(), request);  // a disabled context's, too
     }
     c.ctx = c.task.context();
     // In flight from here: the runtime keeps its context's inboxes.

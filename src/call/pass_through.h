@@ -11,7 +11,7 @@
 
 #include "call/call_plan.h"
 #include "call/collective.h"
-#include "memory/memory_type.h"
+#include "call/mpi_staging.h"
 #include "runtime/comm_context.h"
 #include "runtime/runtime.h"
 
@@ -22,14 +22,6 @@ MPI_Op pmpi_op(MPI_Datatype dt, MPI_Op op);
 
 // The call to PMPI as it came; `counter` counts it.
 int pass_through(const CollectiveCall& c, std::atomic<uint64_t>& counter);
-
-// Where this rank's buffers of a call live (MemoryType::host for MPI_IN_PLACE's sendbuf).
-struct BufferKinds {
-    MemoryType send = MemoryType::host, recv = MemoryType::host;
-    int send_device = 0, recv_device = 0;
-    bool any_device() const { return send == MemoryType::device || recv == MemoryType::device; }
-};
-BufferKinds buffer_kinds(const Runtime& rt, const CollectiveCall& c);
 
 // The MPI's path for a call, safe for every memory kind: the call to PMPI as
 // it came, or, where device buffers would reach an MPI that does not know

@@ -14,7 +14,8 @@
 // the one nexar then loads too: the dispatcher's device paths run without a
 // GPU (test/gpu/run-emulated-gpu-tests.sh), and a device buffer that
 // reaches the MPI (which does not know the emulated GPU) fails the test
-// (test/gpu/mpi_device_trap.h).  --quick: fewer counts.
+// (test/gpu/mpi_device_trap.h).  --quick: fewer counts.  --nonblocking:
+// the allreduces as MPI_Iallreduce + MPI_Wait.
 // With --vmm, device memory comes from the CUDA virtual-memory API
 // (cuMemCreate with a POSIX file descriptor handle type, then
 // cuMemAddressReserve, cuMemMap and cuMemSetAccess: how PyTorch's expandable
@@ -61,6 +62,7 @@ namespace {
 
 cudart_t rt;
 int g_rank = 0, g_failures = 0;
+bool g_nonblocking = false;  // --nonblocking: the allreduces as MPI_Iallreduce + MPI_Wait
 
 // The emulated GPU's memory is host memory the plugin remembers: plain
 // copies reach it, and nexar has waited for its own work before returning.
@@ -261,7 +263,14 @@ void run(const char* name, MPI_Datatype dt, int kind, int op, size_t count, bool
     }
     rt.Memcpy(s, in.data(), bytes, 4);
     rt.Memcpy(r, in.data(), bytes, 4);
-    int rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : s, r, int(count), dt, mpi_op(op), MPI_COMM_WORLD);
+    int rc = MPI_SUCCESS;
+    if (g_nonblocking) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : s, r, int(count), dt, mpi_op(op), MPI_COMM_WORLD, &req);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+        rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : s, r, int(count), dt, mpi_op(op), MPI_COMM_WORLD);
+    }
     rt.Memcpy(got.data(), r, bytes, 4);
     if (rc != MPI_SUCCESS || memcmp(got.data(), want.data(), bytes) != 0) {
         size_t i = 0;
@@ -367,6 +376,7 @@ int main(int argc, char** argv) {
         use_vmm |= std::string(argv[i]) == "--vmm";
         if (std::string(argv[i]) == "--vmm-rank" && i + 1 < argc) vmm_rank = atoi(argv[++i]);
         if (std::string(argv[i]) == "--learn" && i + 1 < argc) learn_calls = atoi(argv[++i]);
+        g_nonblocking |= std::string(argv[i]) == "--nonblocking";
     }
     char why[256];
     int have = (emulated ? load_emulated_gpu(why, sizeof why) : cudart_load(&rt, why, sizeof why)) == 0, all = 0;

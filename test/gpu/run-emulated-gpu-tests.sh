@@ -143,6 +143,15 @@ read_stats "$log" staged_calls 1
 # host memory.
 run 2 NEXAR_THRESHOLD_BYTES=auto
 every_rank staged_calls
+# Nonblocking device calls are not nexar's yet: they go to the MPI, staged
+# for it on the device ranks, small (passed through) and large (agreed,
+# then fallen back) alike.
+run 2 NEXAR_THRESHOLD_BYTES=auto -- --nonblocking
+every_rank staged_calls
+every_rank fallback_calls
+run 2 NEXAR_THRESHOLD_BYTES=auto -- --mixed --nonblocking
+read_stats "$log" staged_calls 0
+[ "${values[0]}" -gt 0 ] || fail "rank 0 (device buffers) staged no nonblocking call for the MPI"
 # They are learnt as host buffers are: the first agreement that finds every
 # rank's buffers on the device moves its size to the device's class, whose
 # trials time nexar against the MPI's path (staged) and settle.
