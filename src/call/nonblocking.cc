@@ -112,7 +112,8 @@ struct NonblockingCall {
     MPI_Request inner = MPI_REQUEST_NULL;
     // The inner call's device buffers in host memory (an MPI that does not
     // know CUDA), copied back when it completes.
-    std::unique_ptr<MpiStaging> staging;
+    std::unique_ptr<MpiStaging> staging;  // (a persistent call keeps it from start to start)
+    bool staged = false;                  // the inner call in flight is on it
     MPI_Request request = MPI_REQUEST_NULL;  // the application's (generalized)
     Status run_status = Status::ok;
     int result = MPI_SUCCESS;
@@ -122,6 +123,12 @@ struct NonblockingCall {
     // A persistent call (MPI_Allreduce_init ...): planned and agreed once;
     // `request` is its carrier (see persistent calls, below).
     bool persistent = false;
+    // ...that nexar does not run, in a job whose device buffers must not
+    // reach the MPI: each start posts the MPI's nonblocking call (staged
+    // where this rank's buffers are device memory) in place of the MPI's
+    // own persistent one.  ctx null: posted at once, on the application's
+    // communicator; else its fallback, in the engine's order.
+    bool mpi_each_start = false;
     int carrier_tag = 0;
     // A persistent call's failure, until a completion call has reported it.
     std::atomic<int> unreported_error{MPI_SUCCESS};
@@ -258,10 +265,11 @@ bool needs_staging(const CollectiveCall& call, BufferKinds* kinds) {
 // result back).
 void post_inner(NonblockingCall& c, const CollectiveCall& call) {
     BufferKinds kinds;
-    if (!needs_staging(call, &kinds)) {
+    c.staged = needs_staging(call, &kinds);
+    if (!c.staged) {
         c.result = post_pmpi_nonblocking(call, &c.inner);
     } else {
-        c.staging.reset(new MpiStaging);
+        if (!c.staging) c.staging.reset(new MpiStaging);
         CollectiveCall staged;
         std::string error;
         process_stats().staged_calls.fetch_add(1, std::memory_order_relaxed);
@@ -279,18 +287,19 @@ void post_inner(NonblockingCall& c, const CollectiveCall& call) {
 // The inner request completed: a staged result goes back to the device.
 void finish_inner(NonblockingCall& c) {
     std::string error;
-    if (c.result != MPI_SUCCESS || !c.staging || ok(c.staging->stage_out(*Runtime::get(), c.task.call(), &error)))
+    if (c.result != MPI_SUCCESS || !c.staged || ok(c.staging->stage_out(*Runtime::get(), c.task.call(), &error)))
         return;
     NEXAR_ERROR("%s on device memory: %s", c.task.call().name, error.c_str());
     c.result = MPI_ERR_OTHER;
     c.raise = true;
 }
 
-// The call itself on the context's duplicate communicator.
+// The call itself on the context's duplicate communicator (a call without
+// a context, persistent: on its own).
 void post_fall_back(NonblockingCall& c) {
     CollectiveCall call = c.task.call();
-    call.comm = c.ctx->shadow_comm();
-    process_stats().fallback_calls.fetch_add(1, std::memory_order_relaxed);
+    if (c.ctx) call.comm = c.ctx->shadow_comm();
+    (c.ctx ? process_stats().fallback_calls : process_stats().passthrough_calls).fetch_add(1, std::memory_order_relaxed);
     post_inner(c, call);
 }
 
@@ -748,7 +757,13 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     if (!rt) rt = Runtime::start_late(given.comm);
     if (!rt || !rt->config().enable || !rt->config().nonblocking || !request || given.comm == MPI_COMM_NULL)
         return mpi_own();
-    auto call = std::make_shared<NonblockingCall>(*rt, given, false);
+    // Where device buffers may come and the MPI does not know CUDA, a call
+    // nexar does not run cannot be the MPI's own persistent one (a rank's
+    // device buffers would reach it): every rank alike makes it a nexar
+    // request whose starts post the MPI's nonblocking call instead (its
+    // types held, as a nonblocking call's).
+    const bool mpi_each_start = rt->device_possible() && !rt->mpi_cuda_aware();
+    auto call = std::make_shared<NonblockingCall>(*rt, given, mpi_each_start);
     NonblockingCall& c = *call;
     // Initialization is collective (and may wait): the plan and the
     // agreement are made here, once, as a blocking call's; the context is
@@ -760,20 +775,21 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
         step = c.task.agreed();
     }
     if (step == TaskStep::done) return raise_mpi_error(given.comm, c.task.result());
-    if (step != TaskStep::run) return mpi_own();  // every rank alike: the MPI's own persistent collective
+    if (step != TaskStep::run && !mpi_each_start) return mpi_own();  // every rank alike: the MPI's own persistent collective
     const int tag = take_carrier_tag();
     int rc = tag < 0 ? MPI_ERR_INTERN : PMPI_Recv_init(nullptr, 0, MPI_INT, 0, tag, carrier_comm(), request);
     if (rc != MPI_SUCCESS) {
         NEXAR_ERROR("%s: MPI could not make a persistent request for it (error %d)", c.task.call().name, rc);
         return raise_mpi_error(given.comm, rc);
     }
-    c.ctx = c.task.context();
+    c.ctx = step == TaskStep::pass_through ? nullptr : c.task.context();
     c.persistent = true;
+    c.mpi_each_start = step != TaskStep::run;
     c.carrier_tag = tag;
     c.request = *request;
-    c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);  // its inboxes stay while it lives
+    if (c.ctx) c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);  // its inboxes stay while it lives
     c.task.end_planning();
-    c.task.make_persistent();
+    if (!c.mpi_each_start) c.task.make_persistent();
     PersistentRegistry& reg = persistent_registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
     reg.calls[*request] = call;
@@ -788,13 +804,16 @@ int start_request(MPI_Request* request) {
     const int rc = pmpi::start(request);  // the carrier
     if (rc != MPI_SUCCESS) return rc;
     c.stage = NonblockingCall::Stage::decided;
-    c.next = TaskStep::run;
+    c.next = c.mpi_each_start ? TaskStep::fall_back : TaskStep::run;
     c.result = MPI_SUCCESS;
     c.unreported_error.store(MPI_SUCCESS, std::memory_order_relaxed);
     c.raise = false;
     c.run_status = Status::ok;
     c.idle = IdleBackoff(kEngineRoundsBetweenChecks);
-    c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
+    if (c.ctx) c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
+    // Without a context, posted now, in the application's order among its
+    // other calls on the communicator.
+    if (c.mpi_each_start && !c.ctx) post_fall_back(c);
     engine().add(call);
     engine().progress(true);
     return MPI_SUCCESS;
@@ -816,7 +835,7 @@ int free_request(MPI_Request* request) {
     if (call) {
         // Freed while started: it completes first (MPI lets it complete).
         engine().drain([&](const NonblockingCall& c) { return &c == call.get(); });
-        if (call->ctx->nonblocking_calls.fetch_sub(1) == 1)
+        if (call->ctx && call->ctx->nonblocking_calls.fetch_sub(1) == 1)
             if (Runtime* rt = Runtime::get()) rt->release_orphan(call->ctx);
     }
     return pmpi::request_free(request);

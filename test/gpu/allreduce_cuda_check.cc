@@ -15,7 +15,8 @@
 // GPU (test/gpu/run-emulated-gpu-tests.sh), and a device buffer that
 // reaches the MPI (which does not know the emulated GPU) fails the test
 // (test/gpu/mpi_device_trap.h).  --quick: fewer counts.  --nonblocking:
-// the allreduces as MPI_Iallreduce + MPI_Wait.
+// the allreduces as MPI_Iallreduce + MPI_Wait; --persistent: as persistent
+// allreduces, each started twice.
 // With --vmm, device memory comes from the CUDA virtual-memory API
 // (cuMemCreate with a POSIX file descriptor handle type, then
 // cuMemAddressReserve, cuMemMap and cuMemSetAccess: how PyTorch's expandable
@@ -50,6 +51,7 @@
 #include <vector>
 
 #include "../fault_clock.h"
+#include "../mpi/persistent.h"
 #include "../mpi/small_values.h"
 #include "cudart_loader.h"
 #include "memory/device_api.h"
@@ -63,6 +65,7 @@ namespace {
 cudart_t rt;
 int g_rank = 0, g_failures = 0;
 bool g_nonblocking = false;  // --nonblocking: the allreduces as MPI_Iallreduce + MPI_Wait
+bool g_persistent = false;   // --persistent: as a persistent allreduce, started twice
 
 // The emulated GPU's memory is host memory the plugin remembers: plain
 // copies reach it, and nexar has waited for its own work before returning.
@@ -264,7 +267,22 @@ void run(const char* name, MPI_Datatype dt, int kind, int op, size_t count, bool
     rt.Memcpy(s, in.data(), bytes, 4);
     rt.Memcpy(r, in.data(), bytes, 4);
     int rc = MPI_SUCCESS;
-    if (g_nonblocking) {
+    if (g_persistent) {
+#ifdef NB_ALLREDUCE_INIT
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = NB_ALLREDUCE_INIT(in_place ? MPI_IN_PLACE : s, r, int(count), dt, mpi_op(op), MPI_COMM_WORLD,
+                               MPI_INFO_NULL, &req);
+        for (int start = 0; start < 2 && rc == MPI_SUCCESS; ++start) {
+            rt.Memcpy(in_place ? r : s, in.data(), bytes, 4);  // the input again
+            rc = MPI_Start(&req);
+            if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+#else
+        fprintf(stderr, "FAIL: --persistent: this MPI has no persistent allreduce\n");
+        rc = MPI_ERR_OTHER;
+#endif
+    } else if (g_nonblocking) {
         MPI_Request req = MPI_REQUEST_NULL;
         rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : s, r, int(count), dt, mpi_op(op), MPI_COMM_WORLD, &req);
         if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -377,6 +395,7 @@ int main(int argc, char** argv) {
         if (std::string(argv[i]) == "--vmm-rank" && i + 1 < argc) vmm_rank = atoi(argv[++i]);
         if (std::string(argv[i]) == "--learn" && i + 1 < argc) learn_calls = atoi(argv[++i]);
         g_nonblocking |= std::string(argv[i]) == "--nonblocking";
+        g_persistent |= std::string(argv[i]) == "--persistent";
     }
     char why[256];
     int have = (emulated ? load_emulated_gpu(why, sizeof why) : cudart_load(&rt, why, sizeof why)) == 0, all = 0;

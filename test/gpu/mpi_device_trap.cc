@@ -11,6 +11,8 @@
 
 #include <dlfcn.h>
 
+#include "../mpi/persistent.h"
+
 #include <cstdio>
 
 namespace {
@@ -86,5 +88,23 @@ TRAP_EXPORT int PMPI_Iallgather(const void* s, int sn, MPI_Datatype st, void* r,
     check("MPI_Iallgather", s, r);
     return real(s, sn, st, r, rn, rt, comm, req);
 }
+
+// The MPI's own persistent allreduce, under the name this MPI gives it.
+#if MPI_VERSION >= 4 || (defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5)
+#define TRAP_ALLREDUCE_INIT PMPI_Allreduce_init
+#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ) && OMPI_HAVE_MPI_EXT_PCOLLREQ
+#define TRAP_ALLREDUCE_INIT PMPIX_Allreduce_init
+#endif
+#ifdef TRAP_ALLREDUCE_INIT
+#define TRAP_STRING(x) TRAP_STRING2(x)
+#define TRAP_STRING2(x) #x
+TRAP_EXPORT int TRAP_ALLREDUCE_INIT(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                                    MPI_Info info, MPI_Request* req) {
+    static auto real = next<int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, MPI_Request*)>(
+        TRAP_STRING(TRAP_ALLREDUCE_INIT));
+    check("MPI_Allreduce_init", s, r);
+    return real(s, r, n, t, op, comm, info, req);
+}
+#endif
 
 }  // extern "C"

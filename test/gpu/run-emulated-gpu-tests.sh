@@ -152,6 +152,10 @@ every_rank fallback_calls
 run 2 NEXAR_THRESHOLD_BYTES=auto -- --mixed --nonblocking
 read_stats "$log" staged_calls 0
 [ "${values[0]}" -gt 0 ] || fail "rank 0 (device buffers) staged no nonblocking call for the MPI"
+# Persistent calls nexar does not run cannot be the MPI's own there: each
+# start posts the MPI's nonblocking call, staged on the device ranks.
+run 2 NEXAR_THRESHOLD_BYTES=auto -- --persistent
+every_rank staged_calls
 # They are learnt as host buffers are: the first agreement that finds every
 # rank's buffers on the device moves its size to the device's class, whose
 # trials time nexar against the MPI's path (staged) and settle.
