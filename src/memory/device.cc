@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "memory/host_ranges.h"
+
 namespace nexar {
 
 namespace {
@@ -64,7 +66,7 @@ Status load_device_api(const nexar_device_api** out, std::string* why) {
 
 MemoryType classify_pointer(const nexar_device_api* api, const void* ptr, int* device) {
     *device = 0;
-    if (!api || !ptr) return MemoryType::host;
+    if (!api || !ptr || surely_host(ptr)) return MemoryType::host;
     int kind = NEXAR_MEM_HOST;
     if (api->pointer_kind(ptr, &kind, device) != 0) return MemoryType::host;
     switch (kind) {
