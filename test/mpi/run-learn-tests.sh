@@ -35,6 +35,10 @@ run() {  # run NP ARGS...
 }
 
 run 2 --max 4194304 --calls 24
+# Whether segments went by address here (CMA allowed between the ranks).
+read_stats "$log" cma_bytes
+by_address=1
+for v in "${values[@]}"; do [ "$v" -gt 0 ] || by_address=0; done
 # More ranks than cores: smaller sizes.
 run 3 --max 262144 --calls 20
 # A job where a GPU may come (the emulated GPU's plugin loaded on every
@@ -45,4 +49,10 @@ plugin="$NEXAR_BUILDDIR/test/gpu/.libs/libnexar_emulated_gpu.so"
 NEXAR_EMULATED_GPU_PLUGIN="$plugin" run 2 --max 1048576 --calls 24
 grep -aq "device buffers: staged through pinned host memory" "$log" || fail "nexar did not load the emulated GPU"
 grep -aq "threshold: learnt per communicator and size from 2KiB" "$log" || fail "a job with a GPU did not learn"
+# The copy chooser tried its modes there too (NEXAR_SHM_COPY=auto): where
+# the job without a GPU sent segments by address, so did this one.
+read_stats "$log" cma_bytes
+for v in "${values[@]}"; do
+    [ $by_address = 0 ] || [ "$v" -gt 0 ] || fail "cma_bytes=$v on a rank of a job with a GPU: the copy chooser tried no mode but slots"
+done
 echo "PASS"
