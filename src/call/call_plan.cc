@@ -232,7 +232,11 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
         p.ready = true;
         return p;
     }
-    if (nonblocking) return p.why = "nonblocking calls do not take device buffers", p;
+    // The context's GPU scratch serves one ring at a time: a nonblocking
+    // call of device buffers takes it where no call is in flight (every
+    // later one waits for it, a blocking one drains it first).
+    if (nonblocking && ctx.nonblocking_calls.load() > 0)
+        return p.why = "a nonblocking call of device buffers with another call in flight on the communicator", p;
     if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
     std::string error;
     // Request records only: device paths keep their slots in DeviceBuffers.

@@ -114,6 +114,7 @@ struct NonblockingCall {
     // know CUDA), copied back when it completes.
     std::unique_ptr<MpiStaging> staging;  // (a persistent call keeps it from start to start)
     bool staged = false;                  // the inner call in flight is on it
+    bool device = false;                  // its ring runs on device buffers (GPU work in its steps)
     MPI_Request request = MPI_REQUEST_NULL;  // the application's (generalized)
     Status run_status = Status::ok;
     int result = MPI_SUCCESS;
@@ -196,6 +197,10 @@ public:
     void wake_thread();
 
 private:
+    // Calls in flight whose steps do GPU work: the thread that moves them
+    // gets its current GPU back after each round (an application thread's
+    // stays the application's).
+    std::atomic<int> device_calls_{0};
     template <class Match>
     bool idle_of(const Match& match) {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -311,6 +316,7 @@ void pause_us(long us) {
 }  // namespace
 
 void Engine::add(CallPtr c) {
+    if (c->device) device_calls_.fetch_add(1, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lock(mutex_);
         calls_.push_back(std::move(c));
@@ -462,6 +468,7 @@ void Engine::complete(std::vector<CallPtr>& done) {
         } else {
             PMPI_Grequest_complete(c.request);
         }
+        if (c.device) device_calls_.fetch_sub(1, std::memory_order_relaxed);
         in_flight_.fetch_sub(1, std::memory_order_release);
         completions.fetch_add(1, std::memory_order_release);
     }
@@ -475,6 +482,9 @@ bool Engine::progress(bool may_call_mpi, bool wait_for_lock) {
         lock.lock();
     else if (!lock.try_lock())
         return false;  // another thread is at it
+    std::optional<CurrentDeviceGuard> keep_device;
+    if (device_calls_.load(std::memory_order_relaxed) > 0)
+        if (const Runtime* rt = Runtime::get()) keep_device.emplace(rt->device_api());
     // Per context: whether an earlier call is undecided, or not finished.
     // Kept on the stack for the usual few contexts (this runs in every
     // round of every wait); more spill into a vector.
@@ -691,6 +701,7 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
         default: return pass_through_or_staged(rt, c.task.call(), request);  // a disabled context's, too
     }
     c.ctx = c.task.context();
+    c.device = c.task.buffers().device();
     // In flight from here: the runtime keeps its context's inboxes.
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
     c.task.end_planning();
@@ -785,6 +796,7 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     c.ctx = step == TaskStep::pass_through ? nullptr : c.task.context();
     c.persistent = true;
     c.mpi_each_start = step != TaskStep::run;
+    c.device = !c.mpi_each_start && c.task.buffers().device();
     c.carrier_tag = tag;
     c.request = *request;
     if (c.ctx) c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);  // its inboxes stay while it lives

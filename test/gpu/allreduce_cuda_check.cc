@@ -329,6 +329,42 @@ void report(const char* what, const char* name, int op, size_t per_rank, bool in
 }
 
 // The ring's two halves on their own: each rank's block is MPI's block r.
+// --nonblocking: two float sums in flight at once, then MPI_Waitall (the
+// second finds the first in flight: nexar runs one device ring at a time
+// per communicator, so the other goes to the MPI).
+void run_two_in_flight(size_t count, bool host_memory) {
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const size_t bytes = count * sizeof(float);
+    std::vector<float> in[2], want[2], got(count);
+    void *s[2], *r[2];
+    MPI_Request req[2];
+    for (int k = 0; k < 2; ++k) {
+        in[k].resize(count), want[k].resize(count);
+        for (size_t i = 0; i < count; ++i) {
+            in[k][i] = float(value(g_rank, i + size_t(k), 0));
+            long acc = 0;
+            for (int q = 0; q < size; ++q) acc += value(q, i + size_t(k), 0);
+            want[k][i] = float(acc);
+        }
+        if (host_memory) s[k] = malloc(bytes), r[k] = malloc(bytes);
+        else if (rt.Malloc(&s[k], bytes) != 0 || rt.Malloc(&r[k], bytes) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        rt.Memcpy(s[k], in[k].data(), bytes, 4);
+        MPI_Iallreduce(s[k], r[k], int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[k]);
+    }
+    const int rc = MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+    for (int k = 0; k < 2; ++k) {
+        rt.Memcpy(got.data(), r[k], bytes, 4);
+        if (rc != MPI_SUCCESS || memcmp(got.data(), want[k].data(), bytes) != 0) {
+            fprintf(stderr, "FAIL rank %d: two in flight, call %d of %zu floats: %s\n", g_rank, k, count,
+                    rc != MPI_SUCCESS ? "error" : "wrong result");
+            ++g_failures;
+        }
+        if (host_memory) free(s[k]), free(r[k]);
+        else rt.Free(s[k]), rt.Free(r[k]);
+    }
+}
+
 template <class T>
 void run_halves(const char* name, MPI_Datatype dt, int op, size_t per_rank, bool in_place, bool host_memory) {
     int size;
@@ -495,6 +531,7 @@ int main(int argc, char** argv) {
             run<uint16_t>("float16", nexar_type_float16(), 1, op, c, !ip, host_memory);
             run<uint16_t>("bfloat16", nexar_type_bfloat16(), 2, op, c, ip, host_memory);
         }
+    if (g_nonblocking && learn_calls == 0) run_two_in_flight(65537, host_memory);
     const std::vector<size_t> per_rank = learn_calls > 0 ? std::vector<size_t>{} : quick ? std::vector<size_t>{1000, 300001} : std::vector<size_t>{1, 1000, 300001};
     for (size_t c : per_rank)
         for (bool ip : {false, true}) {

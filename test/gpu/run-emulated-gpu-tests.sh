@@ -143,18 +143,23 @@ read_stats "$log" staged_calls 1
 # host memory.
 run 2 NEXAR_THRESHOLD_BYTES=auto
 every_rank staged_calls
-# Nonblocking device calls are not nexar's yet: they go to the MPI, staged
-# for it on the device ranks, small (passed through) and large (agreed,
-# then fallen back) alike.
+# Nonblocking device calls from 4 KiB take nexar's staged device ring (over
+# UCX: the blocking ones here go through IPC, with no UCX bytes), one at a
+# time per communicator: a second one in flight goes to the MPI, as the
+# small ones do, staged for it on the device ranks.
 run 2 NEXAR_THRESHOLD_BYTES=auto -- --nonblocking
+every_rank ucx_bytes
 every_rank staged_calls
 every_rank fallback_calls
 run 2 NEXAR_THRESHOLD_BYTES=auto -- --mixed --nonblocking
 read_stats "$log" staged_calls 0
 [ "${values[0]}" -gt 0 ] || fail "rank 0 (device buffers) staged no nonblocking call for the MPI"
-# Persistent calls nexar does not run cannot be the MPI's own there: each
-# start posts the MPI's nonblocking call, staged on the device ranks.
+# Persistent device calls likewise take the device ring at each start; those
+# nexar does not run (the small ones) cannot be the MPI's own persistent
+# call there: each start posts the MPI's nonblocking call, staged on the
+# device ranks.
 run 2 NEXAR_THRESHOLD_BYTES=auto -- --persistent
+every_rank ucx_bytes
 every_rank staged_calls
 # They are learnt as host buffers are: the first agreement that finds every
 # rank's buffers on the device moves its size to the device's class, whose
