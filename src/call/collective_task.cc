@@ -123,7 +123,12 @@ void CollectiveTask::place_ring_buffers() {
     if (call_.kind == Collective::reduce_scatter && !in_place_ && usable) {
         // 2 ranks: no partial sums, only the own block, which lands in recvbuf.
         own_chunk_out_ = static_cast<char*>(call_.recvbuf);
-        if (size_ > 2 && bytes_ > 0) {
+        // The context's GPU work memory may be regrown by a later call
+        // while a persistent one keeps pointing into it: a nonblocking
+        // call of device buffers has none of its own yet.
+        if (size_ > 2 && bytes_ > 0 && nonblocking_ && where_.device()) {
+            refusal_ = "a nonblocking reduce-scatter of device buffers at 3 ranks or more (no GPU work memory of its own yet)";
+        } else if (size_ > 2 && bytes_ > 0) {
             ring_recv_ = where_.device()
                              ? ctx_->device_buffers(rt_.device_api()).device_work(where_.device_id, bytes_, &error_)
                          : nonblocking_ ? own_work_.get(bytes_)

@@ -15,8 +15,8 @@
 // GPU (test/gpu/run-emulated-gpu-tests.sh), and a device buffer that
 // reaches the MPI (which does not know the emulated GPU) fails the test
 // (test/gpu/mpi_device_trap.h).  --quick: fewer counts.  --nonblocking:
-// the allreduces as MPI_Iallreduce + MPI_Wait; --persistent: as persistent
-// allreduces, each started twice.
+// every call as its nonblocking form + MPI_Wait; --persistent: the
+// allreduces as persistent ones, each started twice.
 // With --vmm, device memory comes from the CUDA virtual-memory API
 // (cuMemCreate with a POSIX file descriptor handle type, then
 // cuMemAddressReserve, cuMemMap and cuMemSetAccess: how PyTorch's expandable
@@ -64,7 +64,7 @@ namespace {
 
 cudart_t rt;
 int g_rank = 0, g_failures = 0;
-bool g_nonblocking = false;  // --nonblocking: the allreduces as MPI_Iallreduce + MPI_Wait
+bool g_nonblocking = false;  // --nonblocking: every call as its nonblocking form + MPI_Wait
 bool g_persistent = false;   // --persistent: as a persistent allreduce, started twice
 
 // The emulated GPU's memory is host memory the plugin remembers: plain
@@ -387,10 +387,14 @@ void run_halves(const char* name, MPI_Datatype dt, int op, size_t per_rank, bool
         void* s = alloc(total * sizeof(T), host_memory);
         void* r = alloc(total * sizeof(T), host_memory);
         rt.Memcpy(in_place ? r : s, in.data(), total * sizeof(T), 4);
-        int rc = varying ? MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : s, r, counts.data(), dt, mpi_op(op),
-                                              MPI_COMM_WORLD)
-                         : MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : s, r, int(per_rank), dt, mpi_op(op),
-                                                    MPI_COMM_WORLD);
+        MPI_Request req = MPI_REQUEST_NULL;
+        MPI_Request* nb = g_nonblocking ? &req : nullptr;  // --nonblocking: MPI_I* + MPI_Wait
+        const auto wait = [&](int started) { return nb && started == MPI_SUCCESS ? MPI_Wait(nb, MPI_STATUS_IGNORE) : started; };
+        const void* sb = in_place ? MPI_IN_PLACE : s;
+        int rc = varying ? wait(nb ? MPI_Ireduce_scatter(sb, r, counts.data(), dt, mpi_op(op), MPI_COMM_WORLD, nb)
+                                   : MPI_Reduce_scatter(sb, r, counts.data(), dt, mpi_op(op), MPI_COMM_WORLD))
+                         : wait(nb ? MPI_Ireduce_scatter_block(sb, r, int(per_rank), dt, mpi_op(op), MPI_COMM_WORLD, nb)
+                                   : MPI_Reduce_scatter_block(sb, r, int(per_rank), dt, mpi_op(op), MPI_COMM_WORLD));
         got.resize(mine);
         rt.Memcpy(got.data(), r, mine * sizeof(T), 4);
         report(varying ? "MPI_Reduce_scatter" : "MPI_Reduce_scatter_block", name, op, per_rank, in_place,
@@ -403,7 +407,8 @@ void run_halves(const char* name, MPI_Datatype dt, int op, size_t per_rank, bool
             const std::vector<T> zeros(total);
             rt.Memcpy(r, zeros.data(), total * sizeof(T), 4);
             rt.Memcpy(in_place ? static_cast<char*>(r) + at * sizeof(T) : s, all.data() + at, mine * sizeof(T), 4);
-            rc = MPI_Allgather(in_place ? MPI_IN_PLACE : s, int(per_rank), dt, r, int(per_rank), dt, MPI_COMM_WORLD);
+            rc = wait(nb ? MPI_Iallgather(sb, int(per_rank), dt, r, int(per_rank), dt, MPI_COMM_WORLD, nb)
+                         : MPI_Allgather(sb, int(per_rank), dt, r, int(per_rank), dt, MPI_COMM_WORLD));
             got.resize(total);
             rt.Memcpy(got.data(), r, total * sizeof(T), 4);
             report("MPI_Allgather", name, op, per_rank, in_place, host_memory, rc, got, all);

@@ -81,6 +81,22 @@ TRAP_EXPORT int PMPI_Iallreduce(const void* s, void* r, int n, MPI_Datatype t, M
     return real(s, r, n, t, op, comm, req);
 }
 
+TRAP_EXPORT int PMPI_Ireduce_scatter_block(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                                           MPI_Request* req) {
+    static auto real = next<int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*)>(
+        "PMPI_Ireduce_scatter_block");
+    check("MPI_Ireduce_scatter_block", s, r);
+    return real(s, r, n, t, op, comm, req);
+}
+
+TRAP_EXPORT int PMPI_Ireduce_scatter(const void* s, void* r, const int n[], MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                                     MPI_Request* req) {
+    static auto real = next<int (*)(const void*, void*, const int[], MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request*)>(
+        "PMPI_Ireduce_scatter");
+    check("MPI_Ireduce_scatter", s, r);
+    return real(s, r, n, t, op, comm, req);
+}
+
 TRAP_EXPORT int PMPI_Iallgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm comm,
                     MPI_Request* req) {
     static auto real = next<int (*)(const void*, int, MPI_Datatype, void*, int, MPI_Datatype, MPI_Comm, MPI_Request*)>(
