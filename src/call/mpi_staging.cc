@@ -4,6 +4,7 @@
 
 #include "memory/device.h"
 #include "memory/device_buffers.h"
+#include "runtime/stats.h"
 
 namespace nexar {
 
@@ -74,6 +75,12 @@ BufferKinds buffer_kinds(const Runtime& rt, const CollectiveCall& c) {
     return k;
 }
 
+bool needs_staging(const Runtime* rt, const CollectiveCall& call, BufferKinds* kinds) {
+    if (!rt || !rt->stages_device_buffers()) return false;
+    *kinds = buffer_kinds(*rt, call);
+    return kinds->any_device();
+}
+
 void* MpiStaging::HostCopy::place(ByteSpan s) {
     span = s;
     if (bytes.size() < s.bytes()) bytes.resize(s.bytes());
@@ -82,6 +89,7 @@ void* MpiStaging::HostCopy::place(ByteSpan s) {
 
 Status MpiStaging::stage_in(Runtime& rt, const CollectiveCall& c, const BufferKinds& kinds, CollectiveCall* staged,
                             std::string* error) {
+    process_stats().staged_calls.fetch_add(1, std::memory_order_relaxed);
     kinds_ = kinds;
     const CallItems n = call_items(c);
     *staged = c;

@@ -26,6 +26,10 @@ struct BufferKinds {
     bool any_device() const { return send == MemoryType::device || recv == MemoryType::device; }
 };
 BufferKinds buffer_kinds(const Runtime& rt, const CollectiveCall& c);
+// Whether this rank must stage its buffers of `call` for the MPI: it has
+// device buffers in the call and the MPI does not know CUDA
+// (Runtime::stages_device_buffers).  Sets *kinds where it looked.
+bool needs_staging(const Runtime* rt, const CollectiveCall& call, BufferKinds* kinds);
 
 // The bytes `count` items of a type span from the buffer's address:
 // [lo, hi), the holes of a derived type included.
@@ -38,7 +42,7 @@ struct ByteSpan {
 class MpiStaging {
 public:
     // Copies what the call reads from its device buffers (`kinds`) to host
-    // memory (with the holes of a derived type, so that copying back leaves
+    // memory (counted in staged_calls) (with the holes of a derived type, so that copying back leaves
     // them as they were), and sets *staged to the same call on that memory.
     Status stage_in(Runtime& rt, const CollectiveCall& call, const BufferKinds& kinds, CollectiveCall* staged,
                     std::string* error);

@@ -256,28 +256,19 @@ Engine& engine() {
     return *e;
 }
 
-// This rank needs its device buffers staged for the MPI's call.
-bool needs_staging(const CollectiveCall& call, BufferKinds* kinds) {
-    const Runtime* rt = Runtime::get();
-    if (!rt || !rt->stages_device_buffers()) return false;
-    *kinds = buffer_kinds(*rt, call);
-    return kinds->any_device();
-}
-
 // The call's PMPI_I* as c's inner request: the MPI's path, safe for every
 // memory kind (call/pass_through.h): this rank's device buffers go through
 // host memory where the MPI does not know CUDA (finish_inner copies the
 // result back).
 void post_inner(NonblockingCall& c, const CollectiveCall& call) {
     BufferKinds kinds;
-    c.staged = needs_staging(call, &kinds);
+    c.staged = needs_staging(Runtime::get(), call, &kinds);
     if (!c.staged) {
         c.result = post_pmpi_nonblocking(call, &c.inner);
     } else {
         if (!c.staging) c.staging.reset(new MpiStaging);
         CollectiveCall staged;
         std::string error;
-        process_stats().staged_calls.fetch_add(1, std::memory_order_relaxed);
         if (ok(c.staging->stage_in(*Runtime::get(), call, kinds, &staged, &error))) {
             c.result = post_pmpi_nonblocking(staged, &c.inner);
         } else {
@@ -657,7 +648,7 @@ namespace {
 // now, in the application's order, on the application's communicator.
 int pass_through_or_staged(Runtime* rt, const CollectiveCall& given, MPI_Request* request) {
     BufferKinds kinds;
-    if (!rt || !rt->config().enable || !request || given.comm == MPI_COMM_NULL || !needs_staging(given, &kinds))
+    if (!rt || !rt->config().enable || !request || given.comm == MPI_COMM_NULL || !needs_staging(rt, given, &kinds))
         return pass_through_nonblocking(given, request);
     process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
     auto call = std::make_shared<NonblockingCall>(*rt, given, true);

@@ -5,7 +5,6 @@
 
 #include "base/log.h"
 #include "call/mpi_staging.h"
-#include "memory/device.h"
 #include "mpi/pmpi.h"
 #include "reduce/mpi_types.h"
 #include "runtime/stats.h"
@@ -65,11 +64,9 @@ int staged_for_mpi(Runtime& rt, const CollectiveCall& c, const BufferKinds& kind
 }  // namespace
 
 int mpi_path(Runtime* rt, const CollectiveCall& c, std::atomic<uint64_t>& counter) {
-    if (!rt || !rt->stages_device_buffers()) return pass_through(c, counter);
-    const BufferKinds kinds = buffer_kinds(*rt, c);
-    if (!kinds.any_device()) return pass_through(c, counter);
+    BufferKinds kinds;
+    if (!needs_staging(rt, c, &kinds)) return pass_through(c, counter);
     counter.fetch_add(1, std::memory_order_relaxed);
-    process_stats().staged_calls.fetch_add(1, std::memory_order_relaxed);
     return staged_for_mpi(*rt, c, kinds);
 }
 
