@@ -200,15 +200,15 @@ check_fault_report() {
     [ "$took" -le 60 ] || fail "$mode: the job took $took s to end"
 }
 
-# check_ipc_fault FILE FAULT TIMEOUT_S TOOK WHAT: after a run of
-# allreduce_cuda_check --emulated-gpu --fault ipc-FAULT, no process of it
-# stays (a stopped rank that the launcher did not take down, as Open MPI
-# 5's PRRTE may leave, would outlive the test), rank 0's report passes
+# check_device_fault FILE MODE TIMEOUT_S TOOK WHAT: after a run of
+# allreduce_cuda_check --emulated-gpu --fault MODE, no process of it stays
+# (a stopped rank that the launcher did not take down, as Open MPI 5's
+# PRRTE may leave, would outlive the test), rank 0's report passes
 # check_fault_report, and the error came from WHAT ("an IPC allreduce").
-check_ipc_fault() {
-    local file=$1 fault=$2 timeout_s=$3 took=$4 what=$5
-    pkill -KILL -f -- "allreduce_cuda_check --emulated-gpu --fault ipc-$fault" 2>/dev/null
+check_device_fault() {
+    local file=$1 mode=$2 timeout_s=$3 took=$4 what=$5
+    pkill -KILL -f -- "allreduce_cuda_check --emulated-gpu --fault $mode" 2>/dev/null
     grep -a "fault_check\|$what" "$file" | head -n 3
-    check_fault_report "$file" "ipc-$fault" "$timeout_s" "$took"
-    grep -aq "$what" "$file" || fail "ipc-$fault: the error did not come from $what"
+    check_fault_report "$file" "$mode" "$timeout_s" "$took"
+    grep -aq "$what" "$file" || fail "$mode: the error did not come from $what"
 }

@@ -227,31 +227,37 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
         // memory says so in the agreement, as a blocking call's does.
         if (nonblocking && ctx.nonblocking_calls.load() > 0)
             p.scratch_pending = true;
-        else if (!ok(reserve_scratch(ctx, p, opt.depth)))
+        else if (!ok(reserve_scratch(rt, ctx, p, opt.depth)))
             return p.why = "no memory for ring scratch", p;
         p.ready = true;
         return p;
     }
-    // The context's GPU scratch serves one ring at a time: a nonblocking
-    // call of device buffers takes it where no call is in flight (every
-    // later one waits for it, a blocking one drains it first).
-    if (nonblocking && ctx.nonblocking_calls.load() > 0)
-        return p.why = "a nonblocking call of device buffers with another call in flight on the communicator", p;
     if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
-    std::string error;
-    // Request records only: device paths keep their slots in DeviceBuffers.
-    DeviceBuffers& dev = ctx.device_buffers(rt.device_api());
-    if (!ok(ctx.scratch().reserve(0, opt.depth)) ||
-        !ok(dev.reserve(p.device_id, slot, opt.depth, p.mode == DeviceEngine::Mode::staged, &error)) ||
-        (rt.config().gpu_profile && !ok(dev.reserve_timers(opt.depth, &error)))) {
-        NEXAR_WARN("%s; this call passes through to MPI", error.c_str());
+    // Device paths keep their slots in the context's DeviceBuffers, which
+    // serve one ring at a time, as the host scratch does: with calls in
+    // flight, reserved at the ring's turn.
+    p.scratch_slot = slot;
+    if (nonblocking && ctx.nonblocking_calls.load() > 0)
+        p.scratch_pending = true;
+    else if (!ok(reserve_scratch(rt, ctx, p, opt.depth)))
         return p.why = "no memory for GPU scratch", p;
-    }
     p.ready = true;
     return p;
 }
 
-Status reserve_scratch(CommContext& ctx, const LocalPlan& p, uint32_t depth) {
+Status reserve_scratch(Runtime& rt, CommContext& ctx, const LocalPlan& p, uint32_t depth) {
+    if (p.device()) {
+        // The ring's request records in host scratch; its slots on the GPU
+        // (and pinned host slots for the staged path).
+        std::string error;
+        DeviceBuffers& dev = ctx.device_buffers(rt.device_api());
+        if (ok(ctx.scratch().reserve(0, depth)) &&
+            ok(dev.reserve(p.device_id, p.scratch_slot, depth, p.mode == DeviceEngine::Mode::staged, &error)) &&
+            (!rt.config().gpu_profile || ok(dev.reserve_timers(depth, &error))))
+            return Status::ok;
+        NEXAR_WARN("no memory for the ring's GPU scratch: %s", error.c_str());
+        return Status::no_memory;
+    }
     Status s = ctx.scratch().reserve(p.scratch_slot, depth);
     if (!ok(s))
         NEXAR_WARN("no memory for %s of ring scratch (NEXAR_SEGMENT_BYTES x NEXAR_PIPELINE_DEPTH)",

@@ -56,7 +56,7 @@ struct LocalPlan {
     bool shm = false;      // host buffers: this rank's shared-memory hops can take the call
     bool hier = false;     // host buffers: the hierarchical allreduce can take it here
     size_t segment = 0;    // the segment size it wants for a ring on UCX (its slots hold one)
-    size_t scratch_slot = 0;       // host buffers: the slot bytes the ring's scratch needs
+    size_t scratch_slot = 0;       // the slot bytes the ring's scratch needs
     bool scratch_pending = false;  // ...reserved later, when the call's ring starts (reserve_scratch)
     const char* why = "";  // when not ready
     // Device or managed memory: a device engine moves it.
@@ -108,14 +108,14 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx, Collective ki
 
 // What this rank can do with the call (see call_plan.cc).  nonblocking:
 // planned while other calls of the context may be in flight (their rings
-// hold its scratch and endpoints): the scratch is reserved later, at the
-// ring's start (reserve_scratch, plan.scratch_pending), where that
-// allocates nothing; device buffers are refused.
+// hold its scratch and endpoints): the scratch, host or GPU, is reserved
+// later, at the ring's start (reserve_scratch, plan.scratch_pending).
 LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const LocalPlan& where, const void* ring_src,
                        void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz, const RingOptions& opt,
                        const char* refusal, bool nonblocking = false);
-// The host ring's scratch that `plan` needs, on the context.
-Status reserve_scratch(CommContext& ctx, const LocalPlan& plan, uint32_t depth);
+// The ring's scratch that `plan` needs, on the context: host slots, or for
+// device buffers the GPU's (DeviceBuffers).
+Status reserve_scratch(Runtime& rt, CommContext& ctx, const LocalPlan& plan, uint32_t depth);
 
 // Copies between any two of the call's memories (host, device, managed).
 Status copy_bytes(Runtime& rt, CommContext& ctx, const LocalPlan& where, void* dst, const void* src, size_t bytes,

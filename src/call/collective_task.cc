@@ -123,11 +123,11 @@ void CollectiveTask::place_ring_buffers() {
     if (call_.kind == Collective::reduce_scatter && !in_place_ && usable) {
         // 2 ranks: no partial sums, only the own block, which lands in recvbuf.
         own_chunk_out_ = static_cast<char*>(call_.recvbuf);
-        // The context's GPU work memory may be regrown by a later call
-        // while a persistent one keeps pointing into it: a nonblocking
-        // call of device buffers has none of its own yet.
-        if (size_ > 2 && bytes_ > 0 && nonblocking_ && where_.device()) {
-            refusal_ = "a nonblocking reduce-scatter of device buffers at 3 ranks or more (no GPU work memory of its own yet)";
+        // (A nonblocking call's GPU work memory: take_work_memory, at its
+        // turn; here only where no call is in flight, so that a rank short
+        // of it says so in the agreement.)
+        if (size_ > 2 && bytes_ > 0 && work_memory_at_turn() && ctx_->nonblocking_calls.load() > 0) {
+            ring_recv_ = nullptr;
         } else if (size_ > 2 && bytes_ > 0) {
             ring_recv_ = where_.device()
                              ? ctx_->device_buffers(rt_.device_api()).device_work(where_.device_id, bytes_, &error_)
@@ -199,8 +199,12 @@ void CollectiveTask::release_ipc_exports() {
 int64_t CollectiveTask::ipc_possible() {
     ipc_why_ = "";
     release_ipc_exports();  // a plan made again (after a reconnect) exports again
-    if (cfg_.cuda_ipc == CudaIpc::off || nonblocking_ || !plan_.ready || !plan_.device()) return 0;
+    if (cfg_.cuda_ipc == CudaIpc::off || !plan_.ready || !plan_.device()) return 0;
     if (ctx_->ipc_unavailable()) return ipc_why_ = "IPC could not be set up on this communicator", 0;
+    // Setting IPC up waits for every rank: a nonblocking call takes what a
+    // blocking or persistent call of device buffers set up before it.
+    if (nonblocking_ && !persistent_ && !ctx_->ipc())
+        return ipc_why_ = "a nonblocking call takes IPC once a blocking or persistent call of device buffers set it up", 0;
     const bool one_node = ctx_->topology().nodes() == 1;
     if (call_.kind == Collective::allreduce && !one_node &&
         (!ctx_->hier_ready() || cfg_.algorithm == Algorithm::ring))
@@ -210,7 +214,8 @@ int64_t CollectiveTask::ipc_possible() {
     // In place, a reduce-scatter's result goes where peers read their
     // blocks: it waits in device scratch until they are done.
     ipc_scratch_ = nullptr;
-    if (call_.kind == Collective::reduce_scatter && in_place_ && bytes_ > 0) {
+    if (call_.kind == Collective::reduce_scatter && in_place_ && bytes_ > 0 &&
+        !(work_memory_at_turn() && ctx_->nonblocking_calls.load() > 0)) {
         std::string why;
         ipc_scratch_ = ctx_->device_buffers(rt_.device_api()).device_work(plan_.device_id, bytes_, &why);
         if (!ipc_scratch_) return ipc_why_ = "no device memory for an in-place reduce-scatter's result", 0;
@@ -248,6 +253,24 @@ int64_t CollectiveTask::ipc_possible() {
                    "take the device ring without IPC",
                    ctx_->id(), send_ok ? "receive" : "send", api->last_error());
     return 0;
+}
+
+void CollectiveTask::set_up_agreed_ipc() {
+    if (agreement_.ipc && !ctx_->ipc() && !ctx_->ipc_unavailable()) set_up_ipc();
+}
+
+// Where its ring's turn has come: no other ring of the context runs, and
+// a blocking call that regrew the memory since the plan is over.
+Status CollectiveTask::take_work_memory() {
+    if (!work_memory_at_turn() || call_.kind != Collective::reduce_scatter || bytes_ == 0) return Status::ok;
+    DeviceBuffers& dev = ctx_->device_buffers(rt_.device_api());
+    if (ipc_ && in_place_) {
+        ipc_scratch_ = dev.device_work(plan_.device_id, bytes_, &error_);
+        return ipc_scratch_ ? Status::ok : Status::no_memory;
+    }
+    if (ipc_ || in_place_ || size_ <= 2) return Status::ok;
+    ring_recv_ = dev.device_work(plan_.device_id, bytes_, &error_);
+    return ring_recv_ ? Status::ok : Status::no_memory;
 }
 
 // Collective: every rank agreed on IPC for this call, and none had tried
@@ -302,8 +325,9 @@ TaskStep CollectiveTask::plan() {
     lay_out_blocks();
     in_place_ = call_.sendbuf == MPI_IN_PLACE;
     check_own_buffers();
-    // Device work selects the buffers' GPU.
-    if (!nonblocking_) device_guard_.emplace(rt_.device_possible() ? rt_.device_api() : nullptr);
+    // Device work selects the buffers' GPU (a nonblocking call's planning
+    // too: end_planning gives the caller's back).
+    device_guard_.emplace(rt_.device_possible() ? rt_.device_api() : nullptr);
     where_ = classify_buffers(rt_, src_, call_.recvbuf);
     place_ring_buffers();
     plan_here();
@@ -409,7 +433,7 @@ TaskStep CollectiveTask::start_run() {
     // Device buffers of one node, every rank able: GPU to GPU through IPC.
     // Across nodes, the hierarchical allreduce with its node phases there.
     if (agreement_.ipc) {
-        if (!ctx_->ipc() && !ctx_->ipc_unavailable()) set_up_ipc();
+        if (!nonblocking_) set_up_agreed_ipc();
         // Every rank knows whether any buffer is exported as a descriptor
         // (the agreement), and the context whether they reach the peers.
         ipc_ = ctx_->ipc() && (agreement_.ipc == kIpcPlain || ctx_->ipc()->fd_handles());
@@ -418,6 +442,7 @@ TaskStep CollectiveTask::start_run() {
                                    : "setting IPC up failed";
         if (ipc_) {
             opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the rings across nodes'
+            if (!ok(take_work_memory())) return result_ = finish_ring(Status::no_memory), TaskStep::done;
             run_ = build_run();
             return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
         }
@@ -444,10 +469,11 @@ TaskStep CollectiveTask::start_run() {
     hierarchical_ = allreduce && agreement_.shm && agreement_.hier && wants_hierarchical(cfg_, *ctx_, bytes_);
     // Every rank's slots hold a segment of the size it proposed, so the least.
     opt_.segment_bytes = size_t(agreement_.ucx_segment);
-    if (plan_.scratch_pending && !ok(reserve_scratch(*ctx_, plan_, opt_.depth))) {
+    if (plan_.scratch_pending && !ok(reserve_scratch(rt_, *ctx_, plan_, opt_.depth))) {
         error_ = "no memory for the ring's scratch";
         return result_ = finish_ring(Status::no_memory), TaskStep::done;
     }
+    if (!ok(take_work_memory())) return result_ = finish_ring(Status::no_memory), TaskStep::done;
     if (plan_.device() && plan_.mode == DeviceEngine::Mode::direct) {
         Status w = ctx_->device_buffers(rt_.device_api()).wait_for_application(&error_);
         if (!ok(w)) return result_ = finish_ring(w), TaskStep::done;

@@ -64,12 +64,22 @@ public:
     const CollectiveCall& call() const { return call_; }
     // Step 1.  agree, pass_through, fall_back or done.
     TaskStep plan();
-    // A nonblocking task holds the context's call mutex from plan() until
-    // this (the engine calls it once the call counts as in flight).
-    void end_planning() { in_call_ = std::unique_lock<std::mutex>(); }
-    // A persistent call's rings start with no agreement before them: they
-    // wait for peers that start later (RingOptions::patient_start).
-    void make_persistent() { opt_.patient_start = true; }
+    // A nonblocking task holds the context's call mutex, and the caller's
+    // current GPU, from plan() until this (the engine calls it once the call
+    // counts as in flight; its later steps run on other threads too).
+    void end_planning() {
+        in_call_ = std::unique_lock<std::mutex>();
+        device_guard_.reset();
+    }
+    // A persistent call (before plan()): its rings start with no agreement
+    // before them, so they wait for peers that start later
+    // (RingOptions::patient_start); its initialization may set IPC up.
+    void make_persistent() { persistent_ = true, opt_.patient_start = true; }
+    // Collective, after agreed() said run: where every rank agreed on IPC
+    // and the context has none yet, sets it up (a blocking call at its
+    // ring's start; a persistent one at its initialization: a nonblocking
+    // call's steps cannot wait for the other ranks).
+    void set_up_agreed_ipc();
     // This rank's part of the agreement, to be reduced in place.
     CallAgreement& agreement() { return agreement_; }
     static constexpr int agreement_fields() { return kCallAgreementFields; }
@@ -116,6 +126,11 @@ private:
     void place_ring_buffers();
     void plan_here();
     int64_t ipc_possible();
+    // A nonblocking call of device buffers takes the context's GPU work
+    // memory at its ring's turn (another call's ring may use it, or a
+    // blocking call regrow it, before then).
+    bool work_memory_at_turn() const { return nonblocking_ && where_.device(); }
+    Status take_work_memory();
     // What exporting the buffers holds (a descriptor: memory/device_api.h),
     // given back once the call is over (its peers opened them during it).
     void release_ipc_exports();
@@ -135,6 +150,7 @@ private:
     const Config& cfg_;
     CollectiveCall call_;
     const bool nonblocking_;
+    bool persistent_ = false;
     // MPI_IN_PLACE as the caller passed it: MPI has every rank pass it alike
     // (own_block_as_in_place is one rank's own finding).
     const bool asked_in_place_;
@@ -189,8 +205,8 @@ private:
     std::optional<IpcRun> ipc_run_;
     std::optional<IpcHierarchicalRun> ipc_hier_run_;
     nexar_ipc_memory src_ipc_{}, recv_ipc_{};  // the buffers as ipc_possible() exported them
-    const char* ipc_why_ = "";
-    char* ipc_scratch_ = nullptr;  // an in-place reduce-scatter's result, until it goes into place                  // why this rank's call cannot take IPC ("": it can, or not a device call)
+    const char* ipc_why_ = "";  // why this rank's call cannot take IPC ("": it can, or not a device call)
+    char* ipc_scratch_ = nullptr;  // an in-place reduce-scatter's result, until it goes into place
     RingCallRun* run_ = nullptr;
 };
 

@@ -114,7 +114,8 @@ struct NonblockingCall {
     // know CUDA), copied back when it completes.
     std::unique_ptr<MpiStaging> staging;  // (a persistent call keeps it from start to start)
     bool staged = false;                  // the inner call in flight is on it
-    bool device = false;                  // its ring runs on device buffers (GPU work in its steps)
+    bool device = false;                  // its ring runs on device buffers (GPU work in its steps)...
+    int device_id = 0;                    // ...on this GPU, selected before each of its steps
     MPI_Request request = MPI_REQUEST_NULL;  // the application's (generalized)
     Status run_status = Status::ok;
     int result = MPI_SUCCESS;
@@ -473,9 +474,14 @@ bool Engine::progress(bool may_call_mpi, bool wait_for_lock) {
         lock.lock();
     else if (!lock.try_lock())
         return false;  // another thread is at it
+    // A device call's steps run on its buffers' GPU, which need not be
+    // this thread's current one (nexar's own thread starts on GPU 0; a
+    // rank of a node with a GPU per rank uses its own): selected before
+    // each step, and the thread's own given back after the round.
     std::optional<CurrentDeviceGuard> keep_device;
+    const nexar_device_api* api = nullptr;
     if (device_calls_.load(std::memory_order_relaxed) > 0)
-        if (const Runtime* rt = Runtime::get()) keep_device.emplace(rt->device_api());
+        if (const Runtime* rt = Runtime::get()) keep_device.emplace(api = rt->device_api());
     // Per context: whether an earlier call is undecided, or not finished.
     // Kept on the stack for the usual few contexts (this runs in every
     // round of every wait); more spill into a vector.
@@ -497,6 +503,7 @@ bool Engine::progress(bool may_call_mpi, bool wait_for_lock) {
     bool moved = false;
     for (const CallPtr& c : calls_) {
         Seen& seen = seen_of(c->ctx);
+        if (c->device && api) api->set_device(c->device_id);
         moved |= step(*c, seen.undecided, seen.busy, may_call_mpi);
         seen.undecided |= c->stage == Stage::agreeing;
         // A later ring waits only for earlier calls that (may) run a ring on
@@ -693,6 +700,7 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
     }
     c.ctx = c.task.context();
     c.device = c.task.buffers().device();
+    c.device_id = c.task.buffers().device_id;
     // In flight from here: the runtime keeps its context's inboxes.
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
     c.task.end_planning();
@@ -767,15 +775,18 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     const bool mpi_each_start = rt->device_possible() && !rt->mpi_cuda_aware();
     auto call = std::make_shared<NonblockingCall>(*rt, given, mpi_each_start);
     NonblockingCall& c = *call;
+    c.task.make_persistent();
     // Initialization is collective (and may wait): the plan and the
     // agreement are made here, once, as a blocking call's; the context is
-    // set up here if the communicator has none yet.
+    // set up here if the communicator has none yet, and its IPC where every
+    // rank's buffers can take it.
     TaskStep step = c.task.plan();
     if (step == TaskStep::agree) {
         pmpi::allreduce(MPI_IN_PLACE, &c.task.agreement(), c.task.agreement_fields(), MPI_INT64_T, MPI_MIN,
                         c.task.call().comm);
         step = c.task.agreed();
     }
+    if (step == TaskStep::run) c.task.set_up_agreed_ipc();
     if (step == TaskStep::done) return raise_mpi_error(given.comm, c.task.result());
     if (step != TaskStep::run && !mpi_each_start) return mpi_own();  // every rank alike: the MPI's own persistent collective
     const int tag = take_carrier_tag();
@@ -788,11 +799,11 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     c.persistent = true;
     c.mpi_each_start = step != TaskStep::run;
     c.device = !c.mpi_each_start && c.task.buffers().device();
+    c.device_id = c.task.buffers().device_id;
     c.carrier_tag = tag;
     c.request = *request;
     if (c.ctx) c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);  // its inboxes stay while it lives
     c.task.end_planning();
-    if (!c.mpi_each_start) c.task.make_persistent();
     PersistentRegistry& reg = persistent_registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
     reg.calls[*request] = call;

@@ -203,7 +203,7 @@ node_faults() {
         crun --ppn 2 --keep-going -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" -x NEXAR_TIMEOUT_S=$timeout_s \
             -x NEXAR_EMULATED_GPU_FAULT=$fault -x NEXAR_EMULATED_GPU_FAULT_RANK=1 "$gpu_prog" --emulated-gpu \
             --fault "ipc-$fault"
-        check_ipc_fault "$log" "$fault" "$timeout_s" $(($(date +%s) - start)) "an IPC reduce-scatter"
+        check_device_fault "$log" "ipc-$fault" "$timeout_s" $(($(date +%s) - start)) "an IPC reduce-scatter"
     done
     algorithm=ring
 }

@@ -15,8 +15,10 @@
 // GPU (test/gpu/run-emulated-gpu-tests.sh), and a device buffer that
 // reaches the MPI (which does not know the emulated GPU) fails the test
 // (test/gpu/mpi_device_trap.h).  --quick: fewer counts.  --nonblocking:
-// every call as its nonblocking form + MPI_Wait; --persistent: the
-// allreduces as persistent ones, each started twice.
+// every call as its nonblocking form, completed after some computation by
+// each completion call in turn; --persistent: the allreduces as persistent
+// ones, each started twice.  --ipc-first: a blocking allreduce before them
+// (it sets IPC up, which nonblocking calls then take).
 // With --vmm, device memory comes from the CUDA virtual-memory API
 // (cuMemCreate with a POSIX file descriptor handle type, then
 // cuMemAddressReserve, cuMemMap and cuMemSetAccess: how PyTorch's expandable
@@ -26,8 +28,10 @@
 // calls only where they can.  With --emulated-gpu, --vmm takes the
 // emulated GPU's memory that exports as a descriptor.  --vmm-rank R: only
 // rank R's buffers are such memory.
-// --fault NAME: one allreduce of device buffers under MPI_ERRORS_RETURN,
-// during which rank 1 dies or stops (the emulated GPU's fault hook; with
+// --fault NAME: one allreduce of device buffers under MPI_ERRORS_RETURN
+// (with --nonblocking or --persistent in that form: rank 0 then reports its
+// completion call's error), during which rank 1 dies or stops (the
+// emulated GPU's fault hook; with
 // ipc-require, two calls that NEXAR_CUDA_IPC=require refuses, the second's
 // class reported, and the job ends normally); rank 0
 // reports "fault_check NAME: rank 0 got class C after T s (called at T0,
@@ -41,6 +45,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -70,8 +75,13 @@ bool g_persistent = false;   // --persistent: as a persistent allreduce, started
 // The emulated GPU's memory is host memory the plugin remembers: plain
 // copies reach it, and nexar has waited for its own work before returning.
 const nexar_device_api* g_emulated = nullptr;
-int emulated_count(int* n) { return *n = 1, 0; }
-int emulated_set(int) { return 0; }
+// NEXAR_EMULATED_GPU_DEVICES GPUs (test/unit/fake_device.cc): rank r takes
+// GPU r % n, as on a node with one GPU per rank.
+int emulated_count(int* n) {
+    const char* v = getenv("NEXAR_EMULATED_GPU_DEVICES");
+    return *n = v && atoi(v) > 0 ? atoi(v) : 1, 0;
+}
+int emulated_set(int device) { return g_emulated->set_device(device); }
 int emulated_malloc(void** p, size_t bytes) { return g_emulated->alloc_device(p, bytes); }
 int emulated_free(void* p) { return g_emulated->free_device(p), 0; }
 // --vmm on the emulated GPU: memory that exports as a descriptor.
@@ -239,6 +249,29 @@ long value(int rank, size_t i, int op) {
 long combine(long a, long b, int op) { return op == 0 ? a + b : op == 1 ? a * b : op == 2 ? (b < a ? b : a) : (b > a ? b : a); }
 MPI_Op mpi_op(int op) { return op == 0 ? MPI_SUM : op == 1 ? MPI_PROD : op == 2 ? MPI_MIN : MPI_MAX; }
 
+// A nonblocking or persistent call's completion, as applications write it:
+// first some computation (a sleep, so that on a small machine nexar's
+// progress thread gets the core and moves the call, on its own current
+// GPU), then each completion call in turn, so that every one of them meets
+// nexar's requests over the run.
+int complete(MPI_Request* req) {
+    static unsigned turn = 0;
+    usleep(200);
+    int rc = MPI_SUCCESS, done = 0, index = 0, outcount = 0, indices[1];
+    switch (turn++ % 8) {
+        case 0: return MPI_Wait(req, MPI_STATUS_IGNORE);
+        case 1: while (rc == MPI_SUCCESS && !done) rc = MPI_Test(req, &done, MPI_STATUS_IGNORE); return rc;
+        case 2: return MPI_Waitall(1, req, MPI_STATUSES_IGNORE);
+        case 3: return MPI_Waitany(1, req, &index, MPI_STATUS_IGNORE);
+        case 4: return MPI_Waitsome(1, req, &outcount, indices, MPI_STATUSES_IGNORE);
+        case 5: while (rc == MPI_SUCCESS && !done) rc = MPI_Testall(1, req, &done, MPI_STATUSES_IGNORE); return rc;
+        case 6: while (rc == MPI_SUCCESS && !done) rc = MPI_Testany(1, req, &index, &done, MPI_STATUS_IGNORE); return rc;
+        default:
+            while (rc == MPI_SUCCESS && outcount == 0) rc = MPI_Testsome(1, req, &outcount, indices, MPI_STATUSES_IGNORE);
+            return rc;
+    }
+}
+
 template <class T>
 void encode(long v, T* out, int kind) {  // kind: 0 native, 1 half, 2 bfloat16
     if (kind == 0) *out = T(v);
@@ -275,7 +308,7 @@ void run(const char* name, MPI_Datatype dt, int kind, int op, size_t count, bool
         for (int start = 0; start < 2 && rc == MPI_SUCCESS; ++start) {
             rt.Memcpy(in_place ? r : s, in.data(), bytes, 4);  // the input again
             rc = MPI_Start(&req);
-            if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS) rc = complete(&req);
         }
         if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
 #else
@@ -285,7 +318,7 @@ void run(const char* name, MPI_Datatype dt, int kind, int op, size_t count, bool
     } else if (g_nonblocking) {
         MPI_Request req = MPI_REQUEST_NULL;
         rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : s, r, int(count), dt, mpi_op(op), MPI_COMM_WORLD, &req);
-        if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS) rc = complete(&req);
     } else {
         rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : s, r, int(count), dt, mpi_op(op), MPI_COMM_WORLD);
     }
@@ -328,43 +361,57 @@ void report(const char* what, const char* name, int op, size_t per_rank, bool in
     ++g_failures;
 }
 
-// The ring's two halves on their own: each rank's block is MPI's block r.
-// --nonblocking: two float sums in flight at once, then MPI_Waitall (the
-// second finds the first in flight: nexar runs one device ring at a time
-// per communicator, so the other goes to the MPI).
-void run_two_in_flight(size_t count, bool host_memory) {
+// --nonblocking: four calls of float sums in flight at once, then
+// MPI_Waitall: an allreduce out of place, a reduce-scatter out of place
+// (its partial sums in nexar's GPU work memory at 3 ranks or more), an
+// allgather and an allreduce in place.  Each later one finds the others in
+// flight: it waits for its turn on the communicator's ring and scratch.
+void run_many_in_flight(size_t count, bool host_memory) {
     int size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const size_t bytes = count * sizeof(float);
-    std::vector<float> in[2], want[2], got(count);
-    void *s[2], *r[2];
-    MPI_Request req[2];
-    for (int k = 0; k < 2; ++k) {
-        in[k].resize(count), want[k].resize(count);
+    constexpr int kCalls = 4;
+    const size_t block = count / size_t(size), bytes = count * sizeof(float);
+    std::vector<float> in[kCalls], want[kCalls], got(count);
+    void *s[kCalls], *r[kCalls];
+    MPI_Request req[kCalls];
+    for (int k = 0; k < kCalls; ++k) {
+        in[k].resize(count), want[k].assign(count, 0.0f);
         for (size_t i = 0; i < count; ++i) {
             in[k][i] = float(value(g_rank, i + size_t(k), 0));
             long acc = 0;
             for (int q = 0; q < size; ++q) acc += value(q, i + size_t(k), 0);
             want[k][i] = float(acc);
         }
-        if (host_memory) s[k] = malloc(bytes), r[k] = malloc(bytes);
-        else if (rt.Malloc(&s[k], bytes) != 0 || rt.Malloc(&r[k], bytes) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        s[k] = alloc(bytes, host_memory), r[k] = alloc(bytes, host_memory);
         rt.Memcpy(s[k], in[k].data(), bytes, 4);
-        MPI_Iallreduce(s[k], r[k], int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[k]);
     }
-    const int rc = MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
-    for (int k = 0; k < 2; ++k) {
-        rt.Memcpy(got.data(), r[k], bytes, 4);
-        if (rc != MPI_SUCCESS || memcmp(got.data(), want[k].data(), bytes) != 0) {
-            fprintf(stderr, "FAIL rank %d: two in flight, call %d of %zu floats: %s\n", g_rank, k, count,
+    // The reduce-scatter's result: this rank's block of the sums, at the
+    // start of recvbuf.  The allgather's: every rank's block of its input.
+    std::copy(want[1].begin() + long(block * size_t(g_rank)), want[1].begin() + long(block * size_t(g_rank + 1)),
+              want[1].begin());
+    for (int q = 0; q < size; ++q)
+        for (size_t i = 0; i < block; ++i) want[2][size_t(q) * block + i] = float(value(q, size_t(q) * block + i + 2, 0));
+    rt.Memcpy(r[3], in[3].data(), bytes, 4);
+    MPI_Iallreduce(s[0], r[0], int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[0]);
+    MPI_Ireduce_scatter_block(s[1], r[1], int(block), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[1]);
+    MPI_Iallgather(static_cast<float*>(s[2]) + block * size_t(g_rank), int(block), MPI_FLOAT, r[2], int(block),
+                   MPI_FLOAT, MPI_COMM_WORLD, &req[2]);
+    MPI_Iallreduce(MPI_IN_PLACE, r[3], int(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req[3]);
+    usleep(200);
+    const int rc = MPI_Waitall(kCalls, req, MPI_STATUSES_IGNORE);
+    const size_t checked[kCalls] = {count, block, block * size_t(size), count};
+    for (int k = 0; k < kCalls; ++k) {
+        rt.Memcpy(got.data(), r[k], checked[k] * sizeof(float), 4);
+        if (rc != MPI_SUCCESS || memcmp(got.data(), want[k].data(), checked[k] * sizeof(float)) != 0) {
+            fprintf(stderr, "FAIL rank %d: four calls in flight, call %d of %zu floats: %s\n", g_rank, k, count,
                     rc != MPI_SUCCESS ? "error" : "wrong result");
             ++g_failures;
         }
-        if (host_memory) free(s[k]), free(r[k]);
-        else rt.Free(s[k]), rt.Free(r[k]);
+        release(s[k], host_memory), release(r[k], host_memory);
     }
 }
 
+// The ring's two halves on their own: each rank's block is MPI's block r.
 template <class T>
 void run_halves(const char* name, MPI_Datatype dt, int op, size_t per_rank, bool in_place, bool host_memory) {
     int size;
@@ -389,7 +436,7 @@ void run_halves(const char* name, MPI_Datatype dt, int op, size_t per_rank, bool
         rt.Memcpy(in_place ? r : s, in.data(), total * sizeof(T), 4);
         MPI_Request req = MPI_REQUEST_NULL;
         MPI_Request* nb = g_nonblocking ? &req : nullptr;  // --nonblocking: MPI_I* + MPI_Wait
-        const auto wait = [&](int started) { return nb && started == MPI_SUCCESS ? MPI_Wait(nb, MPI_STATUS_IGNORE) : started; };
+        const auto wait = [&](int started) { return nb && started == MPI_SUCCESS ? complete(nb) : started; };
         const void* sb = in_place ? MPI_IN_PLACE : s;
         int rc = varying ? wait(nb ? MPI_Ireduce_scatter(sb, r, counts.data(), dt, mpi_op(op), MPI_COMM_WORLD, nb)
                                    : MPI_Reduce_scatter(sb, r, counts.data(), dt, mpi_op(op), MPI_COMM_WORLD))
@@ -423,7 +470,7 @@ void run_halves(const char* name, MPI_Datatype dt, int op, size_t per_rank, bool
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    bool mixed = false, expect_ring = true, emulated = false, quick = false, use_vmm = false;
+    bool mixed = false, expect_ring = true, emulated = false, quick = false, use_vmm = false, ipc_first = false;
     int vmm_rank = -1, learn_calls = 0;
     const char* fault = nullptr;
     for (int i = 1; i < argc; ++i) {
@@ -437,6 +484,7 @@ int main(int argc, char** argv) {
         if (std::string(argv[i]) == "--learn" && i + 1 < argc) learn_calls = atoi(argv[++i]);
         g_nonblocking |= std::string(argv[i]) == "--nonblocking";
         g_persistent |= std::string(argv[i]) == "--persistent";
+        ipc_first |= std::string(argv[i]) == "--ipc-first";
     }
     char why[256];
     int have = (emulated ? load_emulated_gpu(why, sizeof why) : cudart_load(&rt, why, sizeof why)) == 0, all = 0;
@@ -489,9 +537,32 @@ int main(int argc, char** argv) {
         void* buf = nullptr;
         if (rt.Malloc(&buf, n * sizeof(float)) != 0) return 2;
         rt.Memcpy(buf, in.data(), n * sizeof(float), 4);
+        // --nonblocking: first a blocking call, with the fault held back,
+        // which sets IPC up (a nonblocking call takes what one set up).
+        if (g_nonblocking) {
+            const char* f = getenv("NEXAR_EMULATED_GPU_FAULT");
+            const std::string held = f ? f : "";
+            unsetenv("NEXAR_EMULATED_GPU_FAULT");
+            MPI_Allreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            if (!held.empty()) setenv("NEXAR_EMULATED_GPU_FAULT", held.c_str(), 1);
+        }
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc = MPI_SUCCESS;
+#ifdef NB_ALLREDUCE_INIT
+        if (g_persistent)
+            rc = NB_ALLREDUCE_INIT(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
+#endif
         const FaultClock called;
         const double t0 = MPI_Wtime();
-        int rc = MPI_Allreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        if (req != MPI_REQUEST_NULL) {  // --persistent: the call started once
+            rc = MPI_Start(&req);
+            if (rc == MPI_SUCCESS) rc = complete(&req);
+        } else if (g_nonblocking) {
+            rc = MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+            if (rc == MPI_SUCCESS) rc = complete(&req);
+        } else if (rc == MPI_SUCCESS) {
+            rc = MPI_Allreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        }
         // A refusal leaves the communicator good: the next call is refused
         // in the same way, not passed through (its class is reported).
         if (std::string(fault) == "ipc-require" && rc != MPI_SUCCESS)
@@ -517,6 +588,15 @@ int main(int argc, char** argv) {
         pause();
     }
     bool host_memory = mixed && g_rank % 2 == 1;
+    // --ipc-first: one blocking allreduce before the rest, which sets up
+    // IPC on the communicator where the ranks can take it (nonblocking
+    // calls take it from then on).
+    if (ipc_first) {
+        const bool was = g_nonblocking, persistent = g_persistent;
+        g_nonblocking = g_persistent = false;
+        run<float>("float", MPI_FLOAT, 0, 0, 65537, false, host_memory);
+        g_nonblocking = was, g_persistent = persistent;
+    }
     // --learn N: N float sums in a row at each of three sizes (4 KiB,
     // 256 KiB, 4 MiB), and nothing else: with NEXAR_THRESHOLD_BYTES=auto the
     // learner's trials of both paths, then its verdict.
@@ -536,7 +616,7 @@ int main(int argc, char** argv) {
             run<uint16_t>("float16", nexar_type_float16(), 1, op, c, !ip, host_memory);
             run<uint16_t>("bfloat16", nexar_type_bfloat16(), 2, op, c, ip, host_memory);
         }
-    if (g_nonblocking && learn_calls == 0) run_two_in_flight(65537, host_memory);
+    if (g_nonblocking && learn_calls == 0) run_many_in_flight(65536 * 3, host_memory);
     const std::vector<size_t> per_rank = learn_calls > 0 ? std::vector<size_t>{} : quick ? std::vector<size_t>{1000, 300001} : std::vector<size_t>{1, 1000, 300001};
     for (size_t c : per_rank)
         for (bool ip : {false, true}) {

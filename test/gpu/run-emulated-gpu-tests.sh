@@ -144,22 +144,42 @@ read_stats "$log" staged_calls 1
 run 2 NEXAR_THRESHOLD_BYTES=auto
 every_rank staged_calls
 # Nonblocking device calls from 4 KiB take nexar's staged device ring (over
-# UCX: the blocking ones here go through IPC, with no UCX bytes), one at a
-# time per communicator: a second one in flight goes to the MPI, as the
-# small ones do, staged for it on the device ranks.
-run 2 NEXAR_THRESHOLD_BYTES=auto -- --nonblocking
+# UCX: no blocking call set IPC up), several in flight at once on the
+# communicator (each waits for its turn on its ring); the small ones go to
+# the MPI, staged for it on the device ranks.  Two GPUs, one per rank
+# as on most GPU nodes: rank 1's calls run on GPU 1, also when nexar's
+# progress thread moves them (the test computes before each completion
+# call), and the emulated GPU fails a kernel launched from a thread whose
+# current GPU is another.
+run 2 NEXAR_THRESHOLD_BYTES=auto NEXAR_EMULATED_GPU_DEVICES=2 -- --nonblocking
 every_rank ucx_bytes
 every_rank staged_calls
-every_rank fallback_calls
+no_rank fallback_calls
+# Once a blocking call set IPC up, nonblocking calls take it too: every
+# call, four in flight at once among them (2 and 3 ranks, one GPU each).
+run 2 NEXAR_EMULATED_GPU_DEVICES=2 -- --nonblocking --ipc-first
+read_stats "$log" ipc_calls
+for v in "${values[@]}"; do [ "$v" = 113 ] || fail "ipc_calls=$v on a rank: expected 113 (every call)"; done
+run 3 NEXAR_EMULATED_GPU_DEVICES=3 -- --nonblocking --ipc-first
+read_stats "$log" ipc_calls
+for v in "${values[@]}"; do [ "$v" = 113 ] || fail "ipc_calls=$v on a rank: expected 113 (every call)"; done
+# ...and without IPC, the staged device ring at 3 ranks, the reduce-scatter
+# out of place among them (its partial sums in GPU work memory taken at
+# its ring's turn).
+run 3 NEXAR_CUDA_IPC=0 NEXAR_EMULATED_GPU_DEVICES=2 -- --nonblocking
+no_rank ipc_calls
+no_rank fallback_calls
 run 2 NEXAR_THRESHOLD_BYTES=auto -- --mixed --nonblocking
 read_stats "$log" staged_calls 0
 [ "${values[0]}" -gt 0 ] || fail "rank 0 (device buffers) staged no nonblocking call for the MPI"
-# Persistent device calls likewise take the device ring at each start; those
+# Persistent device calls from 4 KiB take IPC at each start (their
+# initialization set it up: 56 such allreduces, started twice); those
 # nexar does not run (the small ones) cannot be the MPI's own persistent
 # call there: each start posts the MPI's nonblocking call, staged on the
 # device ranks.
-run 2 NEXAR_THRESHOLD_BYTES=auto -- --persistent
-every_rank ucx_bytes
+run 2 NEXAR_THRESHOLD_BYTES=auto NEXAR_EMULATED_GPU_DEVICES=2 -- --persistent
+read_stats "$log" ipc_calls
+for v in "${values[@]}"; do [ "$v" -ge 112 ] || fail "ipc_calls=$v on a rank: expected every start through IPC"; done
 every_rank staged_calls
 # They are learnt as host buffers are: the first agreement that finds every
 # rank's buffers on the device moves its size to the device's class, whose
@@ -179,18 +199,35 @@ run 2 NEXAR_THRESHOLD_BYTES=auto NEXAR_LOG=debug -- --mixed --learn 24
 ! grep -aq "device memory now" "$log" || fail "mixed host and device ranks moved a size to the device's class"
 grep -aq "nexar\[rank 0\]: .*MPI_Allreduce out of place from 256KiB on host buffers: " "$log" ||
     fail "the mixed 256 KiB allreduces were not learnt in the host buffers' class"
-# A peer that dies or stops in the middle of an IPC allreduce: rank 0 gets
-# an error (MPI_ERR_OTHER) within NEXAR_TIMEOUT_S, then aborts the job.  On
+# A peer that dies or stops in the middle of a device allreduce: rank 0
+# gets an error (MPI_ERR_OTHER) within NEXAR_TIMEOUT_S, then aborts the job.
+# Blocking, nonblocking (completed after computation) and persistent
+# calls through IPC; nonblocking and persistent ones on the staged device
+# ring (IPC off; the victim stops at its first reduction on the GPU).  On
 # MPICH only the stopped peer (MPICH ends the job itself when one dies).
 faults="kill stop"
 [ "$NEXAR_MPI_FAMILY" = mpich ] && faults="stop"
-for fault in $faults; do
-    timeout_s=3 fault_label="$NEXAR_MPI_LAUNCHER ipc-$fault/node"
+# device_fault MODE FAULT WHAT [VAR=VALUE...] -- ARGS: WHAT is in rank 0's error.
+device_fault() {
+    local mode=$1 fault=$2 what=$3 envs=() start
+    shift 3
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    timeout_s=3 fault_label="$NEXAR_MPI_LAUNCHER $mode${*:+ $*}/node"
     start=$(date +%s)
-    echo "== 2 ranks, rank 1 ${fault}s in the middle of an IPC allreduce"
-    env NEXAR_TEST_TIMEOUT=60 NEXAR_TIMEOUT_S=$timeout_s NEXAR_EMULATED_GPU_FAULT=$fault NEXAR_EMULATED_GPU_FAULT_RANK=1 \
+    echo "== 2 ranks, rank 1 ${fault}s in the middle of a device allreduce: $mode ${envs[*]} $*"
+    env NEXAR_TEST_TIMEOUT=60 NEXAR_TIMEOUT_S=$timeout_s NEXAR_EMULATED_GPU_FAULT=$fault \
+        NEXAR_EMULATED_GPU_FAULT_RANK=1 "${envs[@]}" \
         bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" 2 --keep-going "$prog" \
-        --emulated-gpu --fault "ipc-$fault" >"$log" 2>&1
-    check_ipc_fault "$log" "$fault" "$timeout_s" $(($(date +%s) - start)) "an IPC allreduce"
+        --emulated-gpu --fault "$mode" "$@" >"$log" 2>&1
+    check_device_fault "$log" "$mode" "$timeout_s" $(($(date +%s) - start)) "$what"
+}
+for fault in $faults; do
+    for form in "" --nonblocking --persistent; do
+        device_fault "ipc-$fault" $fault "an IPC allreduce" -- $form
+    done
+    for form in --nonblocking --persistent; do
+        device_fault "ring-$fault" $fault "waiting on rank 1" NEXAR_CUDA_IPC=0 NEXAR_EMULATED_GPU_FAULT_AT=kernel -- $form
+    done
 done
 echo "all emulated-GPU MPI runs passed"

@@ -40,6 +40,7 @@ struct Allocation {
     int fd;             // -1: an IPC mapping of another process's allocation
     uint64_t buffer_id; // 0 for IPC mappings
     bool descriptor = false;  // exports as a descriptor (alloc_fd_memory: the virtual-memory API's)
+    int device = 0;           // the GPU it was made on (the thread's current one then)
 };
 std::map<const char*, Allocation> g_allocations;  // by base
 std::atomic<uint64_t> g_next_buffer_id{1};
@@ -101,9 +102,29 @@ void* open_handle(const unsigned char in[NEXAR_IPC_HANDLE_BYTES], bool fd_handle
     return p;
 }
 
+// Several GPUs, as a node with one per rank has (NEXAR_EMULATED_GPU_DEVICES,
+// default 1).  As CUDA's runtime, each thread has a current GPU (0 until
+// it selects one); memory, streams and events belong to the GPU current
+// when they were made, a kernel launched into a stream of another GPU
+// fails, and so does recording an event of another GPU's on a stream.  A
+// thread of nexar's that forgets to select the call's GPU fails here as it
+// would on a real node.
+int device_count() {
+    static const int n = [] {
+        const char* v = getenv("NEXAR_EMULATED_GPU_DEVICES");
+        const int k = v ? atoi(v) : 1;
+        return k >= 1 && k <= 64 ? k : 1;
+    }();
+    return n;
+}
+thread_local int t_current_device = 0;
+thread_local const char* t_last_error = "fake device error";
+int fail_with(const char* what) { return t_last_error = what, 1; }
+
 class Stream {
 public:
-    Stream() : worker_([this] { loop(); }) {}
+    Stream() : device(t_current_device), worker_([this] { loop(); }) {}
+    const int device;
     ~Stream() {
         {
             std::lock_guard<std::mutex> l(m_);
@@ -159,6 +180,7 @@ struct EventState {
 };
 static_assert(std::atomic<unsigned long>::is_always_lock_free, "shared events need lock-free atomics");
 struct Event {
+    const int device = t_current_device;
     EventState own;
     EventState* state = &own;
     int fd = -1;  // IPC events: the shared page's memfd (its creator's)
@@ -169,6 +191,7 @@ struct Event {
 };
 
 int init(char*, size_t) { return 0; }
+void maybe_fail_here(const char* point);  // (the fault hook, below)
 
 // The allocation (or IPC mapping) holding p; end() if none.  Caller holds g_mem_mutex.
 std::map<const char*, Allocation>::iterator allocation_of(const void* p) {
@@ -180,12 +203,16 @@ std::map<const char*, Allocation>::iterator allocation_of(const void* p) {
 
 int pointer_kind(const void* p, int* kind, int* device) {
     std::lock_guard<std::mutex> l(g_mem_mutex);
-    *kind = allocation_of(p) != g_allocations.end() ? NEXAR_MEM_DEVICE : NEXAR_MEM_HOST;
-    *device = 0;
+    auto it = allocation_of(p);
+    *kind = it != g_allocations.end() ? NEXAR_MEM_DEVICE : NEXAR_MEM_HOST;
+    *device = it != g_allocations.end() ? it->second.device : 0;
     return 0;
 }
-int set_device(int) { return 0; }
-int get_device(int* d) { return *d = 0, 0; }
+int set_device(int d) {
+    if (d < 0 || d >= device_count()) return fail_with("invalid device ordinal");
+    return t_current_device = d, 0;
+}
+int get_device(int* d) { return *d = t_current_device, 0; }
 int stream_create(void** s) { return *s = new Stream, 0; }
 void stream_destroy(void* s) { delete static_cast<Stream*>(s); }
 int stream_synchronize(void* s) { return static_cast<Stream*>(s)->synchronize(), 0; }
@@ -196,6 +223,8 @@ int event_query(void* e) {
     return ev->reached.load() >= ev->recorded.load() ? 0 : 1;
 }
 int event_record(void* e, void* s) {
+    if (s && static_cast<Event*>(e)->device != static_cast<Stream*>(s)->device)
+        return fail_with("event_record: the event and the stream belong to different GPUs");
     auto* ev = static_cast<Event*>(e)->state;
     unsigned long gen = ++ev->recorded;
     if (!s) {  // the legacy default stream: nothing runs on it here, so it is reached at once
@@ -213,7 +242,7 @@ int event_record(void* e, void* s) {
 int event_elapsed_ms(void* start, void* end, float* ms) {
     auto* a = static_cast<Event*>(start)->state;
     auto* b = static_cast<Event*>(end)->state;
-    if (event_query(a) != 0 || event_query(b) != 0) return 1;  // CUDA: cudaErrorNotReady
+    if (event_query(start) != 0 || event_query(end) != 0) return 1;  // CUDA: cudaErrorNotReady
     *ms = float(double(b->reached_ns.load() - a->reached_ns.load()) * 1e-6);
     return 0;
 }
@@ -225,6 +254,9 @@ int memcpy_async(void* dst, const void* src, size_t bytes, void* s) {
     return 0;
 }
 int reduce_async(void* dst, const void* a, const void* b, size_t count, int dtype, int op, void* s) {
+    if (static_cast<Stream*>(s)->device != t_current_device)
+        return fail_with("reduce kernel launched into a stream of another GPU than the current one (invalid resource handle)");
+    maybe_fail_here("kernel");
     static_cast<Stream*>(s)->push([=] {
         nexar::host_reduce(dst, a, b, count, nexar::DataType(dtype), nexar::ReduceOp(op));
         ++g_ops;
@@ -236,7 +268,7 @@ int alloc_device(void** p, size_t bytes) {
     int fd = shared_memfd(bytes, p);
     if (fd < 0) return 1;
     std::lock_guard<std::mutex> l(g_mem_mutex);
-    g_allocations[static_cast<const char*>(*p)] = {bytes, fd, g_next_buffer_id++, false};
+    g_allocations[static_cast<const char*>(*p)] = {bytes, fd, g_next_buffer_id++, false, t_current_device};
     return 0;
 }
 // As the virtual-memory API's memory: it exports as a descriptor.
@@ -256,7 +288,7 @@ void free_device(void* p) {
 }
 int alloc_pinned(void** p, size_t bytes) { return (*p = malloc(bytes ? bytes : 1)) ? 0 : 1; }
 void free_pinned(void* p) { free(p); }
-const char* last_error() { return "fake device error"; }
+const char* last_error() { return t_last_error; }
 
 // A driver that refuses IPC, on one MPI rank (a test hook: the MPI tests
 // set NEXAR_EMULATED_GPU_REFUSE_IPC_RANK to the rank whose exports fail).
@@ -275,14 +307,19 @@ bool this_rank_is(const char* variable) {
 bool refuses_ipc() { return this_rank_is("NEXAR_EMULATED_GPU_REFUSE_IPC_RANK"); }
 // (NEXAR_EMULATED_GPU_REFUSE_OPEN_RANK: that rank cannot open others' memory.)
 
-// A process that dies (kill) or stops (stop) in the middle of an IPC
-// allreduce: when its stream first waits for another process's event, by
-// when it has published its buffers and its peers wait for its writes (a
-// test hook: NEXAR_EMULATED_GPU_FAULT=kill|stop on the rank that
-// NEXAR_EMULATED_GPU_FAULT_RANK names).
-void maybe_fail_here() {
+// A process that dies (kill) or stops (stop) in the middle of a call of
+// device buffers (a test hook: NEXAR_EMULATED_GPU_FAULT=kill|stop on the
+// rank that NEXAR_EMULATED_GPU_FAULT_RANK names), at one of two points
+// (NEXAR_EMULATED_GPU_FAULT_AT): `ipc` (the default), when its stream
+// first waits for another process's event in an IPC call, by when it has
+// published its buffers and its peers wait for its writes; `kernel`, at
+// its first reduction on the GPU, in the middle of a device ring.  Read at
+// each point: a test may set it after calls that must not fail.
+void maybe_fail_here(const char* point) {
     const char* what = getenv("NEXAR_EMULATED_GPU_FAULT");
     if (!what || !this_rank_is("NEXAR_EMULATED_GPU_FAULT_RANK")) return;
+    const char* at = getenv("NEXAR_EMULATED_GPU_FAULT_AT");
+    if (strcmp(at && *at ? at : "ipc", point) != 0) return;
     // Once: a stopped process that its launcher continues (to end it) must
     // not stop again, nor report a second stop.
     static std::atomic<bool> fired{false};
@@ -317,7 +354,7 @@ int ipc_open_memory(const nexar_ipc_memory* in, void** base) {
     void* p = open_handle(in->handle, (in->flags & NEXAR_IPC_FD_HANDLE) != 0, &bytes);
     if (!p) return 1;
     std::lock_guard<std::mutex> l(g_mem_mutex);
-    g_allocations[static_cast<const char*>(p)] = {bytes, -1, 0, false};
+    g_allocations[static_cast<const char*>(p)] = {bytes, -1, 0, false, t_current_device};
     *base = p;
     return 0;
 }
@@ -355,7 +392,7 @@ int ipc_event_open(const unsigned char handle[NEXAR_IPC_HANDLE_BYTES], void** e)
 // wait ends then (the stream of a real GPU would hang; nexar's host-side
 // deadlines are what report the failure, and a test must not hang).
 int stream_wait_event(void* s, void* e) {
-    maybe_fail_here();
+    maybe_fail_here("ipc");
     EventState* ev = static_cast<Event*>(e)->state;
     const unsigned long target = ev->recorded.load();
     static_cast<Stream*>(s)->push([ev, target] {
