@@ -270,4 +270,29 @@ std::string describe(const Config& c) {
     return buf;
 }
 
+std::string describe_gpu_job(const Config& c, const char* device_path, int mpi_cuda_aware) {
+    if (!c.enable) return "nexar is off (NEXAR_ENABLE=0): every call goes to the MPI as it came";
+    std::string s = c.learn ? "host and device buffers learnt apart, per communicator, collective and size from " +
+                                  format_bytes(c.threshold_bytes)
+                            : "host and device buffers on nexar from " + format_bytes(c.threshold_bytes) +
+                                  " (NEXAR_THRESHOLD_BYTES)";
+    if (!c.host_buffers) s += " (host buffers pass through: NEXAR_HOST_BUFFERS=0)";
+    s += "; device buffers on nexar take its device ring (";
+    s += device_path ? device_path : std::string("NEXAR_CUDA_PATH=") + cuda_path_name(c.cuda_path);
+    s += ")";
+    if (c.cuda_ipc != CudaIpc::off)
+        s += std::string(", GPU to GPU through IPC among a node's ranks where every rank can") +
+             (c.cuda_ipc == CudaIpc::require ? " (required: NEXAR_CUDA_IPC=require)" : "");
+    else
+        s += ", no IPC (NEXAR_CUDA_IPC=0)";
+    s += c.nonblocking ? "; nonblocking and persistent calls of both kinds on nexar too (IPC once a blocking or "
+                         "persistent call of device buffers set it up)"
+                       : "; nonblocking and persistent calls go to the MPI (NEXAR_NONBLOCKING=0)";
+    s += mpi_cuda_aware == 1   ? "; device buffers the MPI takes are handed to it as they are (it is CUDA-aware)"
+         : mpi_cuda_aware == 0 ? "; device buffers the MPI takes are staged through host memory (it does not know CUDA)"
+                               : "; device buffers the MPI takes are staged through host memory unless the MPI is "
+                                 "CUDA-aware (asked in the job)";
+    return s;
+}
+
 }  // namespace nexar

@@ -179,4 +179,11 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
 // "threshold=8MiB segment=1MiB depth=4 ..." for the info log.
 std::string describe(const Config& c);
 
+// What a job with a GPU gets under these settings, in one sentence
+// (NEXAR_LOG=info once at the start of such a job; nexar-info).
+// `device_path`: how this rank's device rings move bytes, null where not
+// known (outside a job: the setting is named); `mpi_cuda_aware`: 1, 0, or
+// -1 where not known (asked at MPI_Init).
+std::string describe_gpu_job(const Config& c, const char* device_path, int mpi_cuda_aware);
+
 }  // namespace nexar

@@ -228,14 +228,19 @@ void Runtime::start_device() {
             NEXAR_WARN("device buffers pass through to MPI: %s", why.c_str());
     }
     DeviceEngine::Mode mode;
+    const char* path = nullptr;
     if (device_api_ && !device_path(&mode))
         NEXAR_WARN("NEXAR_CUDA_PATH=direct, but this UCX cannot move CUDA memory; device buffers pass through to MPI");
     else if (device_api_)
-        NEXAR_INFO("device buffers: %s path", mode == DeviceEngine::Mode::direct ? "direct (CUDA-aware UCX)"
-                                                                                 : "staged through pinned host memory");
+        NEXAR_INFO("device buffers: %s path", path = mode == DeviceEngine::Mode::direct
+                                                         ? "direct (CUDA-aware UCX)"
+                                                         : "staged through pinned host memory");
     int mine = device_api_ ? 1 : 0, any = 0;
     pmpi::allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     device_possible_ = any != 0;
+    if (device_possible_ && world_rank_ == 0)
+        NEXAR_INFO("a job with a GPU: %s",
+                   describe_gpu_job(config_, path ? path : "none on rank 0", mpi_cuda_aware_ ? 1 : 0).c_str());
     const std::string note = config_.learn ? " (nonblocking calls from " + format_bytes(kAutoNonblockingBytes) + ")" : "";
     NEXAR_INFO("threshold: %s%s%s; host buffers %s", config_.learn ? "learnt per communicator and size from " : "",
                format_bytes(config_.threshold_bytes).c_str(), note.c_str(),

@@ -193,6 +193,7 @@ Lines settings_lines(const std::string& plugin_asked, std::vector<std::string>* 
                                nexar::format_bytes(cfg.threshold_bytes) + " host_buffers=" + (cfg.host_buffers ? "1" : "0");
     settings.emplace_back("in_a_job_without_gpus", in_job);
     settings.emplace_back("in_a_job_with_a_gpu", in_job);
+    settings.emplace_back("gpu_job", nexar::describe_gpu_job(cfg, nullptr, -1));
     return settings;
 }
 

@@ -143,6 +143,10 @@ read_stats "$log" staged_calls 1
 # host memory.
 run 2 NEXAR_THRESHOLD_BYTES=auto
 every_rank staged_calls
+# ...and its log says once what the job gets.
+[ "$(grep -ac "a job with a GPU: " "$log")" = 1 ] || fail "NEXAR_LOG=info did not say once what a GPU job gets"
+grep -aq "nexar\[rank 0\]: a job with a GPU: host and device buffers learnt apart, .*device ring (staged through pinned host memory), GPU to GPU through IPC.*staged through host memory (it does not know CUDA)" "$log" ||
+    fail "NEXAR_LOG=info's line on what a GPU job gets is not as expected: $(grep -a "a job with a GPU" "$log")"
 # Nonblocking device calls from 4 KiB take nexar's staged device ring (over
 # UCX: no blocking call set IPC up), several in flight at once on the
 # communicator (each waits for its turn on its ring); the small ones go to

@@ -22,7 +22,7 @@ info="$stage$prefix/bin/nexar-info"
 kv=$("$info" -p) || fail "nexar-info -p failed"
 for key in version mpi_built_for ucx_version cpu_reduce_path gpu cma thp dev_shm_bytes fd_limit \
            setting.NEXAR_THRESHOLD_BYTES setting.NEXAR_HOST_BUFFERS setting.NEXAR_CUDA_PLUGIN stats_fields settings \
-           in_a_job_without_gpus in_a_job_with_a_gpu; do
+           in_a_job_without_gpus in_a_job_with_a_gpu gpu_job; do
     echo "$kv" | grep -aq "^$key=." || fail "nexar-info -p has no $key= line"
 done
 echo "$kv" | grep -aq "^version=$(sed -n 's/^Version: //p' "$NEXAR_BUILDDIR/nexar_pmpi.pc")$" ||

@@ -115,6 +115,34 @@ TEST(ParseConfig, AutoLearnsAndTakesHostBuffers) {
     EXPECT_TRUE(problems.empty());
 }
 
+// The sentence a job with a GPU logs once (NEXAR_LOG=info) and nexar-info
+// prints: each setting that changes what such a job gets is in it.
+TEST(ParseConfig, DescribesWhatAGpuJobGets) {
+    std::vector<std::string> problems;
+    const auto has = [](const std::string& text, const char* part) { return text.find(part) != std::string::npos; };
+    std::string d = describe_gpu_job(parse({}, &problems), "staged through pinned host memory", 0);
+    EXPECT_TRUE(has(d, "host and device buffers learnt apart, per communicator, collective and size from 2KiB")) << d;
+    EXPECT_TRUE(has(d, "device ring (staged through pinned host memory)")) << d;
+    EXPECT_TRUE(has(d, "GPU to GPU through IPC")) << d;
+    EXPECT_TRUE(has(d, "nonblocking and persistent calls of both kinds on nexar")) << d;
+    EXPECT_TRUE(has(d, "staged through host memory (it does not know CUDA)")) << d;
+    d = describe_gpu_job(parse({}, &problems), nullptr, -1);
+    EXPECT_TRUE(has(d, "(NEXAR_CUDA_PATH=auto)")) << d;
+    EXPECT_TRUE(has(d, "unless the MPI is CUDA-aware")) << d;
+    d = describe_gpu_job(parse({{"NEXAR_THRESHOLD_BYTES", "1M"}, {"NEXAR_HOST_BUFFERS", "0"}, {"NEXAR_CUDA_IPC", "0"},
+                                {"NEXAR_NONBLOCKING", "0"}},
+                               &problems),
+                         "direct (CUDA-aware UCX)", 1);
+    EXPECT_TRUE(has(d, "on nexar from 1MiB (NEXAR_THRESHOLD_BYTES)")) << d;
+    EXPECT_TRUE(has(d, "host buffers pass through")) << d;
+    EXPECT_TRUE(has(d, "no IPC (NEXAR_CUDA_IPC=0)")) << d;
+    EXPECT_TRUE(has(d, "go to the MPI (NEXAR_NONBLOCKING=0)")) << d;
+    EXPECT_TRUE(has(d, "handed to it as they are")) << d;
+    EXPECT_TRUE(has(describe_gpu_job(parse({{"NEXAR_CUDA_IPC", "require"}}, &problems), nullptr, 0), "required")) << d;
+    EXPECT_TRUE(has(describe_gpu_job(parse({{"NEXAR_ENABLE", "0"}}, &problems), nullptr, 0), "nexar is off")) << d;
+    EXPECT_TRUE(problems.empty());
+}
+
 TEST(ParseConfig, ReadsEverySetting) {
     std::vector<std::string> problems;
     Config c = parse({{"NEXAR_ENABLE", "0"},
