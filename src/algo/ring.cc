@@ -147,7 +147,11 @@ bool IdleBackoff::after_round(bool moved) {
     const unsigned idle = clock_.after_round(moved);
     if (idle == 0) return false;
     if (idle % kIdleSpinsBeforeYield == 0) sched_yield();
-    return idle % check_every_ == 0;
+    if (idle % check_every_ != 0) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - std::max(clock_.idle_since(), last_check_) < kStallCheckInterval) return false;
+    last_check_ = now;
+    return true;
 }
 
 bool ring_arguments_valid(const RingPeers& peers, const RingOptions& options) {

@@ -39,8 +39,14 @@ namespace nexar {
 // than cores, pure spinning ran 4-8x slower (the peer a ring waits for needs
 // the core), and at one rank per core yielding costs nothing.
 constexpr unsigned kIdleSpinsBeforeYield = 64;
-// Idle polls between checks for stalls (the clock and the peers).
+// Idle polls between looks at the clock for a check for stalls.
 constexpr unsigned kIdleSpinsBetweenChecks = 1024;
+// A check for stalls reads the peers' state (/proc) and costs a few
+// microseconds: none before an idle period is this old, and at most one
+// per this much time.  (A round count alone checked a nonblocking call,
+// which looks every 64 rounds, in nearly every gap between two segments:
+// 5-20 % of a persistent ring call at 64 KiB-1 MiB.)
+constexpr auto kStallCheckInterval = std::chrono::milliseconds(5);
 
 // Most segments one direction may have in flight.
 constexpr uint32_t kMaxRingDepth = 64;
@@ -172,8 +178,10 @@ private:
 };
 
 // The idle side of a polling loop: its IdleClock, the core given away now
-// and then, and a check for stalls every `check_every` idle rounds (a loop
-// whose rounds are slow checks more often: nonblocking calls' engine).
+// and then, and a check for stalls once the loop has been idle for
+// kStallCheckInterval, and every kStallCheckInterval after that, the clock
+// read every `check_every` idle rounds (a loop whose rounds are slow looks
+// more often: nonblocking calls' engine).
 class IdleBackoff {
 public:
     explicit IdleBackoff(unsigned check_every = kIdleSpinsBetweenChecks) : check_every_(check_every) {}
@@ -184,6 +192,7 @@ public:
 private:
     IdleClock clock_;
     unsigned check_every_;
+    std::chrono::steady_clock::time_point last_check_{};
 };
 
 // Polls `op` (a RingOperation, or anything with its poll, finished and

@@ -1556,15 +1556,30 @@ TEST(IdleClock, StartsAtTheFirstIdleRound) {
     EXPECT_EQ(clock.idle_since_or(later), later);
 }
 
-TEST(IdleBackoff, ChecksEveryNIdleRounds) {
+// A check for stalls once an idle period is kStallCheckInterval old, then at
+// most one per interval; the clock is looked at every N idle rounds only.
+TEST(IdleBackoff, ChecksOncePerIntervalOfIdleness) {
     IdleBackoff idle(4);
-    std::vector<int> checks;
-    for (int round = 1; round <= 10; ++round)
-        if (idle.after_round(false)) checks.push_back(round);
-    EXPECT_EQ(checks, (std::vector<int>{4, 8}));
-    EXPECT_FALSE(idle.after_round(true));  // a move starts over
-    for (int round = 1; round <= 3; ++round) EXPECT_FALSE(idle.after_round(false));
-    EXPECT_TRUE(idle.after_round(false));
+    const auto rounds_until_check = [&](int most) {
+        for (int round = 1; round <= most; ++round)
+            if (idle.after_round(false)) return round;
+        return 0;
+    };
+    // Idle gaps shorter than the interval (a ring's between two segments)
+    // never check, however many rounds they last.
+    for (int gap = 0; gap < 3; ++gap) {
+        for (int round = 1; round <= 400; ++round) ASSERT_FALSE(idle.after_round(false)) << round;
+        EXPECT_FALSE(idle.after_round(true));  // a move starts over
+    }
+    // The time since the last move does not count: the idle period's own.
+    std::this_thread::sleep_for(kStallCheckInterval);
+    EXPECT_FALSE(idle.after_round(false));  // its first idle round: it starts now
+    std::this_thread::sleep_for(kStallCheckInterval);
+    const int first = rounds_until_check(8);
+    EXPECT_EQ(first, 3) << "at the next 4th idle round once the period is old enough";
+    EXPECT_EQ(rounds_until_check(400), 0) << "not again within the interval";
+    std::this_thread::sleep_for(kStallCheckInterval);
+    EXPECT_GT(rounds_until_check(8), 0) << "again after another interval";
 }
 
 // The cost model's verdict, as decide/ gives it and a context asks it.
