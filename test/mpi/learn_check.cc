@@ -3,7 +3,7 @@
 // 4 bytes up, more calls than a learning round takes, so that every size
 // runs both paths (the trials) and then the one it settled on.
 //
-//   learn_check [--max BYTES] [--calls N] [--comm world|split]
+//   learn_check [--max BYTES] [--calls N] [--comm world|split] [--device]
 //
 // Every result is checked against values computed here (integer sums:
 // exact).  After each size, every rank's path counters (nexar_get_counter)
@@ -14,7 +14,12 @@
 // learner's hand-overs (a revisit, two datatypes in turn, communicators made
 // and freed, MPI_COMM_SELF), and nonblocking calls, which are not learnt:
 // MPI_Iallreduce passes through at 2 KiB and takes the ring at 16 and 128 KiB.  --comm split: on two communicators of MPI_COMM_WORLD's even and odd
-// ranks' halves at once (4 ranks or more), which learn apart.
+// ranks' halves at once (4 ranks or more), which learn apart.  --device:
+// every buffer is "device" memory of the host-emulated GPU that
+// NEXAR_EMULATED_GPU_PLUGIN names (memory the plugin remembers, which the
+// program may read and write as host memory), so that the device buffers'
+// classes are learnt.
+#include <dlfcn.h>
 #include <mpi.h>
 
 #include <cinttypes>
@@ -23,12 +28,50 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../own_mpi.h"
+#include "memory/device_api.h"
 #include "nexar/nexar.h"
 
 namespace {
+
+// The calls' buffers: host memory, or with --device the emulated GPU's.
+class Buffer {
+public:
+    Buffer(size_t n, const nexar_device_api* device) : n_(n), device_(device) {
+        void* p = nullptr;
+        if (device ? device->alloc_device(&p, n * sizeof(int)) != 0 : !(p = calloc(n, sizeof(int)))) {
+            fprintf(stderr, "FAIL: cannot allocate %zu ints\n", n);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        p_ = static_cast<int*>(p);
+    }
+    ~Buffer() { device_ ? device_->free_device(p_) : free(p_); }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    int* data() { return p_; }
+    int& operator[](size_t i) { return p_[i]; }
+    void swap(Buffer& o) { std::swap(p_, o.p_); }
+
+private:
+    int* p_ = nullptr;
+    size_t n_;
+    const nexar_device_api* device_;
+};
+
+// --device: the emulated GPU's plugin, as nexar loads it.
+const nexar_device_api* emulated_gpu() {
+    const char* path = getenv("NEXAR_EMULATED_GPU_PLUGIN");
+    void* h = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : nullptr;
+    auto entry = h ? reinterpret_cast<nexar_device_api_entry>(dlsym(h, NEXAR_DEVICE_API_ENTRY)) : nullptr;
+    if (!entry) {
+        fprintf(stderr, "FAIL: --device: NEXAR_EMULATED_GPU_PLUGIN does not name the emulated GPU plugin\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return entry();
+}
 
 enum Coll { allreduce, allreduce_in_place, reduce_scatter_block, allgather, kColls };
 const char* const kNames[] = {"MPI_Allreduce", "MPI_Allreduce (in place)", "MPI_Reduce_scatter_block",
@@ -53,7 +96,7 @@ int g_errors = 0;
 
 // One call of `coll` with `n` ints per rank's block (allreduce: the whole
 // vector), call number `k`; checks the result.
-void one_call(Coll coll, MPI_Comm comm, size_t n, int k, std::vector<int>& a, std::vector<int>& b) {
+void one_call(Coll coll, MPI_Comm comm, size_t n, int k, Buffer& a, Buffer& b) {
     int rank = 0, size = 0;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -110,7 +153,7 @@ void one_call(Coll coll, MPI_Comm comm, size_t n, int k, std::vector<int>& a, st
 
 // MPI_Allreduce of `n` items of MPI_INT or MPI_FLOAT (small integers: exact
 // sums) on `comm`, call number `k`, checked.
-void checked_allreduce(MPI_Comm comm, size_t n, int k, bool as_float, std::vector<int>& a, std::vector<int>& b) {
+void checked_allreduce(MPI_Comm comm, size_t n, int k, bool as_float, Buffer& a, Buffer& b) {
     int rank = 0, size = 0;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
@@ -164,12 +207,14 @@ int main(int argc, char** argv) {
     size_t max_bytes = 4u << 20;
     int calls = 24;
     bool split = false;
+    const nexar_device_api* device = nullptr;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--max") && i + 1 < argc) max_bytes = strtoull(argv[++i], nullptr, 10);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--comm") && i + 1 < argc) split = !strcmp(argv[++i], "split");
+        else if (!strcmp(argv[i], "--device")) device = emulated_gpu();
         else {
-            fprintf(stderr, "usage: learn_check [--max BYTES] [--calls N] [--comm world|split]\n");
+            fprintf(stderr, "usage: learn_check [--max BYTES] [--calls N] [--comm world|split] [--device]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
@@ -183,7 +228,8 @@ int main(int argc, char** argv) {
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
     const size_t floor_bytes = 2048;  // kAutoFloorBytes
-    std::vector<int> a(max_bytes / sizeof(int) * size_t(size) + 16), b(a.size());
+    const size_t ints = max_bytes / sizeof(int) * size_t(size) + 16;
+    Buffer a(ints, device), b(ints, device);
     for (int c = 0; c < kColls; ++c) {
         for (size_t bytes = 4; bytes <= max_bytes; bytes *= 4) {
             // The learner sizes a call by its whole vector.
@@ -302,7 +348,9 @@ int main(int argc, char** argv) {
     }
     int errors = 0;
     own_allreduce(&g_errors, &errors, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (world_rank == 0) printf("learn_check: %d ranks%s, %d errors\n", world_size, split ? " (split)" : "", errors);
+    if (world_rank == 0)
+        printf("learn_check: %d ranks%s%s, %d errors\n", world_size, split ? " (split)" : "",
+               device ? " (device buffers)" : "", errors);
     if (split) MPI_Comm_free(&comm);
     MPI_Finalize();
     return errors ? 1 : 0;

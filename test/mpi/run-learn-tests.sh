@@ -7,7 +7,8 @@
 # program, and every rank's path counters must move alike at every size.
 # Here, too: every rank's NEXAR_STATS line counts the same calls on each
 # path, and NEXAR_LOG=info says where each collective's crossover landed.
-# The same in a job where a GPU may come.
+# The same in a job where a GPU may come, on host buffers and on device
+# buffers.
 set -u
 . "$(dirname "$0")/../lib.sh"
 prog="$NEXAR_BUILDDIR/test/mpi/learn_check"
@@ -24,8 +25,9 @@ run() {  # run NP ARGS...
     [ $rc = 0 ] || fail "learn_check at $np ranks exited with $rc"
     check_stats "$log" "$np" 1
     check_same_paths "$log"
-    grep -aq "MPI_Allreduce out of place on host buffers took" "$log" || fail "NEXAR_LOG=info did not say where the crossover landed"
-    grep -a "on host buffers took" "$log"
+    grep -aq "MPI_Allreduce out of place on ${kind:-host} buffers took" "$log" ||
+        fail "NEXAR_LOG=info did not say where the crossover landed"
+    grep -a "on ${kind:-host} buffers took" "$log"
     # The version, once, from rank 0 (nexar.h's NEXAR_VERSION, the .pc file's Version).
     local version
     version=$(sed -n 's/^Version: //p' "$NEXAR_BUILDDIR/nexar_pmpi.pc")
@@ -55,4 +57,13 @@ read_stats "$log" cma_bytes
 for v in "${values[@]}"; do
     [ $by_address = 0 ] || [ "$v" -gt 0 ] || fail "cma_bytes=$v on a rank of a job with a GPU: the copy chooser tried no mode but slots"
 done
+# Device buffers there (the emulated GPU's on every rank): each collective's
+# device class is learnt the same way (nexar's path, GPU to GPU through IPC
+# here, against the MPI's, staged through host memory), every rank on the
+# same path at every size.
+NEXAR_EMULATED_GPU_PLUGIN="$plugin" kind=device run 2 --max 1048576 --calls 24 --device
+read_stats "$log" ipc_calls
+for v in "${values[@]}"; do [ "$v" -gt 0 ] || fail "ipc_calls=$v on a rank: no device call went GPU to GPU"; done
+read_stats "$log" staged_calls
+for v in "${values[@]}"; do [ "$v" -gt 0 ] || fail "staged_calls=$v on a rank: no device call went to the MPI"; done
 echo "PASS"
