@@ -479,10 +479,14 @@ TaskStep CollectiveTask::start_run() {
         if (!ok(w)) return result_ = finish_ring(w), TaskStep::done;
     }
     used_.mode = ShmCopy(agreement_.shm_copy);
-    used_.own_block_with_slots = used_.mode == ShmCopy::slots && proposal_.own_block_with_slots;
     // The copy chooser times the flat ring's whole call, this rank's
-    // allgather block included.
+    // allgather block included; a persistent call runs in the mode the
+    // blocking calls of its shape agreed last (ShmCopyChooser::agreed_or).
     timed_ = agreement_.shm && chooses_copy_ && !hierarchical_;
+    if (timed_) ctx_->copy_chooser().note_agreed(bytes_, variant_, used_.mode);
+    if (persistent_ && agreement_.shm && !hierarchical_ && cfg_.shm_copy == ShmCopySetting::automatic)
+        used_.mode = ctx_->copy_chooser().agreed_or(bytes_, variant_, used_.mode);
+    used_.own_block_with_slots = used_.mode == ShmCopy::slots && proposal_.own_block_with_slots;
     if (timed_) t0_ = std::chrono::steady_clock::now();
     Status s = place_own_block();
     if (!ok(s)) return result_ = finish_ring(s), TaskStep::done;

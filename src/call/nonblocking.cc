@@ -33,9 +33,10 @@ namespace nexar {
 
 namespace {
 
-// Idle rounds between a nonblocking call's stall checks: its rounds may be
-// the progress thread's, each after a nap of up to kLongNapUs (below), so
-// the blocking loops' kIdleSpinsBetweenChecks would check only every
+// Idle rounds between a nonblocking call's looks at the clock for a stall
+// check (at most one per kStallCheckInterval, algo/ring.h): its rounds may
+// be the progress thread's, each after a nap of up to kLongNapUs (below),
+// so the blocking loops' kIdleSpinsBetweenChecks would look only every
 // quarter second.  Every 64 naps is every 13-16 ms.
 constexpr unsigned kEngineRoundsBetweenChecks = 64;
 

@@ -82,6 +82,16 @@ void ShmCopyChooser::start_new_round(size_t bytes, int variant) {
     s.drift_gap = s.drift_gap * 2 < kRoundCalls / 2 ? s.drift_gap * 2 : kRoundCalls / 2;
 }
 
+void ShmCopyChooser::note_agreed(size_t bytes, int variant, ShmCopy agreed) {
+    Shape& s = shape(bytes, variant);
+    if (s.calls % kRoundCalls >= trial_calls(s.candidates)) s.agreed = int(agreed);
+}
+
+ShmCopy ShmCopyChooser::agreed_or(size_t bytes, int variant, ShmCopy otherwise) {
+    const Shape& s = shape(bytes, variant);
+    return s.agreed >= 0 ? ShmCopy(s.agreed) : otherwise;
+}
+
 std::string ShmCopyChooser::describe(size_t bytes, int variant) {
     Shape& s = shape(bytes, variant);
     std::string out = choice_name(choice_index(propose(bytes, variant, s.candidates)));

@@ -79,6 +79,15 @@ public:
     bool wants_new_round(size_t bytes, int variant);
     // The next call of that shape starts a round's trials.
     void start_new_round(size_t bytes, int variant);
+    // The mode every rank agreed for a call of that shape made after its
+    // round's trials (`agreed`, noted before the call's record()), and the
+    // latest such mode, else `otherwise`.  The same on every rank: all count
+    // the same calls, and an agreement is one.  A persistent call takes it
+    // at each start (its own agreement, from its initialization, may come
+    // before the shape was measured: slots, the first trial's mode, ran a
+    // 4 MiB allreduce 5x slower than the mode its blocking calls chose).
+    void note_agreed(size_t bytes, int variant, ShmCopy agreed);
+    ShmCopy agreed_or(size_t bytes, int variant, ShmCopy otherwise);
     // "push (slots 12.1 ms, mixed 8.0 ms, cma 9.3 ms, push 7.2 ms)": what
     // is proposed now for that shape and the best times of this round
     // ("slots+own" is slots with the own block copied along).
@@ -91,6 +100,7 @@ private:
         double best[kChoices] = {};   // seconds; 0: not measured this round
         uint32_t slow_calls = 0;      // chosen-mode calls in a row that drifted
         uint32_t drift_gap = kFirstDriftGap;  // calls into a round before a drift counts
+        int agreed = -1;              // the latest settled call's agreed ShmCopy (-1: none yet)
     };
     Shape& shape(size_t bytes, int variant);
     Shape shapes_[kVariants * 64];

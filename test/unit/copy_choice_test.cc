@@ -56,6 +56,36 @@ ShmCopy run_calls(ShmCopyChooser& c, size_t bytes, bool in_place, const double (
     return last;
 }
 
+// What the ranks agreed for settled calls of a shape (not the trials') is
+// what a persistent call of that shape takes at its starts.
+TEST(ShmCopyChooser, RemembersTheModeAgreedForSettledCalls) {
+    ShmCopyChooser c;
+    const size_t bytes = 4 << 20;
+    const int variant = 0;
+    EXPECT_EQ(c.agreed_or(bytes, variant, ShmCopy::cma), ShmCopy::cma) << "nothing agreed yet";
+    const uint32_t trials = ShmCopyChooser::kSamplesPerMode * kShmCopyModes;
+    for (uint32_t i = 0; i < trials; ++i) {
+        const CopyProposal p = c.propose(bytes, variant);
+        c.note_agreed(bytes, variant, p.mode);  // a trial's mode is not remembered
+        c.record(bytes, variant, p, p.mode == ShmCopy::push ? 0.001 : 0.003);
+    }
+    EXPECT_EQ(c.agreed_or(bytes, variant, ShmCopy::slots), ShmCopy::slots);
+    const CopyProposal settled = c.propose(bytes, variant);
+    EXPECT_EQ(settled.mode, ShmCopy::push);
+    // The ranks may agree on less than this rank proposed: the agreement is kept.
+    c.note_agreed(bytes, variant, ShmCopy::cma);
+    c.record(bytes, variant, settled, 0.002);
+    EXPECT_EQ(c.agreed_or(bytes, variant, ShmCopy::slots), ShmCopy::cma);
+    EXPECT_EQ(c.agreed_or(bytes * 2, variant, ShmCopy::slots), ShmCopy::slots) << "another size class";
+    EXPECT_EQ(c.agreed_or(bytes, variant + 1, ShmCopy::slots), ShmCopy::slots) << "another kind of call";
+    // A new round's trials leave the last settled agreement in place.
+    c.start_new_round(bytes, variant);
+    c.record(bytes, variant, settled, 0.002);  // the call in flight when it was asked
+    const CopyProposal trial = c.propose(bytes, variant);
+    c.note_agreed(bytes, variant, trial.mode);
+    EXPECT_EQ(c.agreed_or(bytes, variant, ShmCopy::slots), ShmCopy::cma);
+}
+
 TEST(ShmCopyChooser, TriesEveryModeThenKeepsTheFastest) {
     ShmCopyChooser c;
     const double times[kShmCopyModes] = {3.0, 1.0, 2.0, 1.5};  // mixed fastest
