@@ -24,7 +24,10 @@
  * once), the MPI's own (PMPI_Allreduce; PMPI_Allreduce_init or Open MPI 4's
  * PMPIX_Allreduce_init) and nexar's (MPI_Allreduce; MPI_Allreduce_init or
  * MPIX_Allreduce_init), and nexar's MPI_Iallreduce waited on at once, the
- * best of N alternating repetitions (default 5).
+ * best of N alternating repetitions (default 5, at most 64); and the median
+ * and range over the repetitions of nexar's blocking time over its
+ * persistent time, each ratio of two times measured next to each other
+ * (steadier than a ratio of two bests on a noisy machine).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -145,6 +148,11 @@ static double time_nonblocking(int mpi, const void *s, void *r, int count, MPI_D
     return slowest((MPI_Wtime() - t0) / iters);
 }
 
+static int compare_doubles(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static void persistent_table(size_t min, size_t max, MPI_Datatype dt, size_t esz, int iters, int reps, int rank,
                              FILE *csv, char *s, char *r) {
     if (rank == 0) {
@@ -153,32 +161,44 @@ static void persistent_table(size_t min, size_t max, MPI_Datatype dt, size_t esz
                "MPI_Allreduce / MPI_Iallreduce + MPI_Wait at once / nexar's persistent allreduce (Start + Wait);\n"
                "# nonbl/blk: nonblocking time over blocking (1 = as fast); pers/block, vs MPI: speedups\n",
                reps, own_init ? "" : " (none in this MPI)");
-        printf("# %-10s %12s %12s %12s %12s %12s %10s %10s %10s\n", "Size", "MPI block", "MPI persist",
-               "nexar block", "nexar nonbl", "nexar pers", "nonbl/blk", "pers/block", "vs MPI");
+        printf("# pers/blk med: the median over the repetitions of each one's blocking / persistent time "
+               "(a ratio of times measured side by side), with its range\n");
+        printf("# %-10s %12s %12s %12s %12s %12s %10s %10s %10s %20s\n", "Size", "MPI block", "MPI persist",
+               "nexar block", "nexar nonbl", "nexar pers", "nonbl/blk", "pers/block", "vs MPI", "pers/blk med [range]");
         if (csv) fprintf(csv, "size_bytes,mpi_blocking_us,mpi_persistent_us,nexar_blocking_us,nexar_nonblocking_us,"
                               "nexar_persistent_us,nexar_nonblocking_over_blocking,"
-                              "nexar_persistent_speedup_over_blocking,nexar_persistent_speedup_over_best_mpi\n");
+                              "nexar_persistent_speedup_over_blocking,nexar_persistent_speedup_over_best_mpi,"
+                              "nexar_persistent_speedup_median,nexar_persistent_speedup_min,"
+                              "nexar_persistent_speedup_max\n");
     }
     for (size_t bytes = min; bytes <= max; bytes *= 2) {
         int count = (int)(bytes / esz);
         int it = iters > 0 ? iters : bytes >= (1u << 20) ? 100 : 1000;
         /* MPI blocking, MPI persistent, nexar blocking, nexar nonblocking, nexar persistent */
         double t[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
+        double ratio[64];  /* per repetition: nexar's blocking time / its persistent time */
+        int n_ratios = 0;
         for (int rep = 0; rep < reps; ++rep) {
-            double x;
+            double x, blocking = 0, persistent = 0;
             if ((x = time_blocking(1, s, r, count, dt, it, it / 10)) < t[0]) t[0] = x;
             if ((x = time_persistent(1, s, r, count, dt, it, it / 10)) < t[1]) t[1] = x;
-            if ((x = time_blocking(0, s, r, count, dt, it, it / 10)) < t[2]) t[2] = x;
+            if ((x = blocking = time_blocking(0, s, r, count, dt, it, it / 10)) < t[2]) t[2] = x;
             if ((x = time_nonblocking(0, s, r, count, dt, it, it / 10)) < t[3]) t[3] = x;
-            if ((x = time_persistent(0, s, r, count, dt, it, it / 10)) < t[4]) t[4] = x;
+            if ((x = persistent = time_persistent(0, s, r, count, dt, it, it / 10)) < t[4]) t[4] = x;
+            if (persistent > 0 && n_ratios < 64) ratio[n_ratios++] = blocking / persistent;
         }
         double best_mpi = t[1] > 0 && t[1] < t[0] ? t[1] : t[0];
+        qsort(ratio, (size_t)n_ratios, sizeof *ratio, compare_doubles);
+        const double med = n_ratios ? (n_ratios % 2 ? ratio[n_ratios / 2] : (ratio[n_ratios / 2 - 1] + ratio[n_ratios / 2]) / 2) : 0;
+        const double lo = n_ratios ? ratio[0] : 0, hi = n_ratios ? ratio[n_ratios - 1] : 0;
         if (rank == 0) {
-            printf("  %-10zu %12.2f %12.2f %12.2f %12.2f %12.2f %9.2fx %9.2fx %9.2fx\n", bytes, t[0] * 1e6, t[1] * 1e6,
-                   t[2] * 1e6, t[3] * 1e6, t[4] * 1e6, t[3] / t[2], t[2] / t[4], best_mpi / t[4]);
+            printf("  %-10zu %12.2f %12.2f %12.2f %12.2f %12.2f %9.2fx %9.2fx %9.2fx %7.2fx [%.2f, %.2f]\n", bytes,
+                   t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, t[3] * 1e6, t[4] * 1e6, t[3] / t[2], t[2] / t[4],
+                   best_mpi / t[4], med, lo, hi);
             if (csv)
-                fprintf(csv, "%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f\n", bytes, t[0] * 1e6, t[1] * 1e6,
-                        t[2] * 1e6, t[3] * 1e6, t[4] * 1e6, t[3] / t[2], t[2] / t[4], best_mpi / t[4]);
+                fprintf(csv, "%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", bytes, t[0] * 1e6,
+                        t[1] * 1e6, t[2] * 1e6, t[3] * 1e6, t[4] * 1e6, t[3] / t[2], t[2] / t[4], best_mpi / t[4], med,
+                        lo, hi);
             fflush(stdout);
         }
     }
@@ -213,7 +233,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--persistent")) persistent = 1;
         else if (!strcmp(argv[i], "-c")) validate = 1;
-        else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]), reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
         else {
             if (rank == 0)
                 fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-T int|float|double] [--persistent [-r N]] [--csv FILE]\n",
