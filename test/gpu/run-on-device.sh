@@ -34,6 +34,8 @@
 #   stage-profile the same at 64 MiB and 1 GiB with NEXAR_GPU_PROFILE=1: how
 #                 long each pipeline stage was busy, and their overlap
 #   segment       the staged ring with 1, 2, 4 and 8 MiB segments
+#   device-learnt with no setting, 4 KiB-1 GiB at 2 and 4 ranks: the learnt
+#                 device path against the by-hand one, and the crossover
 set -u
 cd "$(dirname "$0")/../.."
 bundle=.device
@@ -167,9 +169,9 @@ check staged-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_CUDA_IPC=0 \
 # GPU to GPU through CUDA IPC, and the staged path over the same sizes (issue
 # 27: at 1 GiB IPC busbw >= 25 % of the device-to-device copy that
 # kernel-bench measured; at 1 MiB no slower than staged).  Every size takes
-# nexar's path (device calls under the 8 MiB threshold would go to an MPI
-# that knows no CUDA), and the IPC run requires IPC: a fallback would fail
-# it rather than pass staged numbers off as IPC's.
+# nexar's path (NEXAR_THRESHOLD_BYTES=0: no learning), and the IPC run
+# requires IPC: a fallback would fail it rather than pass staged numbers
+# off as IPC's.
 check ipc-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 NEXAR_CUDA_IPC=require \
     bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 1M:1G --csv "$out/ipc-ring.csv"
 check ipc-staged 300 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 NEXAR_CUDA_IPC=0 \
@@ -200,6 +202,19 @@ for seg in 1M 2M 4M 8M; do
         bench/nexar-osu -np 2 --malloc tuned -d cuda -c -r 1 -m 64M:1G --csv "$out/segment-$seg.csv"
     [ -f "$out/segment-$seg.csv" ] && awk -F, -v s=$seg 'NR > 1 { printf "segment %s at %d MiB: nexar busbw %.2f GB/s, %.2fx the MPI column\n", s, $1 / 1048576, $6, $7 }' \
         "$out/segment-$seg.csv" | tee -a "$summary"
+done
+
+# What a GPU job gets with no setting (issue 35): device calls learnt per
+# size, nexar's path (IPC at one node) against what a user of an MPI
+# without CUDA does by hand, at 2 and 4 ranks sharing the GPU; each size's
+# ratio, and where the learner's crossover landed (NEXAR_LOG=info's line
+# at the communicator's end).
+for np in 2 4; do
+    check "device-learnt-$np" 240 env NEXAR_STATS=1 NEXAR_LOG=info \
+        bench/nexar-osu -np $np --malloc tuned -d cuda -c -m 4K:1G --csv "$out/device-learnt-$np.csv"
+    [ -f "$out/device-learnt-$np.csv" ] && awk -F, -v n=$np 'NR > 1 { printf "device-learnt %d ranks at %d KiB: nexar %.2fx the by-hand path\n", n, $1 / 1024, $7 }' \
+        "$out/device-learnt-$np.csv" | tee -a "$summary"
+    [ -f "$out/device-learnt-$np.log" ] && grep -a "on device buffers took" "$out/device-learnt-$np.log" | head -n 2 | tee -a "$summary"
 done
 
 note "run-on-device: $passed checks passed, $failed failed (logs in $out)"
