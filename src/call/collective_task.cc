@@ -168,6 +168,10 @@ void CollectiveTask::plan_here() {
     a.hier = plan_.hier;
     a.inboxes = !ctx_->wants_shm() || ctx_->inboxes_held();
     proposal_ = proposed_copy(cfg_, *ctx_, call_.kind, bytes_, shape_in_place_);
+    // A nonblocking call is not timed: it proposes what the blocking calls
+    // of its shape settled on, where they did, not the chooser's next trial.
+    if (nonblocking_ && cfg_.shm_copy == ShmCopySetting::automatic)
+        proposal_.mode = ctx_->copy_chooser().agreed_or(bytes_, variant_, proposal_.mode);
     a.shm_copy = int64_t(proposal_.mode);
     a.neg_new_round = chooses_copy_ && ctx_->copy_chooser().wants_new_round(bytes_, variant_) ? -1 : 0;
     a.ucx_segment = int64_t(plan_.segment);
