@@ -18,7 +18,8 @@
 // every call as its nonblocking form, completed after some computation by
 // each completion call in turn; --persistent: the allreduces as persistent
 // ones, each started twice.  --ipc-first: a blocking allreduce before them
-// (it sets IPC up, which nonblocking calls then take).
+// (it sets IPC up, which nonblocking calls then take).  --sizes: each
+// collective at whole vectors of 4 B, 1 KiB, 64 KiB, 1 MiB and 16 MiB.
 // With --vmm, device memory comes from the CUDA virtual-memory API
 // (cuMemCreate with a POSIX file descriptor handle type, then
 // cuMemAddressReserve, cuMemMap and cuMemSetAccess: how PyTorch's expandable
@@ -471,6 +472,7 @@ int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     bool mixed = false, expect_ring = true, emulated = false, quick = false, use_vmm = false, ipc_first = false;
+    bool sizes = false;
     int vmm_rank = -1, learn_calls = 0;
     const char* fault = nullptr;
     for (int i = 1; i < argc; ++i) {
@@ -485,6 +487,7 @@ int main(int argc, char** argv) {
         g_nonblocking |= std::string(argv[i]) == "--nonblocking";
         g_persistent |= std::string(argv[i]) == "--persistent";
         ipc_first |= std::string(argv[i]) == "--ipc-first";
+        sizes |= std::string(argv[i]) == "--sizes";
     }
     char why[256];
     int have = (emulated ? load_emulated_gpu(why, sizeof why) : cudart_load(&rt, why, sizeof why)) == 0, all = 0;
@@ -602,7 +605,19 @@ int main(int argc, char** argv) {
     // learner's trials of both paths, then its verdict.
     for (size_t c : {size_t(1) << 10, size_t(1) << 16, size_t(1) << 20})
         for (int i = 0; i < learn_calls; ++i) run<float>("float", MPI_FLOAT, 0, 0, c, false, host_memory);
-    const std::vector<size_t> counts = learn_calls > 0 ? std::vector<size_t>{} :
+    // --sizes: whole vectors of 4 B, 1 KiB, 64 KiB, 1 MiB and 16 MiB of
+    // floats, each collective in place and not (and nothing else).
+    if (sizes) {
+        int size = 1;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        for (size_t bytes : {size_t(4), size_t(1) << 10, size_t(64) << 10, size_t(1) << 20, size_t(16) << 20})
+            for (bool ip : {false, true}) {
+                run<float>("float", MPI_FLOAT, 0, 0, bytes / sizeof(float), ip, host_memory);
+                run_halves<float>("float", MPI_FLOAT, 0, std::max<size_t>(1, bytes / sizeof(float) / size_t(size)), ip,
+                                  host_memory);
+            }
+    }
+    const std::vector<size_t> counts = learn_calls > 0 || sizes ? std::vector<size_t>{} :
         quick ? std::vector<size_t>{3, 65537, (1 << 20) + 5} : std::vector<size_t>{1, 3, 1000, 65537, 1 << 20, (3 << 20) + 5};
     int k = 0;
     for (size_t c : counts)
@@ -616,8 +631,8 @@ int main(int argc, char** argv) {
             run<uint16_t>("float16", nexar_type_float16(), 1, op, c, !ip, host_memory);
             run<uint16_t>("bfloat16", nexar_type_bfloat16(), 2, op, c, ip, host_memory);
         }
-    if (g_nonblocking && learn_calls == 0) run_many_in_flight(65536 * 3, host_memory);
-    const std::vector<size_t> per_rank = learn_calls > 0 ? std::vector<size_t>{} : quick ? std::vector<size_t>{1000, 300001} : std::vector<size_t>{1, 1000, 300001};
+    if (g_nonblocking && learn_calls == 0 && !sizes) run_many_in_flight(65536 * 3, host_memory);
+    const std::vector<size_t> per_rank = learn_calls > 0 || sizes ? std::vector<size_t>{} : quick ? std::vector<size_t>{1000, 300001} : std::vector<size_t>{1, 1000, 300001};
     for (size_t c : per_rank)
         for (bool ip : {false, true}) {
             run_halves<float>("float", MPI_FLOAT, 0, c, ip, host_memory);

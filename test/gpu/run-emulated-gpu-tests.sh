@@ -147,6 +147,16 @@ every_rank staged_calls
 [ "$(grep -ac "a job with a GPU: " "$log")" = 1 ] || fail "NEXAR_LOG=info did not say once what a GPU job gets"
 grep -aq "nexar\[rank 0\]: a job with a GPU: host and device buffers learnt apart, .*device ring (staged through pinned host memory), GPU to GPU through IPC.*staged through host memory (it does not know CUDA)" "$log" ||
     fail "NEXAR_LOG=info's line on what a GPU job gets is not as expected: $(grep -a "a job with a GPU" "$log")"
+# Each collective at whole vectors of 4 B, 1 KiB, 64 KiB, 1 MiB and 16 MiB,
+# blocking and nonblocking: right, and no device buffer reached the MPI...
+run 2 NEXAR_THRESHOLD_BYTES=auto -- --sizes
+run 2 NEXAR_THRESHOLD_BYTES=auto -- --sizes --nonblocking
+# ...which the trap would have said: with nexar off, the MPI gets them.
+echo "== 2 ranks NEXAR_ENABLE=0 --emulated-gpu --quick --sizes (must fail: the trap)"
+env NEXAR_ENABLE=0 bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" 2 "$prog" --emulated-gpu \
+    --quick --sizes >"$log" 2>&1 && fail "with NEXAR_ENABLE=0 the trap let device buffers reach the MPI"
+grep -aq "FAIL rank [01]: a device buffer reached PMPI_Allreduce of an MPI that does not know CUDA" "$log" ||
+    { tail -n 20 "$log"; fail "with NEXAR_ENABLE=0 the run failed, but not by the trap"; }
 # Nonblocking device calls from 4 KiB take nexar's staged device ring (over
 # UCX: no blocking call set IPC up), several in flight at once on the
 # communicator (each waits for its turn on its ring); the small ones go to
