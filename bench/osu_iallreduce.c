@@ -16,6 +16,12 @@
  *
  *   nexar_osu_iallreduce [-m MIN:MAX] [-i N] [-x N] [-c] [-T int|float|double] [--csv FILE]
  *
+ * -d cuda: the buffers are cudaMalloc's (the overlap only); the MPI's side
+ * is then what a user of an MPI without CUDA support does by hand: copy
+ * to host, PMPI_Iallreduce, PMPI_Wait, copy back.  One blocking allreduce
+ * comes first (it sets CUDA IPC up for nexar's nonblocking calls).  Exits
+ * 77 without a GPU.
+ *
  * -c: nexar's result at each size must be exactly MPI's (inputs are small
  * integers); the program exits 1 where it is not.
  *
@@ -38,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../test/gpu/cudart_loader.h"
 #include "../test/own_mpi.h"
 #include "parse_bytes.h"
 
@@ -51,14 +58,30 @@ static void spin(double seconds) {
     }
 }
 
+/* -d cuda: the buffers are cudaMalloc's.  The MPI's side is then what a
+ * user of an MPI without CUDA support does by hand: the input copied to
+ * host memory, PMPI_Iallreduce there, and after PMPI_Wait the result
+ * copied back to the device. */
+static int on_device;
+static cudart_t cuda;
+static char *host_s, *host_r; /* the MPI side's host copies */
+static size_t call_bytes;
+
 static void start(int mpi, const void *s, void *r, int count, MPI_Datatype dt, MPI_Request *req) {
-    if (mpi) own_iallreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD, req);
-    else MPI_Iallreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD, req);
+    if (mpi && on_device) {
+        cuda.Memcpy(host_s, s, call_bytes, 4);
+        own_iallreduce(host_s, host_r, count, dt, MPI_SUM, MPI_COMM_WORLD, req);
+    } else if (mpi) {
+        own_iallreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD, req);
+    } else {
+        MPI_Iallreduce(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD, req);
+    }
 }
 
-static void finish(int mpi, MPI_Request *req) {
+static void finish(int mpi, void *r, MPI_Request *req) {
     if (mpi) own_wait(req, MPI_STATUS_IGNORE);
     else MPI_Wait(req, MPI_STATUS_IGNORE);
+    if (mpi && on_device) cuda.Memcpy(r, host_r, call_bytes, 4);
 }
 
 /* The slowest rank's mean. */
@@ -72,10 +95,10 @@ static double slowest(double t) {
 static void measure(int mpi, const void *s, void *r, int count, MPI_Datatype dt, int iters, int warmup,
                     double compute, double *t_pure, double *t_all, double *t_cpu) {
     MPI_Request req;
-    for (int i = 0; i < warmup; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, &req);
+    for (int i = 0; i < warmup; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, r, &req);
     PMPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < iters; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, &req);
+    for (int i = 0; i < iters; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, r, &req);
     *t_pure = slowest((MPI_Wtime() - t0) / iters);
     if (compute < 0) compute = *t_pure;
     /* As OSU: the first `warmup` rounds with computation are not timed either. */
@@ -87,7 +110,7 @@ static void measure(int mpi, const void *s, void *r, int count, MPI_Datatype dt,
         double c = MPI_Wtime();
         spin(compute);
         double spun = MPI_Wtime() - c;
-        finish(mpi, &req);
+        finish(mpi, r, &req);
         if (i < warmup) continue;
         cpu += spun;
         all += MPI_Wtime() - a;
@@ -141,10 +164,10 @@ static double time_persistent(int mpi, const void *s, void *r, int count, MPI_Da
 /* Start + Wait of a nonblocking allreduce, waited on at once. */
 static double time_nonblocking(int mpi, const void *s, void *r, int count, MPI_Datatype dt, int iters, int warmup) {
     MPI_Request req;
-    for (int i = 0; i < warmup; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, &req);
+    for (int i = 0; i < warmup; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, r, &req);
     PMPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < iters; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, &req);
+    for (int i = 0; i < iters; ++i) start(mpi, s, r, count, dt, &req), finish(mpi, r, &req);
     return slowest((MPI_Wtime() - t0) / iters);
 }
 
@@ -233,10 +256,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--persistent")) persistent = 1;
         else if (!strcmp(argv[i], "-c")) validate = 1;
+        else if (!strcmp(argv[i], "-d") && i + 1 < argc && !strcmp(argv[i + 1], "cuda")) on_device = 1, ++i;
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]), reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
         else {
             if (rank == 0)
-                fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-T int|float|double] [--persistent [-r N]] [--csv FILE]\n",
+                fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-T int|float|double] [-d cuda] [--persistent [-r N]] [--csv FILE]\n",
                         argv[0]);
             MPI_Finalize();
             return 2;
@@ -246,19 +270,49 @@ int main(int argc, char **argv) {
     size_t esz = dt == MPI_DOUBLE ? 8 : 4;
     if (min < esz) min = esz;
     int intercepted = dlsym(RTLD_DEFAULT, "nexar_get_counter") != NULL;
-    char *s = malloc(max), *r = malloc(max);
-    if (!s || !r) {
-        fprintf(stderr, "rank %d: cannot allocate %zu bytes\n", rank, max);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (on_device && persistent) {
+        if (rank == 0) fprintf(stderr, "nexar_osu_iallreduce: -d cuda measures the overlap only\n");
+        MPI_Finalize();
+        return 2;
+    }
+    if (on_device) {
+        char why[256];
+        int have = cudart_load(&cuda, why, sizeof why) == 0, all = 0, ndev = 1;
+        own_allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all) {
+            if (rank == 0) fprintf(stderr, "nexar_osu_iallreduce: -d cuda: %s\n", have ? "a rank has no GPU" : why);
+            MPI_Finalize();
+            return 77;
+        }
+        cuda.GetDeviceCount(&ndev);
+        cuda.SetDevice(rank % ndev);
     }
     /* Small integers in every type: sums are exact, so -c compares exactly. */
+    char *host_in = malloc(max), *s = NULL, *r = NULL;
+    if (on_device) {
+        host_s = malloc(max), host_r = malloc(max);
+        if (cuda.Malloc((void **)&s, max) != 0 || cuda.Malloc((void **)&r, max) != 0) s = r = NULL;
+    } else {
+        s = malloc(max), r = malloc(max);
+    }
+    if (!s || !r || !host_in || (on_device && (!host_s || !host_r))) {
+        fprintf(stderr, "rank %d: cannot allocate %zu bytes%s\n", rank, max, on_device ? " (on the GPU)" : "");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     for (size_t i = 0; i < max / esz; ++i) {
         const int v = (int)((i * 7 + (size_t)rank * 13) % 101) - 50;
-        if (dt == MPI_INT) ((int *)s)[i] = v;
-        else if (dt == MPI_DOUBLE) ((double *)s)[i] = v;
-        else ((float *)s)[i] = (float)v;
+        if (dt == MPI_INT) ((int *)host_in)[i] = v;
+        else if (dt == MPI_DOUBLE) ((double *)host_in)[i] = v;
+        else ((float *)host_in)[i] = (float)v;
     }
-    memset(r, 0, max);
+    if (on_device) {
+        cuda.Memcpy(s, host_in, max, 4);
+        memset(host_in, 0, max);
+        cuda.Memcpy(r, host_in, max, 4);
+    } else {
+        memcpy(s, host_in, max);
+        memset(r, 0, max);
+    }
     char *check = validate ? malloc(max) : NULL;
     long mismatches = 0;
     FILE *csv = rank == 0 && csv_path ? fopen(csv_path, "w") : NULL;
@@ -275,15 +329,22 @@ int main(int argc, char **argv) {
         persistent_table(min, max, dt, esz, iters, reps, rank, csv, s, r);
         if (csv) fclose(csv);
         free(check);
+        free(host_in);
         free(s);
         free(r);
         MPI_Finalize();
         return 0;
     }
+    /* Device buffers: one blocking allreduce first, as a program's first
+     * blocking call of device buffers sets CUDA IPC up on the communicator
+     * (nexar's nonblocking calls take it from then on). */
+    if (on_device) MPI_Allreduce(s, r, (int)(max / esz), dt, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
         printf("# nexar osu_iallreduce-style overlap: %d ranks, %s, out of place; MPI = the MPI's own "
-               "PMPI_Iallreduce + PMPI_Wait, nexar = MPI_Iallreduce + MPI_Wait%s\n",
-               size, type, intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
+               "PMPI_Iallreduce + PMPI_Wait%s, nexar = MPI_Iallreduce + MPI_Wait%s%s\n",
+               size, type, on_device ? " between cudaMemcpy to host and back" : "",
+               on_device ? " on the device buffers" : "",
+               intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
         printf("# computation = a spin on the clock for the side's pure communication time, no MPI call in it;\n"
                "# overlap = 100 (1 - (overall - compute) / pure comm); times in us, slowest rank's mean\n");
         printf("# %-10s %10s %10s %10s %8s   %10s %10s %10s %8s\n", "Size", "MPI all", "MPI cpu", "MPI comm",
@@ -297,10 +358,13 @@ int main(int argc, char **argv) {
         int it = iters > 0 ? iters : bytes >= (8u << 20) ? 20 : bytes >= (1u << 20) ? 50 : 200;
         int wu = warmup >= 0 ? warmup : it / 5 + 1;
         double m[3], n[3];
+        call_bytes = bytes;
         measure(1, s, r, count, dt, it, wu, -1, &m[0], &m[1], &m[2]);
-        if (check) memcpy(check, r, bytes);
+        if (check && on_device) cuda.Memcpy(check, r, bytes, 4);
+        else if (check) memcpy(check, r, bytes);
         measure(0, s, r, count, dt, it, wu, -1, &n[0], &n[1], &n[2]);
-        if (check && memcmp(check, r, bytes) != 0) {
+        if (check && on_device) cuda.Memcpy(host_in, r, bytes, 4);
+        if (check && memcmp(check, on_device ? host_in : r, bytes) != 0) {
             ++mismatches;
             fprintf(stderr, "nexar_osu_iallreduce: rank %d: at %zu bytes nexar's result differs from MPI's\n", rank,
                     bytes);
@@ -321,8 +385,13 @@ int main(int argc, char **argv) {
     own_allreduce(&mismatches, &all_mismatches, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0 && check) printf("# -c: %s\n", all_mismatches ? "nexar's results DIFFER from MPI's" : "every size's result is MPI's");
     free(check);
-    free(s);
-    free(r);
+    free(host_in);
+    if (on_device) {
+        cuda.Free(s), cuda.Free(r);
+        free(host_s), free(host_r);
+    } else {
+        free(s), free(r);
+    }
     MPI_Finalize();
     return all_mismatches ? 1 : 0;
 }

@@ -36,6 +36,9 @@
 #   segment       the staged ring with 1, 2, 4 and 8 MiB segments
 #   device-learnt with no setting, 4 KiB-1 GiB at 2 and 4 ranks: the learnt
 #                 device path against the by-hand one, and the crossover
+#   device-overlap nonblocking device allreduces overlapped with computation
+#                 (bench/nexar-overlap -d cuda), nexar against by hand
+#   host-persistent persistent against blocking on host buffers, 4 KiB-16 MiB
 set -u
 cd "$(dirname "$0")/../.."
 bundle=.device
@@ -43,7 +46,7 @@ bundle=.device
 # The library's file, whatever libtool's version numbers make its name.
 lib_file=.libs/$(basename "$(readlink -f .libs/libnexar_pmpi.so 2>/dev/null || echo libnexar_pmpi.so.0)")
 built=("$lib_file" .libs/libnexar_pmpi_cuda.so test/gpu/nexar_gpu_tests
-       test/gpu/.libs/allreduce_cuda_check nexar_osu_allreduce nexar_gpu_reduce_bench)
+       test/gpu/.libs/allreduce_cuda_check nexar_osu_allreduce nexar_osu_iallreduce nexar_gpu_reduce_bench)
 
 if [ "${1:-}" = --prepare ]; then
     set -e
@@ -216,6 +219,19 @@ for np in 2 4; do
         "$out/device-learnt-$np.csv" | tee -a "$summary"
     [ -f "$out/device-learnt-$np.log" ] && grep -a "on device buffers took" "$out/device-learnt-$np.log" | head -n 2 | tee -a "$summary"
 done
+
+# Nonblocking device calls (issue 35): overlap with computation, nexar's
+# MPI_Iallreduce on the device buffers (IPC, set up by a blocking call
+# first) against the by-hand copy + PMPI_Iallreduce + copy back, results
+# compared; and the persistent-against-blocking table on host buffers with
+# 16 cores' worth of room for the progress thread.
+check device-overlap 150 bench/nexar-overlap -np 2 -d cuda -c -m 1M:256M --csv "$out/device-overlap.csv"
+[ -f "$out/device-overlap.csv" ] && awk -F, 'NR > 1 { printf "device-overlap %d MiB: nexar comm %.0f us (overlap %.0f %%), by hand %.0f us (overlap %.0f %%)\n",
+                  $1 / 1048576, $9, $10, $5, $6 }' "$out/device-overlap.csv" | tee -a "$summary"
+check host-persistent 150 env NEXAR_THRESHOLD_BYTES=0 bench/nexar-overlap -np 2 --persistent -m 4K:16M -r 9 \
+    --csv "$out/host-persistent.csv"
+[ -f "$out/host-persistent.csv" ] && awk -F, 'NR > 1 { printf "host-persistent %d KiB: persistent/blocking speed, median %.2fx [%.2f, %.2f]\n",
+                  $1 / 1024, $10, $11, $12 }' "$out/host-persistent.csv" | tee -a "$summary"
 
 note "run-on-device: $passed checks passed, $failed failed (logs in $out)"
 [ "$failed" = 0 ]
