@@ -45,7 +45,8 @@ FlatRingRun::FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEn
     if (shm_in)
         shm_recv_.emplace(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), type, op);
     else
-        ucx_recv_.emplace(*links.worker, links.prev, peers.prev_rank, opt.depth, ctx.scratch(), engine, true);
+        ucx_recv_.emplace(*links.worker, links.prev, peers.prev_rank, opt.depth, ctx.scratch(), engine, true,
+                          ctx.topology().same_node(peers.prev_rank, ctx.rank()) ? ctx.local_prev_pid() : 0);
     out_ = shm_out ? static_cast<SendChannel*>(&*shm_send_) : &*ucx_send_;
     RecvChannel& in = shm_in ? static_cast<RecvChannel&>(*shm_recv_) : *ucx_recv_;
     op_.emplace(peers, ctx.next_sequence(), src, recvbuf, layout, type, opt, *out_, in, phases);

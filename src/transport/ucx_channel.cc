@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "memory/host_copy.h"
+#include "transport/shm_inbox.h"
 
 namespace nexar {
 
@@ -254,6 +255,10 @@ Status UcxRecvChannel::progress(bool* moved, std::string* error) {
 }
 
 Status UcxRecvChannel::check_peer(std::string* error) {
+    if (peer_pid_ > 0 && process_gone(peer_pid_)) {
+        *error = printf_string("rank %d (process %d) has exited", peer_, int(peer_pid_));
+        return Status::peer_failure;
+    }
     if (!ep_ || !ep_->failed()) return Status::ok;
     *error = printf_string("connection to rank %d failed (%s)", peer_, ucs_status_string(ep_->failure_status()));
     return Status::peer_failure;

@@ -10,6 +10,8 @@
 // forward the segment).  Up to `depth` messages are in flight each way.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 
@@ -102,9 +104,12 @@ private:
 
 class UcxRecvChannel : public RecvChannel, private UcxHop {
 public:
+    // `peer_pid`: the sender's process where it shares this node (0: none
+    // known): UCX's endpoints on one node (shared memory, CMA) never say
+    // that the peer died, so check_peer looks at the process itself.
     UcxRecvChannel(UcxWorker& worker, UcxEndpoint* from, int peer_rank, uint32_t depth, RingScratch& scratch,
-                   SegmentEngine& engine, bool drive_worker)
-        : UcxHop(worker, peer_rank, depth, scratch, engine, drive_worker), ep_(from) {}
+                   SegmentEngine& engine, bool drive_worker, pid_t peer_pid = 0)
+        : UcxHop(worker, peer_rank, depth, scratch, engine, drive_worker), ep_(from), peer_pid_(peer_pid) {}
     ChannelKind kind() const override { return ChannelKind::ucx; }
     Status post(const Arrival& a, bool* posted, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
@@ -116,6 +121,7 @@ public:
 
 private:
     UcxEndpoint* ep_;  // watched for failure only (may be null)
+    pid_t peer_pid_;
     // posted >= arrived >= done
     size_t posted_ = 0, arrived_ = 0, done_ = 0;
 };
