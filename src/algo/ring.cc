@@ -149,7 +149,7 @@ bool IdleBackoff::after_round(bool moved) {
     if (idle % kIdleSpinsBeforeYield == 0) sched_yield();
     if (idle % check_every_ != 0) return false;
     const auto now = std::chrono::steady_clock::now();
-    if (now - std::max(clock_.idle_since(), last_check_) < kStallCheckInterval) return false;
+    if (now - std::max(clock_.idle_since(), last_check_) < interval_) return false;
     last_check_ = now;
     return true;
 }

@@ -184,7 +184,9 @@ private:
 // more often: nonblocking calls' engine).
 class IdleBackoff {
 public:
-    explicit IdleBackoff(unsigned check_every = kIdleSpinsBetweenChecks) : check_every_(check_every) {}
+    explicit IdleBackoff(unsigned check_every = kIdleSpinsBetweenChecks,
+                         std::chrono::steady_clock::duration interval = kStallCheckInterval)
+        : check_every_(check_every), interval_(interval) {}
     // After each round; true when the caller should check for stalls.
     bool after_round(bool moved);
     std::chrono::steady_clock::time_point idle_since() const { return clock_.idle_since(); }
@@ -192,6 +194,7 @@ public:
 private:
     IdleClock clock_;
     unsigned check_every_;
+    std::chrono::steady_clock::duration interval_;
     std::chrono::steady_clock::time_point last_check_{};
 };
 

@@ -191,9 +191,10 @@ void CollectiveTask::release_ipc_exports() {
     src_ipc_ = nexar_ipc_memory{}, recv_ipc_ = nexar_ipc_memory{};
 }
 
-// This rank can take IPC (algo/ipc_allreduce.h): a blocking call of
-// device buffers; an allreduce with every rank of the communicator on this
-// node (or, across nodes, the hierarchical allreduce ready and not turned
+// This rank can take IPC (algo/ipc_allreduce.h): a call of device
+// buffers (a nonblocking one where the context has IPC set up already; a
+// persistent one may set it up at its initialization); an allreduce with
+// every rank of the communicator on this node (or, across nodes, the hierarchical allreduce ready and not turned
 // off: its node phases take IPC, IpcHierarchicalRun), a reduce-scatter
 // or an allgather on one node; IPC not refused on the context before; and
 // the buffers its peers open exportable (not so: managed memory,
@@ -260,7 +261,12 @@ int64_t CollectiveTask::ipc_possible() {
 }
 
 void CollectiveTask::set_up_agreed_ipc() {
-    if (agreement_.ipc && !ctx_->ipc() && !ctx_->ipc_unavailable()) set_up_ipc();
+    if (!agreement_.ipc || ctx_->ipc() || ctx_->ipc_unavailable()) return;
+    // The IPC state is made on the current GPU: the call's (a plan whose
+    // scratch waits for its turn selected none).  The caller's comes back
+    // with device_guard_.
+    rt_.device_api()->set_device(plan_.device_id);
+    set_up_ipc();
 }
 
 // Where its ring's turn has come: no other ring of the context runs, and
@@ -434,6 +440,16 @@ TaskStep CollectiveTask::start_run() {
     // needs no scratch, and takes its sequence number whatever happens
     // here: no rank falls out of step with the others' boards.
     const bool allreduce = call_.kind == Collective::allreduce;
+    // The ring's scratch, host or GPU: a call planned beside others in
+    // flight reserves it at its turn; a persistent call at each start,
+    // since the calls between two starts may have reserved it for their
+    // own slot sizes (or on another GPU).
+    const auto reserve_at_turn = [&] {
+        if (!plan_.scratch_pending && !persistent_) return true;
+        if (ok(reserve_scratch(rt_, *ctx_, plan_, opt_.depth))) return true;
+        error_ = "no memory for the ring's scratch";
+        return false;
+    };
     // Device buffers of one node, every rank able: GPU to GPU through IPC.
     // Across nodes, the hierarchical allreduce with its node phases there.
     if (agreement_.ipc) {
@@ -446,7 +462,9 @@ TaskStep CollectiveTask::start_run() {
                                    : "setting IPC up failed";
         if (ipc_) {
             opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the rings across nodes'
-            if (!ok(take_work_memory())) return result_ = finish_ring(Status::no_memory), TaskStep::done;
+            // (whose scratch is the context's, as the device ring's)
+            if ((ctx_->topology().nodes() > 1 && !reserve_at_turn()) || !ok(take_work_memory()))
+                return result_ = finish_ring(Status::no_memory), TaskStep::done;
             run_ = build_run();
             return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
         }
@@ -473,11 +491,7 @@ TaskStep CollectiveTask::start_run() {
     hierarchical_ = allreduce && agreement_.shm && agreement_.hier && wants_hierarchical(cfg_, *ctx_, bytes_);
     // Every rank's slots hold a segment of the size it proposed, so the least.
     opt_.segment_bytes = size_t(agreement_.ucx_segment);
-    if (plan_.scratch_pending && !ok(reserve_scratch(rt_, *ctx_, plan_, opt_.depth))) {
-        error_ = "no memory for the ring's scratch";
-        return result_ = finish_ring(Status::no_memory), TaskStep::done;
-    }
-    if (!ok(take_work_memory())) return result_ = finish_ring(Status::no_memory), TaskStep::done;
+    if (!reserve_at_turn() || !ok(take_work_memory())) return result_ = finish_ring(Status::no_memory), TaskStep::done;
     if (plan_.device() && plan_.mode == DeviceEngine::Mode::direct) {
         Status w = ctx_->device_buffers(rt_.device_api()).wait_for_application(&error_);
         if (!ok(w)) return result_ = finish_ring(w), TaskStep::done;

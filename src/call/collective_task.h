@@ -48,9 +48,10 @@ class CollectiveTask {
 public:
     // `rt` is started.  An allgather from its own block becomes in place
     // (own_block_as_in_place): call() is what a pass-through hands MPI.
-    // A nonblocking task (call/nonblocking.h) holds the call mutex only while
-    // it is planned, and not the current GPU (its steps run inside later MPI calls or on
-    // nexar's progress thread), calls no error handler (raise_error), feeds no
+    // A nonblocking task (call/nonblocking.h) holds the call mutex and the
+    // caller's current GPU only while it is planned (its steps run inside
+    // later MPI calls or on nexar's progress thread, each on its buffers'
+    // GPU), calls no error handler (raise_error), feeds no
     // timing to the copy chooser (the application's computation would be
     // in it), and falls back where a blocking call would set released
     // inboxes up again (a collective step that would wait).

@@ -514,6 +514,7 @@ bool Engine::progress(bool may_call_mpi, bool wait_for_lock) {
     }
     if (!may_call_mpi) return moved;
     std::vector<CallPtr> done = take_finished();
+    keep_device.reset();  // the error handlers run on the thread's own GPU
     lock.unlock();
     complete(done);
     return moved || !done.empty();
@@ -682,8 +683,6 @@ int pass_through_or_staged(Runtime* rt, const CollectiveCall& given, MPI_Request
 int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(given.comm);
-    // (Device buffers do not take nexar's nonblocking calls yet: their ranks
-    // say so in the agreement, and every rank falls back together.)
     if (!rt || !rt->config().enable || !rt->config().nonblocking || !request)
         return pass_through_or_staged(rt, own_block_as_in_place(given), request);
     // A communicator without a context passes through: setting one up would

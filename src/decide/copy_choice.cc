@@ -65,7 +65,7 @@ bool ShmCopyChooser::record(size_t bytes, int variant, CopyProposal used, double
     double& b = s.best[choice_index(used)];
     // After the trials: does the chosen mode still run as it measured?
     if (n >= trial_calls(s.candidates))
-        s.slow_calls = b > 0 && seconds > kDriftFactor * b ? s.slow_calls + 1 : 0;
+        s.slow_calls = uint16_t(b > 0 && seconds > kDriftFactor * b ? s.slow_calls + 1 : 0);
     if (seconds > 0 && (b <= 0 || seconds < b)) b = seconds;
     return s.calls % kRoundCalls == trial_calls(s.candidates);
 }
@@ -79,12 +79,12 @@ void ShmCopyChooser::start_new_round(size_t bytes, int variant) {
     Shape& s = shape(bytes, variant);
     // The call in flight still records into this round; the next starts one.
     s.calls = (s.calls / kRoundCalls + 1) * kRoundCalls - 1;
-    s.drift_gap = s.drift_gap * 2 < kRoundCalls / 2 ? s.drift_gap * 2 : kRoundCalls / 2;
+    s.drift_gap = uint16_t(s.drift_gap * 2 < kRoundCalls / 2 ? s.drift_gap * 2 : kRoundCalls / 2);
 }
 
 void ShmCopyChooser::note_agreed(size_t bytes, int variant, ShmCopy agreed) {
     Shape& s = shape(bytes, variant);
-    if (s.calls % kRoundCalls >= trial_calls(s.candidates)) s.agreed = int(agreed);
+    if (s.calls % kRoundCalls >= trial_calls(s.candidates)) s.agreed = int8_t(agreed);
 }
 
 ShmCopy ShmCopyChooser::agreed_or(size_t bytes, int variant, ShmCopy otherwise) {

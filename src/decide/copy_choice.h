@@ -98,10 +98,12 @@ private:
         uint32_t calls = 0;
         uint32_t candidates = kAllModes;
         double best[kChoices] = {};   // seconds; 0: not measured this round
-        uint32_t slow_calls = 0;      // chosen-mode calls in a row that drifted
-        uint32_t drift_gap = kFirstDriftGap;  // calls into a round before a drift counts
-        int agreed = -1;              // the latest settled call's agreed ShmCopy (-1: none yet)
+        uint16_t slow_calls = 0;      // chosen-mode calls in a row that drifted (at most a round's)
+        uint16_t drift_gap = kFirstDriftGap;  // calls into a round before a drift counts
+        int8_t agreed = -1;           // the latest settled call's agreed ShmCopy (-1: none yet)
     };
+    // Every communicator holds kVariants * 64 of them.
+    static_assert(sizeof(Shape) <= 56, "a communicator's chooser grew");
     Shape& shape(size_t bytes, int variant);
     Shape shapes_[kVariants * 64];
 };

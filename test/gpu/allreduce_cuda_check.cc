@@ -554,6 +554,11 @@ int main(int argc, char** argv) {
 #ifdef NB_ALLREDUCE_INIT
         if (g_persistent)
             rc = NB_ALLREDUCE_INIT(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &req);
+#else
+        if (g_persistent) {
+            fprintf(stderr, "FAIL: --persistent: this MPI has no persistent allreduce\n");
+            return 1;
+        }
 #endif
         const FaultClock called;
         const double t0 = MPI_Wtime();

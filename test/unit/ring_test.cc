@@ -1556,10 +1556,13 @@ TEST(IdleClock, StartsAtTheFirstIdleRound) {
     EXPECT_EQ(clock.idle_since_or(later), later);
 }
 
-// A check for stalls once an idle period is kStallCheckInterval old, then at
-// most one per interval; the clock is looked at every N idle rounds only.
+// A check for stalls once an idle period is the interval old, then at most
+// one per interval; the clock is looked at every N idle rounds only.  (An
+// interval of 300 ms: a loaded machine's scheduler cannot stretch the short
+// gaps below to it.)
 TEST(IdleBackoff, ChecksOncePerIntervalOfIdleness) {
-    IdleBackoff idle(4);
+    const auto interval = std::chrono::milliseconds(300);
+    IdleBackoff idle(4, interval);
     const auto rounds_until_check = [&](int most) {
         for (int round = 1; round <= most; ++round)
             if (idle.after_round(false)) return round;
@@ -1568,17 +1571,16 @@ TEST(IdleBackoff, ChecksOncePerIntervalOfIdleness) {
     // Idle gaps shorter than the interval (a ring's between two segments)
     // never check, however many rounds they last.
     for (int gap = 0; gap < 3; ++gap) {
-        for (int round = 1; round <= 400; ++round) ASSERT_FALSE(idle.after_round(false)) << round;
+        for (int round = 1; round <= 40; ++round) ASSERT_FALSE(idle.after_round(false)) << round;
         EXPECT_FALSE(idle.after_round(true));  // a move starts over
     }
     // The time since the last move does not count: the idle period's own.
-    std::this_thread::sleep_for(kStallCheckInterval);
+    std::this_thread::sleep_for(interval);
     EXPECT_FALSE(idle.after_round(false));  // its first idle round: it starts now
-    std::this_thread::sleep_for(kStallCheckInterval);
-    const int first = rounds_until_check(8);
-    EXPECT_EQ(first, 3) << "at the next 4th idle round once the period is old enough";
-    EXPECT_EQ(rounds_until_check(400), 0) << "not again within the interval";
-    std::this_thread::sleep_for(kStallCheckInterval);
+    std::this_thread::sleep_for(interval);
+    EXPECT_EQ(rounds_until_check(8), 3) << "at the next 4th idle round once the period is old enough";
+    EXPECT_EQ(rounds_until_check(40), 0) << "not again within the interval";
+    std::this_thread::sleep_for(interval);
     EXPECT_GT(rounds_until_check(8), 0) << "again after another interval";
 }
 
