@@ -210,5 +210,6 @@ check_device_fault() {
     pkill -KILL -f -- "allreduce_cuda_check --emulated-gpu --fault $mode" 2>/dev/null
     grep -a "fault_check\|$what" "$file" | head -n 3
     check_fault_report "$file" "$mode" "$timeout_s" "$took"
-    grep -aq "$what" "$file" || fail "$mode: the error did not come from $what"
+    grep -aq "$what" "$file" ||
+        fail "$mode: the error did not come from $what: $(grep -a 'nexar\[rank 0\]: error' "$file" | head -n 2)"
 }

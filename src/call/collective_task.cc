@@ -194,9 +194,9 @@ void CollectiveTask::release_ipc_exports() {
 // This rank can take IPC (algo/ipc_allreduce.h): a call of device
 // buffers (a nonblocking one where the context has IPC set up already; a
 // persistent one may set it up at its initialization); an allreduce with
-// every rank of the communicator on this node (or, across nodes, the hierarchical allreduce ready and not turned
-// off: its node phases take IPC, IpcHierarchicalRun), a reduce-scatter
-// or an allgather on one node; IPC not refused on the context before; and
+// every rank of the communicator on this node (or, across nodes, the
+// hierarchical allreduce ready and not turned off: its node phases take
+// IPC, IpcHierarchicalRun), a reduce-scatter or an allgather on one node; IPC not refused on the context before; and
 // the buffers its peers open exportable (not so: managed memory,
 // cudaMallocAsync pools without IPC, virtual-memory-API allocations made
 // without a descriptor handle type).  Any rank's no takes today's ring for

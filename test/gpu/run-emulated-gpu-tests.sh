@@ -241,10 +241,15 @@ for fault in $faults; do
         device_fault "ipc-$fault" $fault "an IPC allreduce" -- $form
     done
     # (A killed peer is seen at once: the ring's receive side watches its
-    # process; a stopped one by the timeout.)
-    what="waiting on rank 1"
-    [ $fault = kill ] && what="rank 1 (process [0-9]*) has exited"
-    for form in --nonblocking --persistent; do
+    # process, and UCX may fail a send to it first; a stopped one by the
+    # timeout.)
+    # A persistent ring waits for a peer it has not heard from yet (a late
+    # start is legal), so a peer that stops before its first segment went
+    # out would be waited for: the stopped peer is tested nonblocking only.
+    what="waiting on rank 1" forms=--nonblocking
+    [ $fault = kill ] && forms="--nonblocking --persistent" &&
+        what="rank 1 (process [0-9]*) has exited\|\(sending to\|send to\|receive from\|connection to\) rank 1 failed"
+    for form in $forms; do
         device_fault "ring-$fault" $fault "$what" NEXAR_CUDA_IPC=0 NEXAR_EMULATED_GPU_FAULT_AT=kernel -- $form
     done
 done
