@@ -180,6 +180,8 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
                        void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz, const RingOptions& opt,
                        const char* refusal, bool nonblocking) {
     LocalPlan p = where;
+    // Other calls of the context in flight hold its scratch and endpoints.
+    const bool beside_calls_in_flight = nonblocking && ctx.nonblocking_calls.load() > 0;
     if (refusal) return p.why = refusal, p;
     p.segment = p.device() ? rt.config().device_segment_bytes() : opt.segment_bytes;
     if (*p.why) return p;
@@ -188,7 +190,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
     std::string ep_error;
     if (!ctx.endpoints_usable()) {
         // Not under a call in flight, whose rings hold the endpoints.
-        if (nonblocking && ctx.nonblocking_calls.load() > 0)
+        if (beside_calls_in_flight)
             return p.why = "no endpoint to a ring neighbour (a call in flight holds the old one)", p;
         if (!ok(rt.refresh_endpoints(ctx, &ep_error))) {
             NEXAR_WARN("cannot reconnect to a ring neighbour: %s", ep_error.c_str());
@@ -225,7 +227,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
         // (where memory that runs out then fails the call on this rank, and
         // the others time out); with none, now, so that a rank short of
         // memory says so in the agreement, as a blocking call's does.
-        if (nonblocking && ctx.nonblocking_calls.load() > 0)
+        if (beside_calls_in_flight)
             p.scratch_pending = true;
         else if (!ok(reserve_scratch(rt, ctx, p, opt.depth)))
             return p.why = "no memory for ring scratch", p;
@@ -237,7 +239,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
     // serve one ring at a time, as the host scratch does: with calls in
     // flight, reserved at the ring's turn.
     p.scratch_slot = slot;
-    if (nonblocking && ctx.nonblocking_calls.load() > 0)
+    if (beside_calls_in_flight)
         p.scratch_pending = true;
     else if (!ok(reserve_scratch(rt, ctx, p, opt.depth)))
         return p.why = "no memory for GPU scratch", p;

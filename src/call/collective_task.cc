@@ -126,7 +126,7 @@ void CollectiveTask::place_ring_buffers() {
         // (A nonblocking call's GPU work memory: take_work_memory, at its
         // turn; here only where no call is in flight, so that a rank short
         // of it says so in the agreement.)
-        if (size_ > 2 && bytes_ > 0 && work_memory_at_turn() && ctx_->nonblocking_calls.load() > 0) {
+        if (size_ > 2 && bytes_ > 0 && work_memory_at_turn() && beside_calls_in_flight()) {
             ring_recv_ = nullptr;
         } else if (size_ > 2 && bytes_ > 0) {
             ring_recv_ = where_.device()
@@ -220,7 +220,7 @@ int64_t CollectiveTask::ipc_possible() {
     // blocks: it waits in device scratch until they are done.
     ipc_scratch_ = nullptr;
     if (call_.kind == Collective::reduce_scatter && in_place_ && bytes_ > 0 &&
-        !(work_memory_at_turn() && ctx_->nonblocking_calls.load() > 0)) {
+        !(work_memory_at_turn() && beside_calls_in_flight())) {
         std::string why;
         ipc_scratch_ = ctx_->device_buffers(rt_.device_api()).device_work(plan_.device_id, bytes_, &why);
         if (!ipc_scratch_) return ipc_why_ = "no device memory for an in-place reduce-scatter's result", 0;

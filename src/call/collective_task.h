@@ -131,6 +131,8 @@ private:
     // memory at its ring's turn (another call's ring may use it, or a
     // blocking call regrow it, before then).
     bool work_memory_at_turn() const { return nonblocking_ && where_.device(); }
+    // A nonblocking call planned while others of its context are in flight.
+    bool beside_calls_in_flight() const { return nonblocking_ && ctx_->nonblocking_calls.load() > 0; }
     Status take_work_memory();
     // What exporting the buffers holds (a descriptor: memory/device_api.h),
     // given back once the call is over (its peers opened them during it).
