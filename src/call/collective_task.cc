@@ -516,7 +516,7 @@ TaskStep CollectiveTask::start_run() {
 // The engine of a ring over device buffers (the agreed device path).
 DeviceEngine& CollectiveTask::new_device_engine() {
     return device_engine_.emplace(plan_.mode, element_.type, element_.op, ctx_->device_buffers(rt_.device_api()),
-                                  UCS_MEMORY_TYPE_CUDA, cfg_.gpu_profile);
+                                  rt_.device_wire(), cfg_.gpu_profile);
 }
 
 // The agreed algorithm on the agreed channels (null: arguments no ring takes).
@@ -612,6 +612,8 @@ int CollectiveTask::finish_ring(Status s) {
     stats.ring_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
     if (call_.kind == Collective::reduce_scatter) stats.reduce_scatter_calls.fetch_add(1, std::memory_order_relaxed);
     if (call_.kind == Collective::allgather) stats.allgather_calls.fetch_add(1, std::memory_order_relaxed);
+    if (device_engine_ && device_engine_->mode() == DeviceEngine::Mode::direct)
+        stats.direct_calls.fetch_add(1, std::memory_order_relaxed);
     return MPI_SUCCESS;
 }
 

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define NEXAR_DEVICE_API_VERSION 4
+#define NEXAR_DEVICE_API_VERSION 5
 
 enum nexar_mem_kind {
     NEXAR_MEM_HOST = 0,        /* pageable host memory, or not known to the driver */
@@ -126,7 +126,22 @@ typedef struct nexar_device_api {
      * driver has no such memory. */
     int (*alloc_fd_memory)(void **ptr, size_t bytes);
     void (*free_fd_memory)(void *ptr);
+
+    /* --- UCX (version 5) --- */
+    /* The memory type UCX is told for this device's memory (a
+     * ucs_memory_type_t value: NEXAR_UCX_MEMORY_CUDA for the driver's).
+     * Where the UCX in use lists it among the memory types it moves (a UCX
+     * built with CUDA, on a machine with the driver), device buffers may
+     * take the direct path: UCX moves them itself.  The host-emulated GPU
+     * says NEXAR_UCX_MEMORY_HOST when it stands in for a CUDA-aware UCX
+     * (its memory is host memory), so that the direct path runs in tests
+     * on machines without a GPU. */
+    int ucx_memory_type;
 } nexar_device_api;
+
+/* ucs_memory_type_t's values (transport/ucx.cc checks them against UCX's). */
+#define NEXAR_UCX_MEMORY_HOST 0
+#define NEXAR_UCX_MEMORY_CUDA 1
 
 /* The plugin's one exported symbol. */
 typedef const nexar_device_api *(*nexar_device_api_entry)(void);

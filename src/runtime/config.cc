@@ -270,6 +270,19 @@ std::string describe(const Config& c) {
     return buf;
 }
 
+bool choose_device_path(CudaPath setting, bool ucx_moves_device, bool* direct) {
+    switch (setting) {
+        case CudaPath::staged: *direct = false; return true;
+        case CudaPath::direct: *direct = true; return ucx_moves_device;
+        case CudaPath::automatic: *direct = ucx_moves_device; return true;
+    }
+    return false;
+}
+
+const char* device_path_name(bool direct) {
+    return direct ? "direct (CUDA-aware UCX)" : "staged through pinned host memory";
+}
+
 std::string describe_gpu_job(const Config& c, const char* device_path, int mpi_cuda_aware) {
     if (!c.enable) return "nexar is off (NEXAR_ENABLE=0): every call goes to the MPI as it came";
     std::string s = c.learn ? "host and device buffers learnt apart, per communicator, collective and size from " +

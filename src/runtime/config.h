@@ -21,6 +21,14 @@ namespace nexar {
 // How device buffers travel (NEXAR_CUDA_PATH).
 enum class CudaPath { automatic, direct, staged };
 const char* cuda_path_name(CudaPath p);
+// The device path NEXAR_CUDA_PATH comes to, where UCX moves the device's
+// memory itself or not: *direct (UCX moves device memory) or staged
+// (through pinned host memory).  False when NEXAR_CUDA_PATH=direct asks for
+// what this UCX cannot do (device buffers then pass through to MPI).
+bool choose_device_path(CudaPath setting, bool ucx_moves_device, bool* direct);
+// How NEXAR_LOG=info and nexar-info name the path: "direct (CUDA-aware UCX)"
+// or "staged through pinned host memory".
+const char* device_path_name(bool direct);
 
 // Device allreduces of one node (or of each node's ranks) GPU to GPU
 // through IPC (NEXAR_CUDA_IPC): where every rank can (1), never (0: the

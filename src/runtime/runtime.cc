@@ -206,8 +206,8 @@ void Runtime::init(int thread_level) {
         ucx_.reset();
         NEXAR_WARN("UCX could not start (%s); every MPI_Allreduce passes through to MPI", error.c_str());
     } else {
-        ucx_cuda_ = ucx_supports_cuda(*ucx_);
-        NEXAR_INFO("UCX up (%s, %s CUDA memory%s)",
+        ucx_cuda_ = ucx_moves(*ucx_, UCS_MEMORY_TYPE_CUDA);
+        NEXAR_INFO("UCX %s up (%s, %s CUDA memory%s)", ucp_get_version_string(),
                    multi_thread_ ? "MPI_THREAD_MULTIPLE" : threads ? "with nexar's progress thread" : "single thread",
                    ucx_cuda_ ? "moves" : "does not move",
                    protocol.eager_only ? ", eager protocol: the job spans nodes" : "");
@@ -227,14 +227,18 @@ void Runtime::start_device() {
         else
             NEXAR_WARN("device buffers pass through to MPI: %s", why.c_str());
     }
+    // Whether UCX moves the device's memory itself (the direct path): CUDA
+    // memory over a CUDA-aware UCX, or the emulated GPU's standing in for one.
+    if (device_api_) {
+        device_wire_ = ucs_memory_type_t(device_api_->ucx_memory_type);
+        ucx_moves_device_ = device_wire_ == UCS_MEMORY_TYPE_CUDA ? ucx_cuda_ : ucx_moves(*ucx_, device_wire_);
+    }
     DeviceEngine::Mode mode;
     const char* path = nullptr;
     if (device_api_ && !device_path(&mode))
         NEXAR_WARN("NEXAR_CUDA_PATH=direct, but this UCX cannot move CUDA memory; device buffers pass through to MPI");
     else if (device_api_)
-        NEXAR_INFO("device buffers: %s path", path = mode == DeviceEngine::Mode::direct
-                                                         ? "direct (CUDA-aware UCX)"
-                                                         : "staged through pinned host memory");
+        NEXAR_INFO("device buffers: %s path", path = device_path_name(mode == DeviceEngine::Mode::direct));
     int mine = device_api_ ? 1 : 0, any = 0;
     pmpi::allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     device_possible_ = any != 0;
@@ -249,14 +253,10 @@ void Runtime::start_device() {
 
 bool Runtime::device_path(DeviceEngine::Mode* mode) const {
     if (!device_api_) return false;
-    switch (config_.cuda_path) {
-        case CudaPath::staged: *mode = DeviceEngine::Mode::staged; return true;
-        case CudaPath::direct: *mode = DeviceEngine::Mode::direct; return ucx_cuda_;
-        case CudaPath::automatic:
-            *mode = ucx_cuda_ ? DeviceEngine::Mode::direct : DeviceEngine::Mode::staged;
-            return true;
-    }
-    return false;
+    bool direct = false;
+    if (!choose_device_path(config_.cuda_path, ucx_moves_device_, &direct)) return false;
+    *mode = direct ? DeviceEngine::Mode::direct : DeviceEngine::Mode::staged;
+    return true;
 }
 
 int Runtime::on_self_delete(MPI_Comm, int, void*, void*) {

@@ -61,6 +61,8 @@ public:
     bool multi_thread() const { return multi_thread_; }
     // The GPU plugin of this rank, or null (memory/device.h).
     const nexar_device_api* device_api() const { return device_api_; }
+    // The memory type UCX is told for device buffers on the direct path.
+    ucs_memory_type_t device_wire() const { return device_wire_; }
     // Agreed at start-up: some rank of the job has a GPU plugin, so device
     // buffers may come; identical on every rank.
     bool device_possible() const { return device_possible_; }
@@ -147,7 +149,9 @@ private:
     std::map<std::vector<uint8_t>, std::shared_ptr<UcxEndpoint>> endpoints_;
     const nexar_device_api* device_api_ = nullptr;
     bool device_possible_ = false;
-    bool ucx_cuda_ = false;
+    bool ucx_cuda_ = false;           // UCX moves CUDA memory (built with CUDA, driver found)
+    bool ucx_moves_device_ = false;   // ... the device API's memory (device_wire_): the direct path may run
+    ucs_memory_type_t device_wire_ = UCS_MEMORY_TYPE_CUDA;
     bool mpi_cuda_aware_ = false;
     std::atomic<uint64_t> calls_{0};
     std::atomic<uint64_t> context_generation_{1};

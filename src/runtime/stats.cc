@@ -22,6 +22,7 @@ const StatsField kStatsFields[] = {
     {"one_shot_calls", &Stats::one_shot_calls},
     {"ipc_calls", &Stats::ipc_calls},
     {"staged_calls", &Stats::staged_calls},
+    {"direct_calls", &Stats::direct_calls},
 };
 const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
 

@@ -35,6 +35,10 @@ struct Stats {
     // buffers staged through host memory (call/pass_through.h; also in
     // passthrough_calls or fallback_calls).
     std::atomic<uint64_t> staged_calls{0};
+    // Calls of device buffers whose bytes UCX moved itself between ranks,
+    // device memory to device memory (the direct path over a CUDA-aware UCX,
+    // NEXAR_CUDA_PATH; also in ring_calls).
+    std::atomic<uint64_t> direct_calls{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
@@ -51,7 +55,7 @@ struct StatsField {
 extern const StatsField kStatsFields[];
 extern const size_t kStatsFieldCount;
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

@@ -34,6 +34,7 @@
 #include "runtime/config.h"
 #include "runtime/stats.h"
 #include "transport/cma.h"
+#include "transport/ucx.h"
 
 namespace {
 
@@ -113,6 +114,37 @@ Lines build_lines() {
     return build;
 }
 
+// What UCX moves itself, asked of a context as the library makes one
+// (NEXAR_UCX_* settings apply), and so which path device buffers take
+// (`api`: the GPU's, null without one).
+void ucx_lines(const nexar_device_api* api, Lines* out) {
+    Lines& machine = *out;
+    std::unique_ptr<nexar::UcxContext> ucx;
+    std::string ucx_error;
+    const std::string version = ucp_get_version_string();
+    if (!ok(nexar::UcxContext::create(false, &ucx, &ucx_error))) {
+        machine.emplace_back("ucx_moves_cuda", "unknown: UCX could not start (" + ucx_error + ")");
+        machine.emplace_back("device_path", "none: UCX could not start");
+        return;
+    }
+    const bool cuda = nexar::ucx_moves(*ucx, UCS_MEMORY_TYPE_CUDA);
+    machine.emplace_back("ucx_moves_cuda", cuda ? "yes (UCX " + version + ")"
+                                                : "no: UCX " + version + " lists no CUDA memory type (built without "
+                                                  "CUDA, or its CUDA transport found no driver)");
+    if (!api) {
+        machine.emplace_back("device_path", "none: no GPU");
+        return;
+    }
+    const ucs_memory_type_t wire = ucs_memory_type_t(api->ucx_memory_type);
+    const bool moves_device = wire == UCS_MEMORY_TYPE_CUDA ? cuda : nexar::ucx_moves(*ucx, wire);
+    nexar::Config cfg = nexar::parse_config([](const char* name) -> const char* { return getenv(name); }, nullptr);
+    bool direct = false;
+    machine.emplace_back("device_path", nexar::choose_device_path(cfg.cuda_path, moves_device, &direct)
+                                            ? nexar::device_path_name(direct)
+                                            : "none: NEXAR_CUDA_PATH=direct, but this UCX cannot move CUDA memory "
+                                              "(device buffers pass through to MPI)");
+}
+
 // What this machine offers: GPU and plugin, CMA, THP, /dev/shm, descriptors.
 // Points NEXAR_CUDA_PLUGIN at the plugin beside this program where unset.
 Lines machine_lines(const char* argv0) {
@@ -123,8 +155,10 @@ Lines machine_lines(const char* argv0) {
     if (ok(nexar::load_device_api(&api, &why)) && api) {
         machine.emplace_back("gpu", "yes (CUDA plugin " + std::string(getenv("NEXAR_CUDA_PLUGIN") ? getenv("NEXAR_CUDA_PLUGIN") : "") + ")");
     } else {
+        api = nullptr;
         machine.emplace_back("gpu", "no: " + why);
     }
+    ucx_lines(api, &machine);
     std::string cma_why;
     const std::string cma = cma_permitted(&cma_why);
     machine.emplace_back("cma", cma == "no" ? "no: " + cma_why : cma);

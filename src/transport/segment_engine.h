@@ -97,6 +97,7 @@ public:
     Status recv_ready(uint32_t slot, bool* ready) override;
     Status drain() override;
     const char* error() const override { return error_; }
+    Mode mode() const { return mode_; }
 
 private:
     Status failed(const char* what);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "memory/device_api.h"
 
 namespace nexar {
 
@@ -240,12 +241,15 @@ Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t ta
     return Status::ok;
 }
 
-bool ucx_supports_cuda(const UcxContext& ctx) {
+static_assert(UCS_MEMORY_TYPE_HOST == NEXAR_UCX_MEMORY_HOST && UCS_MEMORY_TYPE_CUDA == NEXAR_UCX_MEMORY_CUDA,
+              "memory/device_api.h's NEXAR_UCX_MEMORY_* must be UCX's values");
+
+bool ucx_moves(const UcxContext& ctx, ucs_memory_type_t type) {
     ucp_context_attr_t attr;
     memset(&attr, 0, sizeof attr);
     attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
     if (ucp_context_query(ctx.handle(), &attr) != UCS_OK) return false;
-    return (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    return (attr.memory_types & UCS_BIT(type)) != 0;
 }
 
 void ucx_release(UcxRequest* req) {

@@ -119,8 +119,9 @@ Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_
 Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t tag, ucs_memory_type_t memory_type,
                      UcxRequest* req);
 
-// True when this UCX context can move CUDA device memory itself.
-bool ucx_supports_cuda(const UcxContext& ctx);
+// True when this UCX context moves memory of `type` itself (UCS_MEMORY_TYPE_CUDA:
+// a UCX built with CUDA whose CUDA transport found the driver).
+bool ucx_moves(const UcxContext& ctx, ucs_memory_type_t type);
 // Frees UCX's request once completed() is true.
 void ucx_release(UcxRequest* req);
 // Asks UCX to cancel a posted receive; it then completes with UCS_ERR_CANCELED.

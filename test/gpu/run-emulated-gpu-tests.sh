@@ -28,7 +28,8 @@ run() {  # run NP VAR=VALUE... [-- ARGS]
     local rc=$?
     grep -av '^nexar: rank\|^\[nexar' "$log" | tail -n 20
     [ $rc = 0 ] || { tail -n 40 "$log"; fail "allreduce_cuda_check --emulated-gpu at $np ranks exited with $rc"; }
-    grep -aq 'device buffers: staged through pinned host memory' "$log" || fail "nexar did not load the emulated GPU"
+    grep -aq 'device buffers: \(staged through pinned host memory\|direct (CUDA-aware UCX)\) path\|NEXAR_CUDA_PATH=direct, but' "$log" ||
+        fail "nexar did not load the emulated GPU"
     check_stats "$log" "$np" "$min_ring"
 }
 
@@ -115,6 +116,51 @@ run 3 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged NEXAR_SEGMENT_BYTES=256K
 no_rank ipc_calls
 every_rank reduce_scatter_calls
 every_rank allgather_calls
+# The direct path: UCX moves device memory itself, as a UCX built with CUDA
+# does (NEXAR_CUDA_PATH=auto takes it where UCX can).  The emulated GPU
+# stands in for a CUDA-aware UCX with NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1
+# (its memory is host memory, which UCX moves as such): every collective,
+# blocking, nonblocking and persistent, every call's bytes moved by UCX
+# from device buffer to device buffer (direct_calls; 108 calls of the quick
+# run, as above, 112 with the nonblocking ones).
+direct=(NEXAR_CUDA_IPC=0 NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1)
+direct_every_call() {  # direct_every_call N: each rank's direct_calls is N
+    local v
+    [ "$(grep -ac 'device buffers: direct (CUDA-aware UCX) path' "$log")" = "$np_direct" ] ||
+        fail "not every rank said it takes the direct path"
+    read_stats "$log" direct_calls
+    for v in "${values[@]}"; do [ "$v" = "$1" ] || fail "direct_calls=$v on a rank: expected $1 (every device call)"; done
+}
+np_direct=2 run 2 "${direct[@]}"
+np_direct=2 direct_every_call 108
+np_direct=3 run 3 "${direct[@]}" NEXAR_SEGMENT_BYTES=256K
+np_direct=3 direct_every_call 108
+every_rank reduce_scatter_calls
+every_rank allgather_calls
+np_direct=2 run 2 "${direct[@]}" -- --nonblocking
+np_direct=2 direct_every_call 112
+np_direct=2 run 2 "${direct[@]}" -- --persistent
+read_stats "$log" direct_calls
+for v in "${values[@]}"; do [ "$v" -ge 112 ] || fail "persistent: direct_calls=$v, expected every call's"; done
+# A rank whose UCX moves device memory beside one whose UCX does not (each
+# rank's engine is its own: UCX takes device memory on one side, pinned
+# host memory on the other).
+echo "== 2 ranks, rank 0 over a CUDA-aware UCX, rank 1 staged"
+nexar_mpirun 1 --rank-env NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1 --rank-env NEXAR_CUDA_IPC=0 "$prog" --emulated-gpu --quick \
+    : -np 1 --rank-env NEXAR_CUDA_IPC=0 "$prog" --emulated-gpu --quick >"$log" 2>&1 ||
+    { tail -n 30 "$log"; fail "a direct rank beside a staged one failed"; }
+grep -a 'failures=' "$log"
+read_stats "$log" direct_calls 0
+[ "${values[0]}" = 108 ] || fail "rank 0 (CUDA-aware UCX): direct_calls=${values[0]}, expected 108"
+read_stats "$log" direct_calls 1
+[ "${values[0]}" = 0 ] || fail "rank 1 (staged): direct_calls=${values[0]}, expected 0"
+# NEXAR_CUDA_PATH=direct over a UCX that cannot move device memory: said
+# once per rank, and device buffers go to the MPI, staged through host memory.
+run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=direct
+[ "$(grep -ac "warning: NEXAR_CUDA_PATH=direct, but this UCX cannot move CUDA memory; device buffers pass through to MPI" "$log")" = 2 ] ||
+    fail "NEXAR_CUDA_PATH=direct over a UCX without CUDA: no warning on each rank"
+no_rank direct_calls
+every_rank staged_calls
 # ...or refused by one rank's driver: every rank takes the staged ring, agreed.
 run 3 NEXAR_EMULATED_GPU_REFUSE_IPC_RANK=1
 no_rank ipc_calls

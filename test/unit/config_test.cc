@@ -261,3 +261,26 @@ TEST(Config, CudaIpcTakesOnOffOrRequire) {
     EXPECT_FALSE(parse_cuda_ipc(nullptr, &i));
     EXPECT_STREQ(cuda_ipc_name(CudaIpc::require), "require");
 }
+
+namespace nexar {
+namespace {
+
+// NEXAR_CUDA_PATH against what UCX moves (runtime and nexar-info both ask this).
+TEST(DevicePath, FollowsTheSettingAndWhatUcxMoves) {
+    bool direct = true;
+    EXPECT_TRUE(choose_device_path(CudaPath::automatic, false, &direct));
+    EXPECT_FALSE(direct);
+    EXPECT_TRUE(choose_device_path(CudaPath::automatic, true, &direct));
+    EXPECT_TRUE(direct);
+    EXPECT_TRUE(choose_device_path(CudaPath::staged, true, &direct));
+    EXPECT_FALSE(direct);
+    EXPECT_TRUE(choose_device_path(CudaPath::direct, true, &direct));
+    EXPECT_TRUE(direct);
+    // Asked for what this UCX cannot do: no device path (calls go to the MPI).
+    EXPECT_FALSE(choose_device_path(CudaPath::direct, false, &direct));
+    EXPECT_STREQ(device_path_name(true), "direct (CUDA-aware UCX)");
+    EXPECT_STREQ(device_path_name(false), "staged through pinned host memory");
+}
+
+}  // namespace
+}  // namespace nexar

@@ -411,7 +411,7 @@ const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "fake", init, pointer_k
                                event_query, event_create, event_elapsed_ms, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
                                free_pinned, last_error, ipc_export_memory, ipc_open_memory, ipc_close_memory,
                                ipc_event_create, ipc_event_open, stream_wait_event, stream_create_nonblocking,
-                               ipc_release_export, alloc_fd_memory, free_device};
+                               ipc_release_export, alloc_fd_memory, free_device, NEXAR_UCX_MEMORY_CUDA};
 
 }  // namespace
 
