@@ -29,6 +29,7 @@
  *                put their large arrays: 2 MiB-aligned and madvise(MADV_HUGEPAGE).
  *                The header says how much of them really got huge pages
  *                (AnonHugePages in /proc/self/smaps, the least over ranks)
+ *   --node-bound also the bound with every rank copying at once (below)
  *   --csv FILE   also write the table as CSV
  *   --plot FILE  draw busbw against size (MPI, nexar, the bound) with gnuplot
  *
@@ -60,6 +61,13 @@
  * busbw bound = 1/(1/Bc + 1/Brx), one-pass 1/(1/(2Bc) + 1/Brx).  The
  * allgather alone: t >= S(n-1)/n * 2/Bc for a two-copy design, busbw bound
  * Bc/2, one-pass Bc.
+ *
+ * The node bound (--node-bound): the same formulas, with Bc, Br and Br3
+ * measured by every rank at once on its own buffers (all ranks copying,
+ * as in the collective), the slowest rank's rates: the share of the
+ * node's memory bandwidth each rank gets when every core moves memory.
+ * With many ranks on a node that, not a core's speed, is the limit; the
+ * table then also prints node memcpy, the copy rate of all ranks together.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* dladdr (test/own_mpi.h) */
@@ -197,6 +205,10 @@ static void measure_bound(char *a, char *b, char *c, size_t bytes, double *bc, d
     *br3 = c ? bytes / tr3 : *br;
 }
 
+/* The busbw bound (GB/s) from the rates in bytes/s, and the one-pass bound
+ * in *one_pass (see the header). */
+static double bound_of(int coll_kind, int in_place, double n, double bc, double br, double br3, double *one_pass);
+
 static void plot(const char *csv_path, const char *png, int ranks, const char *title) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
@@ -305,7 +317,7 @@ static int overhead_table(size_t min, size_t max, MPI_Datatype dt, size_t esz, i
 
 int main(int argc, char **argv) {
     size_t min = 1 << 20, max = 256u << 20;
-    int iters = -1, warmup = -1, validate = 0, in_place = 0, reps = -1, overhead = 0, thp = 0;
+    int iters = -1, warmup = -1, validate = 0, in_place = 0, reps = -1, overhead = 0, thp = 0, node_bound = 0;
     const char *type = "float", *csv_path = NULL, *plot_path = NULL;
     MPI_Init(&argc, &argv);
     own_allreduce = own_mpi(PMPI_Allreduce);
@@ -329,6 +341,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--overhead")) overhead = 1;
         else if (!strcmp(argv[i], "-l")) in_place = 1;
         else if (!strcmp(argv[i], "--thp")) thp = 1;
+        else if (!strcmp(argv[i], "--node-bound")) node_bound = 1;
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) type = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--plot") && i + 1 < argc) plot_path = argv[++i];
@@ -345,7 +358,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-r N] [--overhead] [-T int|float|double] [-d cuda] [--thp] [--collective allreduce|reduce_scatter|allgather] [--csv FILE] [--plot FILE.png]\n", argv[0]);
+            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-r N] [--overhead] [-T int|float|double] [-d cuda] [--thp] [--node-bound] [--collective allreduce|reduce_scatter|allgather] [--csv FILE] [--plot FILE.png]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -408,18 +421,24 @@ int main(int argc, char **argv) {
                    "#   dst=a+b (out of place, the first reduction of each chunk) on rank 0, same size\n");
         if (!on_device && coll == ALLREDUCE)
             printf("# one-pass bound = 2(n-1)/((n-1)/Bc + 1/Br3 + (n-2)/Br): each arriving byte crosses memory once\n");
-        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s  %s\n", "Size", "MPI Avg(us)", "MPI", "MPI",
-               "nexar Avg", "nexar", "nexar", "speedup", "ring", "bound", "MPI", "nexar", "nexar", "path");
-        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s\n", "(bytes)", "", "algbw", "busbw", "(us)",
-               "algbw", "busbw", "", "calls", "(GB/s)", "%bound", "%bound", "%1pass");
+        const int nb = node_bound && !on_device;
+        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s%s  %s\n", "Size", "MPI Avg(us)", "MPI", "MPI",
+               "nexar Avg", "nexar", "nexar", "speedup", "ring", "bound", "MPI", "nexar", "nexar",
+               nb ? "   node bd     MPI   nexar node memcpy" : "", "path");
+        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s%s\n", "(bytes)", "", "algbw", "busbw", "(us)",
+               "algbw", "busbw", "", "calls", "(GB/s)", "%bound", "%bound", "%1pass",
+               nb ? "    (GB/s)   %node   %node    (GB/s)" : "");
         printf("# path: what nexar's calls did in the last round (its counters): ring, 1shot (the one-shot allreduce), "
                "hier, mpi (passed through), fallbk (fell back after the agreement); a+b: some calls each (the\n"
                "#   learner, NEXAR_THRESHOLD_BYTES=auto, tries both paths on the first calls of each size)\n");
         if (csv) fprintf(csv, "size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls,"
                               "bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs,add3_gbs,"
-                              "one_pass_bound_gbs,path\n");
+                              "one_pass_bound_gbs,node_bound_busbw_gbs,node_memcpy_gbs,path\n");
         fflush(stdout);
     }
+    if (rank == 0 && node_bound && !on_device)
+        printf("# node bound: the bound's rates measured on every rank at once (all %d ranks copying), the slowest "
+               "rank's; node memcpy = the ranks' memcpy rates summed\n", size);
     char *host_s = host_alloc(max, thp), *host_r = host_alloc(max, thp), *check = validate ? malloc(max) : NULL;
     /* Out of place, the bound's dst = a + b needs a third buffer of the same kind. */
     char *host_t = !on_device && !in_place ? host_alloc(max, thp) : NULL;
@@ -496,36 +515,41 @@ int main(int argc, char **argv) {
             size_t result = coll == REDUCE_SCATTER ? (size_t)(count / size) * esz : (size_t)count * esz;
             if (memcmp(check, rbuf, result)) bad = 1;
         }
-        double bc = 0, br = 0, br3 = 0, bound = 0, one_pass = 0;
+        double bc = 0, br = 0, br3 = 0, bound = 0, one_pass = 0, node_bd = 0, node_copy = 0;
         if (!on_device) {  /* host bound, measured while the other ranks wait */
             if (rank == 0) measure_bound(host_s, host_r, host_t, bytes, &bc, &br, &br3);
             PMPI_Barrier(MPI_COMM_WORLD);
             /* Per rank: 2(n-1) chunk copies in, n-1 chunk reductions, of
              * which out of place the first writes recvbuf from two inputs. */
-            double n = size;
-            bound = rank == 0 ? 2 * (n - 1) / (2 * (n - 1) / bc + 1 / br3 + (n - 2) / br) / 1e9 : 0;
-            one_pass = rank == 0 ? 2 * (n - 1) / ((n - 1) / bc + 1 / br3 + (n - 2) / br) / 1e9 : 0;
-            if (coll == REDUCE_SCATTER && rank == 0) {
-                double brx = in_place ? br : br3;
-                bound = 1 / (1 / bc + 1 / brx) / 1e9;
-                one_pass = 1 / (1 / (2 * bc) + 1 / brx) / 1e9;
-            } else if (coll == ALLGATHER && rank == 0) {
-                bound = bc / 2 / 1e9;
-                one_pass = bc / 1e9;
+            if (rank == 0) bound = bound_of(coll, in_place, size, bc, br, br3, &one_pass);
+            if (node_bound) {  /* every rank at once, the slowest rank's rates */
+                double mine[3], least[3], nb_one_pass, copy_sum = 0;
+                PMPI_Barrier(MPI_COMM_WORLD);
+                measure_bound(host_s, host_r, host_t, bytes, &mine[0], &mine[1], &mine[2]);
+                own_allreduce(mine, least, 3, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+                own_allreduce(&mine[0], &copy_sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                node_bd = bound_of(coll, in_place, size, least[0], least[1], least[2], &nb_one_pass);
+                node_copy = copy_sum / 1e9;
             }
         }
         double factor = (coll == ALLREDUCE ? 2.0 : 1.0) * (size - 1) / size;
         double bw_mpi = bytes / t_mpi * factor / 1e9, bw_nx = bytes / t_nx * factor / 1e9;
         unsigned long long ring = after.ring_calls - before.ring_calls;
         if (rank == 0) {
-            printf("%-14zu %12.2f %9.3f %9.3f %12.2f %9.3f %9.3f %8.2fx %7llu %9.3f %6.0f%% %6.0f%% %6.0f%%  %-6s%s%s\n",
+            char node_cols[96] = "";
+            if (node_bd > 0)
+                snprintf(node_cols, sizeof node_cols, " %9.3f %6.0f%% %6.0f%% %9.2f", node_bd, 100 * bw_mpi / node_bd,
+                         100 * bw_nx / node_bd, node_copy);
+            printf("%-14zu %12.2f %9.3f %9.3f %12.2f %9.3f %9.3f %8.2fx %7llu %9.3f %6.0f%% %6.0f%% %6.0f%%%s  %-6s%s%s\n",
                    bytes, t_mpi * 1e6, bytes / t_mpi / 1e9, bw_mpi, t_nx * 1e6, bytes / t_nx / 1e9, bw_nx,
                    t_mpi / t_nx, ring, bound, bound > 0 ? 100 * bw_mpi / bound : 0,
-                   bound > 0 ? 100 * bw_nx / bound : 0, one_pass > 0 ? 100 * bw_nx / one_pass : 0, path,
+                   bound > 0 ? 100 * bw_nx / bound : 0, one_pass > 0 ? 100 * bw_nx / one_pass : 0, node_cols, path,
                    paths_lo != paths_hi ? " (ranks differ!)" : "", validate ? (bad ? "  VALIDATION FAILED" : "  ok") : "");
-            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s\n", bytes,
+            char node_csv[96] = ",,";  /* empty where not measured */
+            if (node_bd > 0) snprintf(node_csv, sizeof node_csv, "%.4f,%.4f,", node_bd, node_copy);
+            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s%s\n", bytes,
                              size, t_mpi * 1e6, bw_mpi, t_nx * 1e6, bw_nx, t_mpi / t_nx, ring, bound, bc / 1e9,
-                             br / 1e9, bytes / t_mpi / 1e9, bytes / t_nx / 1e9, br3 / 1e9, one_pass,
+                             br / 1e9, bytes / t_mpi / 1e9, bytes / t_nx / 1e9, br3 / 1e9, one_pass, node_csv,
                              paths_lo != paths_hi ? "split" : path);
             fflush(stdout);
         }
@@ -548,4 +572,20 @@ int main(int argc, char **argv) {
     free(host_s); free(host_r); free(check); free(host_t);
     MPI_Finalize();
     return any_bad;
+}
+
+static double bound_of(int coll_kind, int in_place, double n, double bc, double br, double br3, double *one_pass) {
+    if (coll_kind == REDUCE_SCATTER) {
+        double brx = in_place ? br : br3;
+        *one_pass = 1 / (1 / (2 * bc) + 1 / brx) / 1e9;
+        return 1 / (1 / bc + 1 / brx) / 1e9;
+    }
+    if (coll_kind == ALLGATHER) {
+        *one_pass = bc / 1e9;
+        return bc / 2 / 1e9;
+    }
+    /* Per rank: 2(n-1) chunk copies in, n-1 chunk reductions, of which out
+     * of place the first writes recvbuf from two inputs. */
+    *one_pass = 2 * (n - 1) / ((n - 1) / bc + 1 / br3 + (n - 2) / br) / 1e9;
+    return 2 * (n - 1) / (2 * (n - 1) / bc + 1 / br3 + (n - 2) / br) / 1e9;
 }

@@ -86,6 +86,14 @@ case $lane in
     *) echo "usage: scripts/mpi-lane.sh mpich|openmpi5 [BUILDDIR]" >&2; exit 2 ;;
 esac
 jobs=$(nproc 2>/dev/null || echo 2)
+# The UCX with CUDA that scripts/cuda-ucx.sh unpacks: the checkout's (its
+# prebuilt copy sits beside the checkout, not beside the lane's copy of
+# the sources), one for every lane.
+export NEXAR_CUDA_UCX_DIR=${NEXAR_CUDA_UCX_DIR:-$top/build/ucx-cuda}
+if [ -z "${NEXAR_CUDA_UCX_TARBALL:-}" ]; then
+    cuda_ucx=$( (ls "$top"/../shared/ucx/ucx-*-cuda-*.tar.xz 2>/dev/null || true) | sort -V | tail -n 1)
+    [ -z "$cuda_ucx" ] || export NEXAR_CUDA_UCX_TARBALL=$cuda_ucx
+fi
 
 rm -rf "$build/src"
 mkdir -p "$build/src"

@@ -11,7 +11,16 @@
 #     mpi4py                    the mpi4py + numpy gradient exchange
 #     gpu                       the GPU kernel and the staged device ring
 #                               (needs a GPU and a build with CUDA)
+#     many-ranks                allreduce at 16, 8, 4 and 2 ranks on one node
+#                               against Open MPI's best node algorithm
+#                               (needs 16 cores and Open MPI)
 #   make results                the same, from the build folder
+#
+#   scripts/results.sh --from-device DIR [gpu] [many-ranks]
+#       the pages of a run of test/gpu/run-on-device.sh (on a lent GPU
+#       machine with 16 cores) from its output folder DIR: its CSVs, logs,
+#       commands and machine.meta; no benchmark runs here.  Tables the
+#       run's deadline dropped are left out of the pages.
 #
 # Run it after `make`, on a machine left otherwise idle: each topic runs its
 # commands (bench/nexar-osu and the others; their exact command lines end
@@ -43,8 +52,19 @@ set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 python=/usr/bin/python3
 page_py="$src/scripts/results_page.py"
-all_topics=(one-node huge-pages reduce-scatter-allgather across-nodes mpi4py gpu)
+all_topics=(one-node huge-pages reduce-scatter-allgather across-nodes mpi4py gpu many-ranks)
 case ${1:-} in -h|--help) sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
+device_dir=""
+if [ "${1:-}" = --from-device ]; then
+    [ -n "${2:-}" ] && [ -f "$2/machine.meta" ] ||
+        { echo "results.sh: --from-device DIR: DIR must be test/gpu/run-on-device.sh's output (with machine.meta)" >&2; exit 2; }
+    device_dir=$(cd "$2" && pwd)
+    shift 2
+    for t in "$@"; do
+        case $t in gpu|many-ranks) ;; *) echo "results.sh: --from-device makes the gpu and many-ranks pages, not $t" >&2; exit 2 ;; esac
+    done
+    [ $# -gt 0 ] || set -- gpu many-ranks
+fi
 topics=("$@")
 [ ${#topics[@]} -gt 0 ] || topics=("${all_topics[@]}")
 for t in "${topics[@]}"; do
@@ -63,7 +83,7 @@ build=""
 for d in "$PWD" "$src"; do
     [ -x "$d/nexar_osu_allreduce" ] && [ -f "$d/.libs/libnexar_pmpi.so" ] && { build=$(cd "$d" && pwd); break; }
 done
-[ -n "$build" ] || { echo "results.sh: no build here or in $src (./configure && make first)" >&2; exit 1; }
+[ -n "$build" ] || [ -n "$device_dir" ] || { echo "results.sh: no build here or in $src (./configure && make first)" >&2; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nexar-results.XXXXXX") || exit 1
 keep=()              # failed topics' folders, kept for a look
@@ -80,7 +100,7 @@ trap 'echo "results.sh: interrupted; no page of the running topic was replaced" 
 # a tree of links to the source's scripts and the build's programs, which
 # the bench/ scripts find as they find an in-tree build.
 tree=$src
-if [ "$build" != "$src" ]; then
+if [ -n "$build" ] && [ "$build" != "$src" ]; then
     tree="$work/tree"
     mkdir -p "$tree/bench"
     ln -s "$src"/bench/* "$tree/bench/"
@@ -117,13 +137,8 @@ say() { echo "[$index/${#topics[@]}] $topic: $* [$(clock)]"; }
 # ---------------------------------------------------------------- meta
 
 machine_meta() {
-    local thp ucx nexar settings v
-    echo "cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)"
-    echo "cores=$(nproc)"
-    echo "memory=$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
-    echo "kernel=$(uname -sr)"
-    thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)
-    echo "thp=${thp:-unknown}"
+    local ucx nexar settings v
+    "$src/scripts/machine-meta.sh"
     echo "mpi=$("${MPIRUN:-mpirun}" --version 2>&1 | head -n 1)"
     ucx=$(ucx_info -v 2>/dev/null | sed -n 's/.*[Ll]ibrary version:[[:space:]]*//p' | head -n 1)
     if [ -n "$ucx" ]; then ucx="$ucx (ucx_info -v)"
@@ -331,6 +346,74 @@ plot_gpu_kernel() {
          '' every ::1 using 5 lc rgb '#ff9896' title 'reduce in place'"
 }
 
+# many_range: the sizes of the many-ranks tables.
+many_range=$([ "$quick" = 1 ] && echo 4K:64K || echo 4K:256M)
+
+# draw_many PNG DIR: nexar ÷ the best MPI algorithm against size, one line
+# per table of the many-ranks page.
+draw_many() {
+    local png=$1 dir=$2 plots="" csvs=() name label colours=('#d62728' '#ff7f0e' '#9467bd' '#1f77b4' '#7f7f7f') i=0
+    [ $have_gnuplot = 1 ] || return 0
+    for name in 16 8 16-inplace 4 2; do
+        [ -f "$dir/many-ranks-$name.csv" ] || { i=$((i + 1)); continue; }
+        csvs+=("$dir/many-ranks-$name.csv")
+        label="${name%-inplace} ranks$([ "$name" = 16-inplace ] && echo ', in place')"
+        plots+="${plots:+, }'$(gq "$dir/many-ranks-$name.csv")' every ::1 using 1:9 with linespoints lw 2 pt 7 ps 0.7 lc rgb '${colours[i]}' title '$label'"
+        i=$((i + 1))
+    done
+    [ ${#csvs[@]} -gt 0 ] || return 0
+    gnuplot -e "set terminal $term; set output '$(gq "$png")'; set datafile separator ',';
+        set logscale x 2; set xtics ($(xtics "${csvs[@]}")); set xlabel 'message size (bytes)';
+        set ylabel 'nexar busbw / best Open MPI algorithm (log scale)'; set logscale y 2; set grid;
+        set ytics ('0.25×' 0.25, '0.5×' 0.5, '0.75×' 0.75, '1×' 1, '1.5×' 1.5, '2×' 2, '3×' 3, '4×' 4, '8×' 8);
+        set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05; set key below horizontal;
+        set title 'allreduce on one node, many ranks: above 1, nexar is faster than Open MPI at its best';
+        plot $plots, 1 with lines dashtype 3 lw 1.5 lc rgb 'black' title 'equal'" >>"$out/run-log.txt" 2>&1 ||
+        echo "results.sh: gnuplot failed on $png" >&2
+}
+
+topic_many_ranks() {
+    local np
+    for np in 16 8 4 2; do
+        cmd bench/nexar-vs-best-mpi -np $np --malloc tuned -m "$many_range" -r 1 --node-bound --csv "$out/many-ranks-$np.csv" ||
+            return 1
+    done
+    cmd bench/nexar-vs-best-mpi -np 16 --malloc tuned -m "$many_range" -r 1 --node-bound -l \
+        --csv "$out/many-ranks-16-inplace.csv" || return 1
+    draw_many "$out/many-ranks.png" "$out"
+}
+
+# from_device TOPIC: $out from the device run's files (no benchmark runs):
+# the CSVs the page reads, the logs and commands of the checks behind them,
+# and the machine as the run recorded it.
+from_device() {
+    local names=() n f
+    case $1 in
+        gpu) names=(kernel-bench staged-ring ipc-ring ipc-staged direct-ring-2 ipc-4 direct-ring-4 device-learnt-2 device-learnt-4) ;;
+        many-ranks) names=(many-ranks-16 many-ranks-8 many-ranks-16-inplace many-ranks-4 many-ranks-2) ;;
+    esac
+    grep -v '^date=' "$device_dir/machine.meta" >>"$out/meta"
+    sed -i "s/^date=.*/date=$(sed -n 's/^date=//p' "$device_dir/machine.meta")/" "$out/meta"
+    { echo "from_device=1"; echo "quick=0"; echo "settings="
+      echo "note=Run by \`test/gpu/run-on-device.sh\` (each check under its own time limit, the whole run under a deadline); the checks' summary: [$topic/summary.txt]($topic/summary.txt)."; } >>"$out/meta"
+    for n in "${names[@]}"; do
+        f=$device_dir/$n.csv
+        [ -f "$f" ] || continue
+        case $n in kernel-bench) cp "$f" "$out/gpu-kernel.csv" ;; staged-ring) cp "$f" "$out/gpu-staged-ring.csv" ;; *) cp "$f" "$out/" ;; esac
+        awk -F'\t' -v n="$n" '$1 == n { print "command=" $2 }' "$device_dir/commands.txt" >>"$out/meta"
+        [ -f "$device_dir/$n.log" ] && { echo "\$ ($n)"; cat "$device_dir/$n.log"; echo; } >>"$out/run-log.txt"
+    done
+    cp "$device_dir/summary.txt" "$out/" 2>/dev/null
+    grep -q '^command=' "$out/meta" || { echo "results.sh: no $topic CSV in $device_dir" >>"$out/run-log.txt"; return 1; }
+    case $1 in
+        gpu) plot_gpu_kernel "$out/gpu-kernel.csv" "$out/gpu-kernel.png" 2>/dev/null
+             for f in "$out"/*.csv; do
+                 [ "$(basename "$f")" = gpu-kernel.csv ] || plot_busbw "$f" "${f%.csv}.png" "device allreduce busbw: $(basename "${f%.csv}")"
+             done ;;
+        many-ranks) draw_many "$out/many-ranks.png" "$out" ;;
+    esac
+}
+
 topic_gpu() {
     cmd ./nexar_gpu_reduce_bench "${gpu_kernel_args[@]}" --csv "$out/gpu-kernel.csv" || return 1
     cmd NEXAR_HOST_BUFFERS=0 bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m "$gpu_range" "${gpu_iters[@]}" \
@@ -353,6 +436,10 @@ why_not() {
         across-nodes) why_not_across_nodes ;;
         mpi4py) "$python" -c 'import mpi4py, numpy' 2>/dev/null ||
                     echo "$python cannot import mpi4py and numpy (apt-get install python3-mpi4py python3-numpy)" ;;
+        many-ranks) if [ "$(nproc)" -lt 16 ]; then
+                        echo "$(nproc) cores here: 16 ranks would share them, which measures nothing (run it on a node with 16 cores, or make the page from a device run: --from-device DIR)"
+                    elif ! "${MPIRUN:-mpirun}" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
+                        echo "the many-ranks tables compare Open MPI's node algorithms: needs Open MPI's mpirun"; fi ;;
         gpu) if [ $have_gpu = 0 ]; then echo "no GPU here"
              elif [ ! -x "$build/nexar_gpu_reduce_bench" ]; then echo "no nexar_gpu_reduce_bench (configure found no CUDA)"; fi ;;
     esac
@@ -375,7 +462,8 @@ failed=() skipped=() done_topics=()
 index=0
 for topic in "${topics[@]}"; do
     index=$((index + 1))
-    why=$(why_not "$topic")
+    why=""
+    [ -n "$device_dir" ] || why=$(why_not "$topic")
     if [ -n "$why" ]; then
         say "$why; $(page_date "$topic")"
         skipped+=("$topic")
@@ -384,12 +472,18 @@ for topic in "${topics[@]}"; do
     out="$work/$topic"
     mkdir -p "$out"
     : >"$out/run-log.txt"
-    { echo "topic=$topic"; echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"; machine_meta; } >"$out/meta"
     t0=$SECONDS
     skip_why=""
-    "topic_${topic//-/_}"
-    rc=$?
-    echo "elapsed_s=$((SECONDS - t0))" >>"$out/meta"
+    if [ -n "$device_dir" ]; then
+        { echo "topic=$topic"; echo "date=now"; } >"$out/meta"
+        from_device "$topic"
+        rc=$?
+    else
+        { echo "topic=$topic"; echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"; machine_meta; } >"$out/meta"
+        "topic_${topic//-/_}"
+        rc=$?
+    fi
+    [ -n "$device_dir" ] || echo "elapsed_s=$((SECONDS - t0))" >>"$out/meta"
     if [ $rc = 77 ] && [ -n "$skip_why" ]; then
         say "$skip_why; $(page_date "$topic")"
         skipped+=("$topic")

@@ -12,9 +12,12 @@ folder become docs/results/TOPIC/ and the page docs/results/TOPIC.md.  The
 page links its files as TOPIC/NAME, so it belongs beside that folder.
 
 TOPIC is one-node, huge-pages, reduce-scatter-allgather, across-nodes,
-mpi4py or gpu; each expects its own CSVs (TOPICS below), in the columns
-their tools write (bench/osu_allreduce.c, bench/nexar-cluster-bench,
-bench/nexar-mpi4py-bench, bench/gpu_reduce_bench.cu).  DIR/meta holds
+mpi4py, gpu or many-ranks; each expects its own CSVs (TOPICS below), in
+the columns their tools write (bench/osu_allreduce.c,
+bench/nexar-cluster-bench, bench/nexar-mpi4py-bench,
+bench/gpu_reduce_bench.cu, bench/nexar-vs-best-mpi).  Tables listed as
+optional (a device run's, where its deadline may have dropped some) appear
+where their CSV is there.  DIR/meta holds
 KEY=VALUE lines: date (UTC, ISO 8601), cpu, cores, memory, kernel, thp, mpi,
 ucx, nexar, git, one command= line per command in the order run, and
 optionally elapsed_s, quick (1: a quick run, not a measurement), settings
@@ -127,10 +130,46 @@ TOPICS = {
                 "engine. In the ring table the buffers are device memory and the MPI column is what users "
                 "of an MPI without CUDA support do by hand: `cudaMemcpy` to the host, `PMPI_Allreduce`, "
                 "`cudaMemcpy` back, side by side with nexar in one run; the ratio is that time ÷ nexar's. "
-                "Both ranks share the one GPU; there is no host bound for device buffers.",
+                "Both ranks share the one GPU; there is no host bound for device buffers. Where the run "
+                "came from `test/gpu/run-on-device.sh`, the further tables compare nexar's paths for device "
+                "buffers with every size forced onto nexar: GPU to GPU through CUDA IPC (a direct "
+                "reduce-scatter + allgather), the staged ring, and the direct path (a ring whose bytes a "
+                "UCX built with CUDA moves itself, over `cuda_ipc` on one node); their MPI column is the "
+                "by-hand path as above.",
+        "optional_csvs": [
+            ("ipc-ring.csv", "2 ranks, GPU to GPU through IPC", "IPC, 2 ranks"),
+            ("ipc-staged.csv", "2 ranks, the staged ring (IPC off)", "staged, 2 ranks"),
+            ("direct-ring-2.csv", "2 ranks, the direct path (CUDA-aware UCX)", "direct, 2 ranks"),
+            ("ipc-4.csv", "4 ranks, GPU to GPU through IPC", "IPC, 4 ranks"),
+            ("direct-ring-4.csv", "4 ranks, the direct path (CUDA-aware UCX)", "direct, 4 ranks"),
+            ("device-learnt-2.csv", "2 ranks, no setting: the learnt device path", "learnt, 2 ranks"),
+            ("device-learnt-4.csv", "4 ranks, no setting: the learnt device path", "learnt, 4 ranks"),
+        ],
+    },
+    "many-ranks": {
+        "title": "Many ranks on one node: allreduce against Open MPI's best",
+        "kind": "many",
+        "csvs": [
+            ("many-ranks-16.csv", "16 ranks, out of place", "16 ranks"),
+            ("many-ranks-8.csv", "8 ranks, out of place", "8 ranks"),
+            ("many-ranks-16-inplace.csv", "16 ranks, in place", "16 ranks in place"),
+            ("many-ranks-4.csv", "4 ranks, out of place", "4 ranks"),
+            ("many-ranks-2.csv", "2 ranks, out of place", "2 ranks"),
+        ],
+        "read": "`bench/nexar-vs-best-mpi` runs `bench/nexar-osu` once per Open MPI node algorithm (its "
+                "default; `coll/sm`; tuned's ring, algorithm 4; tuned's Rabenseifner, algorithm 6), each "
+                "run measuring that algorithm and nexar side by side, host buffers, float, tuned allocator, "
+                "nexar with no setting (the learnt threshold). Each MPI column is that algorithm's busbw "
+                "in its own run; \"nexar ÷ best\" is nexar's least busbw over the runs ÷ the best "
+                "algorithm's at that size (above 1: nexar faster; a lower bound, since the runs are "
+                "minutes apart). The node bound uses the copy-reduce bound's formula with `memcpy` and "
+                "`dst += src` rates measured by every rank at once (all cores moving memory, the slowest "
+                "rank's rate), so it is each rank's share of the node's memory bandwidth; \"% node\" is "
+                "each side's busbw as a share of it (nexar's the median over the runs, the best MPI "
+                "algorithm's from its own run). A table is missing where the run's deadline dropped it.",
     },
 }
-ORDER = ["one-node", "huge-pages", "reduce-scatter-allgather", "across-nodes", "mpi4py", "gpu"]
+ORDER = ["one-node", "huge-pages", "reduce-scatter-allgather", "across-nodes", "mpi4py", "gpu", "many-ranks"]
 REQUIRED_META = ["date", "cpu", "cores", "memory", "kernel", "thp", "mpi", "ucx", "nexar", "git"]
 PATH_WORDS = {"mpi": "passed through", "ring": "ring", "1shot": "one-shot", "hier": "hierarchical",
               "fallbk": "fell back", "split": "ranks differ!", "-": "no counters"}
@@ -497,6 +536,52 @@ def kernel_summary(rows):
     return ["The kernel's bandwidth as a share of the device copy's: " + "; ".join(parts) + "." + tail]
 
 
+MANY_ALGS = [("mpi_default_gbs", "default"), ("mpi_sm_gbs", "coll/sm"), ("mpi_ring4_gbs", "ring (4)"),
+             ("mpi_rabens6_gbs", "Rabenseifner (6)")]
+
+
+def many_rows(path):
+    _, rows = read_csv(path, ["size_bytes", "best_mpi_gbs", "nexar_least_gbs", "ratio"],
+                       optional=[c for c, _ in MANY_ALGS] + ["nexar_pct_node_bound_median", "best_mpi_pct_node_bound"],
+                       text=["path"])
+    return rows
+
+
+def many_table(rows):
+    algs = [(c, n) for c, n in MANY_ALGS if any(r[c] is not None for r in rows)]
+    head = ["size"] + [n + " GB/s" for _, n in algs] + ["nexar GB/s", "nexar ÷ best", "nexar % node",
+                                                        "best MPI % node", "path"]
+    body = []
+    for r in rows:
+        node = r["nexar_pct_node_bound_median"]
+        mnode = r["best_mpi_pct_node_bound"]
+        body.append([size_name(r["size_bytes"])] + [f"{r[c]:.2f}" if r[c] is not None else "–" for c, _ in algs] +
+                    [f"{r['nexar_least_gbs']:.2f}", ratio(r["ratio"]), pct(node) if node is not None else "–",
+                     pct(mnode) if mnode is not None else "–", r["path"]])
+    return table(head, ["---:"] * (len(head) - 1) + ["---"], body)
+
+
+def many_took(r):
+    """nexar took the calls of that size in at least one run."""
+    return any(p in ("ring", "1shot", "hier") for p in re.split(r"[+/]", r["path"]))
+
+
+def many_summary(rows):
+    took = [r for r in rows if many_took(r)]
+    passed = [r for r in rows if not many_took(r)]
+    parts = []
+    if took:
+        parts.append(f"where nexar took the calls ({sizes(took)}): {rng([r['ratio'] for r in took])}")
+    if passed:
+        parts.append(f"where it passed them through ({sizes(passed)}): {rng([r['ratio'] for r in passed])}")
+    line = "nexar ÷ the best MPI algorithm: " + "; ".join(parts) + "."
+    big = [r for r in rows if r["size_bytes"] >= (1 << 20) and r["nexar_pct_node_bound_median"] is not None]
+    if big:
+        line += (f" From 1 MiB: nexar at {pct_range([r['nexar_pct_node_bound_median'] for r in big])} of the node "
+                 f"bound, the best MPI at {pct_range([r['best_mpi_pct_node_bound'] for r in big])}.")
+    return line
+
+
 # ---------------------------------------------------------------- the page
 
 def rel(topic, name):
@@ -542,17 +627,37 @@ def render(topic, d):
         summary += ["- " + line for line in mpi4py_summary(rows)]
         headline = mpi4py_headline(rows)
     elif t["kind"] == "gpu":
-        (kname, ktitle, _), (rname, rtitle, _) = t["csvs"]
+        # The kernel's table is required; the staged ring's (a results.sh
+        # run's) and a device run's tables appear where their CSVs are.
+        (kname, ktitle, _), (rname, rtitle, rshort) = t["csvs"]
         krows = kernel_rows(os.path.join(d, kname))
-        rrows = osu_rows(os.path.join(d, rname))
         sections += [f"## {ktitle}", ""] + links(kname) + [""] + kernel_table(krows) + [""]
-        sections += [f"## {rtitle}", ""] + links(rname) + [""] + osu_table(rrows) + [""]
-        summary += ["- " + kernel_summary(krows)[0],
-                    f"- **staged ring**: nexar {rng([r['ratio'] for r in rrows])} faster than the by-hand path "
-                    f"({size_span([r['size_bytes'] for r in rrows])})."]
+        summary += ["- " + kernel_summary(krows)[0]]
         pcts = [100 * r["reduce_gbs"] / r["copy_gbs"] for r in krows]
-        headline = (f"kernel at {pct_range(pcts)} of a device copy; staged ring "
-                    f"{rng([r['ratio'] for r in rrows])} the by-hand path")
+        headline = f"kernel at {pct_range(pcts)} of a device copy"
+        for name, title, short in [(rname, rtitle, rshort)] + t.get("optional_csvs", []):
+            if not os.path.isfile(os.path.join(d, name)):
+                continue
+            rows = osu_rows(os.path.join(d, name))
+            sections += [f"## {title}", ""] + links(name) + [""] + osu_table(rows) + [""]
+            summary += [f"- **{short}**: nexar {rng([r['ratio'] for r in rows])} the by-hand path "
+                        f"({size_span([r['size_bytes'] for r in rows])})."]
+            if name == rname:
+                headline += f"; staged ring {rng([r['ratio'] for r in rows])} the by-hand path"
+    elif t["kind"] == "many":
+        found = []
+        for name, title, short in t["csvs"]:
+            if not os.path.isfile(os.path.join(d, name)):
+                continue
+            rows = many_rows(os.path.join(d, name))
+            found.append((short, rows))
+            sections += [f"## {title}", ""] + links(name) + [""] + many_table(rows) + [""]
+            summary += [f"- **{short}**: " + many_summary(rows)]
+        if not found:
+            raise PageError(f"{d}: none of {', '.join(n for n, _, _ in t['csvs'])}")
+        headline = "nexar ÷ Open MPI's best: " + "; ".join(
+            f"{short} {rng([r['ratio'] for r in rows if many_took(r)] or [r['ratio'] for r in rows])}"
+            for short, rows in found)
     plots = []
     for png, heading, what in t.get("extra_plots", []):
         if os.path.isfile(os.path.join(d, png)):
@@ -574,8 +679,11 @@ def render(topic, d):
         out += ["> **Quick run** (`NEXAR_RESULTS_QUICK=1`): fewer sizes, iterations or rounds than a real run, "
                 "to check that the page can be made (the commands below say which). These numbers are not a "
                 f"measurement; run `scripts/results.sh {topic}` without it.", ""]
+    by = (f"`test/gpu/run-on-device.sh` on a lent machine, the page made by "
+          f"`scripts/results.sh --from-device DIR {topic}`" if meta.get("from_device") else
+          f"`scripts/results.sh {topic}`")
     out += [f"Measured on {day} at {date[11:16]} UTC by "
-            f"`scripts/results.sh {topic}`{elapsed}. A rerun replaces this page and the files in "
+            f"{by}{elapsed}. A rerun replaces this page and the files in "
             f"[{topic}/]({topic}/); the raw output is [{rel(topic, 'run-log.txt')}]({rel(topic, 'run-log.txt')}).",
             ""]
     machine = (f"**Machine:** {meta['cpu']}, {meta['cores']} cores, {meta['memory']} memory, "
@@ -636,9 +744,12 @@ def write_index(results_dir):
             "make && scripts/results.sh                 # every topic (or: make results)",
             "scripts/results.sh one-node mpi4py         # some topics",
             "NEXAR_RESULTS_QUICK=1 scripts/results.sh one-node   # a quick check of the script, not a measurement",
+            "scripts/results.sh --from-device OUTDIR    # gpu and many-ranks from a run of test/gpu/run-on-device.sh",
             "```", "",
-            "`across-nodes` needs root (network namespaces) and `gpu` a GPU; where a topic cannot run, the script "
-            "says why and leaves its page as it is. Each page says how long its run took.", ""]
+            "`across-nodes` needs root (network namespaces), `gpu` a GPU and `many-ranks` 16 cores; where a topic "
+            "cannot run, the script says why and leaves its page as it is. A lent GPU machine (one H200, 16 "
+            "cores) runs both of the latter in `test/gpu/run-on-device.sh`, whose output folder makes their "
+            "pages. Each page says how long its run took.", ""]
     with open(os.path.join(results_dir, "README.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(out))
 

@@ -176,6 +176,64 @@ page gpu
 has "$dir/gpu.md" "| f32 | 64 MiB | 3600 | 3780 (105 %) | 3790 (105 %) | 3670 (102 %) | yes |"
 has "$dir/gpu.md" "| 64 MiB | 37,500 | 7,500.0 | 5.00× | – | – | - |"
 
+# A device run's extra tables, where present (here IPC at 2 ranks only).
+osu_csv "$dir/gpu/ipc-ring.csv"
+page gpu
+has "$dir/gpu.md" "## 2 ranks, GPU to GPU through IPC"
+has "$dir/gpu.md" "- **IPC, 2 ranks**: nexar 0.91–2.00× the by-hand path (4 KiB – 256 MiB)."
+checks=$((checks + 1))
+! grep -q "the direct path (CUDA-aware UCX)" "$dir/gpu.md" || fail "gpu.md: a table whose CSV is missing"
+
+# ---------------------------------------------------------------- many ranks
+# bench/nexar-vs-best-mpi's columns; 8 ranks only (the deadline dropped the rest).
+many_header=size_bytes,mpi_default_gbs,mpi_sm_gbs,mpi_ring4_gbs,mpi_rabens6_gbs,best_mpi_gbs,nexar_least_gbs,nexar_most_gbs,ratio,nexar_pct_bound,nexar_pct_one_pass,worst_same_run_ratio,best_mpi_pct_bound,nexar_pct_node_bound_median,best_mpi_pct_node_bound,path
+mkdir -p "$dir/many-ranks"
+meta "$dir/many-ranks"
+printf '%s\n%s\n%s\n' "$many_header" "4096,1.00,2.00,0.50,0.80,2.00,1.80,1.90,0.90,10,8,0.85,11,5,6,mpi" \
+    "4194304,4.00,3.00,5.00,4.50,5.00,10.00,11.00,2.00,60,50,1.90,30,70,35,ring" >"$dir/many-ranks/many-ranks-8.csv"
+page many-ranks
+p="$dir/many-ranks.md"
+has "$p" "| size | default GB/s | coll/sm GB/s | ring (4) GB/s | Rabenseifner (6) GB/s | nexar GB/s | nexar ÷ best | nexar % node | best MPI % node | path |"
+has "$p" "| 4 MiB | 4.00 | 3.00 | 5.00 | 4.50 | 10.00 | 2.00× | 70 % | 35 % | ring |"
+has "$p" "| 4 KiB | 1.00 | 2.00 | 0.50 | 0.80 | 1.80 | 0.90× | 5 % | 6 % | mpi |"
+has "$p" "- **8 ranks**: nexar ÷ the best MPI algorithm: where nexar took the calls (1 size, 4 MiB): 2.00×; where it passed them through (1 size, 4 KiB): 0.90×. From 1 MiB: nexar at 70 % of the node bound, the best MPI at 35 %."
+checks=$((checks + 1))
+! grep -q "## 16 ranks" "$p" || fail "many-ranks.md: a table whose CSV is missing"
+mv "$dir/many-ranks/many-ranks-8.csv" "$dir/many-8.csv"
+must_fail "no many-ranks CSV" many-ranks "none of many-ranks-16.csv"
+
+# scripts/results.sh --from-device: the pages of a device run's folder
+# (test/gpu/run-on-device.sh's files), without running anything.
+dev="$dir/device-out"
+mkdir -p "$dev"
+printf '%s\n' "date=2026-12-04T01:02:03Z" "cpu=Test EPYC 16-Core" "cores=16" "memory=125.0 GiB" "kernel=Linux 6.8.0-test" \
+    "thp=always" "mpi=mpirun (Open MPI) 4.1.4" "ucx=1.13.1 (Debian's); 1.20.1 with CUDA (direct checks)" "nexar=0.1.0" \
+    "git=abc1234" "gpu=NVIDIA H200 (driver 570.00)" >"$dev/machine.meta"
+cp "$dir/gpu/gpu-kernel.csv" "$dev/kernel-bench.csv"
+osu_csv "$dev/staged-ring.csv"
+osu_csv "$dev/direct-ring-2.csv"
+cp "$dir/many-8.csv" "$dev/many-ranks-16.csv"
+# shellcheck disable=SC2016  # $OUT is literal in the commands
+printf '%s\t%s\n' kernel-bench './nexar_gpu_reduce_bench --sizes 64M,1G --csv $OUT/kernel-bench.csv' \
+    staged-ring 'env NEXAR_STATS=1 bench/nexar-osu -np 2 -d cuda --csv $OUT/staged-ring.csv' \
+    direct-ring-2 'env NEXAR_CUDA_PATH=direct bench/nexar-osu -np 2 -d cuda --csv $OUT/direct-ring-2.csv' \
+    many-ranks-16 'bench/nexar-vs-best-mpi -np 16 --node-bound --csv $OUT/many-ranks-16.csv' >"$dev/commands.txt"
+echo "check gpu-kernels: PASS in 20s" >"$dev/summary.txt"
+checks=$((checks + 1))
+NEXAR_RESULTS_DIR="$dir/pages" "$src/scripts/results.sh" --from-device "$dev" >"$dir/err" 2>&1 ||
+    fail "results.sh --from-device failed: $(cat "$dir/err")"
+p="$dir/pages/gpu.md"
+has "$p" "by \`test/gpu/run-on-device.sh\` on a lent machine, the page made by \`scripts/results.sh --from-device DIR gpu\`"
+has "$p" "GPU: NVIDIA H200 (driver 570.00)"
+# shellcheck disable=SC2016
+has "$p" 'env NEXAR_CUDA_PATH=direct bench/nexar-osu -np 2 -d cuda --csv $OUT/direct-ring-2.csv'
+has "$p" "## 2 ranks, the direct path (CUDA-aware UCX)"
+has "$dir/pages/many-ranks.md" "Test EPYC 16-Core, 16 cores"
+has "$dir/pages/many-ranks.md" "## 16 ranks, out of place"
+has "$dir/pages/README.md" "[Many ranks on one node: allreduce against Open MPI's best](many-ranks.md) | 2026-12-04"
+checks=$((checks + 1))
+[ -f "$dir/pages/gpu/summary.txt" ] || fail "--from-device: the run's summary is not beside the page"
+
 # ---------------------------------------------------------------- the index
 checks=$((checks + 1))
 "$python" "$page_py" --index "$dir" 2>"$dir/err" || fail "--index failed: $(cat "$dir/err")"

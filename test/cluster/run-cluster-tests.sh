@@ -353,7 +353,43 @@ for algorithm in auto ring; do
         for r in 0 1 2 3; do expect_bytes $r ipc_calls zero; expect_bytes $r hier_calls zero; done
     fi
 done
+# The direct path across nodes: UCX moves device memory itself between the
+# nodes (the emulated GPU standing in for a CUDA-aware UCX, as on clusters
+# with GPUDirect RDMA): inside the hierarchical allreduce's ring across the
+# nodes, and on the flat ring for every collective.
+for algorithm in auto ring; do
+    echo "== allreduce_cuda_check --emulated-gpu --quick, 2 nodes x 2 ranks, direct path, NEXAR_ALGORITHM=$algorithm"
+    crun --ranks 4 --ppn 2 -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" -x NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1 \
+        "$gpu_prog" --emulated-gpu --quick
+    rc=$?
+    grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 6
+    [ $rc = 0 ] || { tail -n 30 "$log"; fail "the direct path across nodes exited with $rc"; }
+    check_stats "$log" 4 1
+    [ "$(grep -ac 'device buffers: direct (CUDA-aware UCX) path' "$log")" = 4 ] || fail "not every rank took the direct path"
+    for r in 0 1 2 3; do expect_bytes $r direct_calls nonzero; done
+done
 algorithm=ring
+
+# --- A UCX built with CUDA (scripts/cuda-ucx.sh: 1.20.1, as GPU clusters
+# have) carries nexar across the nodes, through LD_LIBRARY_PATH, nexar
+# unchanged; without a GPU it moves host memory as any UCX does. ---
+if cuda_ucx=$("$here/../../scripts/cuda-ucx.sh" --prefix 2>/dev/null); then
+    echo "== allreduce_check over UCX with CUDA ($cuda_ucx), 2 nodes x 2 ranks by node"
+    crun --ranks 4 --ppn 2 --map-by node -- -x LD_LIBRARY_PATH="$cuda_ucx/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        -x UCX_MODULE_DIR="$cuda_ucx/lib/ucx" "$check_prog" --cases 80 --max-count 4000 --big-every 20 --seed 53
+    rc=$?
+    grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 6
+    [ $rc = 0 ] || fail "allreduce_check over the CUDA-aware UCX exited with $rc"
+    check_stats "$log" 4 1
+    version=$(LD_LIBRARY_PATH="$cuda_ucx/lib" "$cuda_ucx/bin/ucx_info" -v | sed -n 's/.*[Ll]ibrary version: *\([0-9.]*\).*/\1/p')
+    [ "$(grep -ac "^nexar\[rank [0-3]\]: UCX $version up" "$log")" = 4 ] ||
+        fail "not every rank ran on UCX $version ($(grep -a 'UCX .* up' "$log" | head -n 2))"
+    for r in 2 3; do expect_bytes $r ucx_bytes nonzero; done
+elif [ "${NEXAR_REQUIRE_ALL_LANES:-0}" = 1 ]; then
+    fail "no UCX with CUDA: $("$here/../../scripts/cuda-ucx.sh" --prefix 2>&1)"
+else
+    echo "(not run: no UCX with CUDA: $("$here/../../scripts/cuda-ucx.sh" --prefix 2>&1))"
+fi
 
 # --- Mismatched counts across nodes: MPI_ERR_COUNT everywhere, no hang. ---
 echo "== fault_check count-mismatch, 2 nodes x 2 ranks"

@@ -4,6 +4,11 @@
 # the virtual-memory API's), the staged path (NEXAR_CUDA_IPC=0), the direct
 # path when UCX can move CUDA memory, and ranks mixing host and device
 # buffers.  Skipped (exit 77, with the reason) on a machine without a GPU.
+#
+# NEXAR_GPU_MPI_DIRECT_ONLY=1: only the direct path, which must then run
+# (UCX moves CUDA memory: scripts/cuda-ucx.sh's UCX through
+# LD_LIBRARY_PATH): every collective at 2 and 4 ranks, every device call's
+# bytes moved by UCX (direct_calls).
 set -u
 . "$(dirname "$0")/../lib.sh"
 # NEXAR_CUDA_CHECK: the program itself where the libtool wrapper cannot run
@@ -32,6 +37,23 @@ every_rank() {
     read_stats "$log" "$1"
     for v in "${values[@]}"; do [ "$v" -gt 0 ] || fail "$1=$v on a rank: expected calls there"; done
 }
+
+# direct_runs: the direct path at 2 and 4 ranks, every device call on it.
+direct_runs() {
+    local np
+    for np in 2 4; do
+        run $np NEXAR_LOG=info NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=direct -- --quick
+        [ "$(grep -ac 'device buffers: direct (CUDA-aware UCX) path' "$log")" = $np ] ||
+            fail "not every rank took the direct path: $(grep -a 'UCX .* up\|device buffers' "$log" | head -n 3)"
+        every_rank direct_calls
+    done
+}
+if [ "${NEXAR_GPU_MPI_DIRECT_ONLY:-0}" = 1 ]; then
+    nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU (nvidia-smi -L)"; exit 77; }
+    direct_runs
+    echo "direct path runs passed"
+    exit 0
+fi
 
 # GPU to GPU through CUDA IPC (the default for one node).
 run 2
@@ -70,7 +92,7 @@ run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
 # Host ranks cannot take the ring: all fall back, device ranks stage through host.
 min_ring=0 run 2 NEXAR_HOST_BUFFERS=0 -- --mixed --no-ring
 if ucx_info -d 2>/dev/null | grep -aq "cuda_copy"; then
-    run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=direct
+    direct_runs
 else
     echo "(direct path not run: this UCX has no CUDA support; ucx_info -d lists no cuda_copy)"
 fi

@@ -5,8 +5,10 @@
 #   here (Debian 12, tree built with CUDA):  test/gpu/run-on-device.sh --prepare
 #       puts into .device/ what the other machine needs and lacks: the
 #       runtime .debs of Debian's Open MPI and UCX, the built programs and
-#       libraries (debug info stripped), and the CUDA runtime the test
-#       programs load, and the git revision they were built from.  About 27 MiB.
+#       libraries (debug info stripped), the CUDA runtime the test programs
+#       load, UCX 1.20.1 built with CUDA (scripts/cuda-ucx.sh's prebuilt
+#       copy, for the direct path), and the git revision they were built
+#       from.  About 29 MiB.
 #   there (the same tree, .device/ carried along):  test/gpu/run-on-device.sh OUTDIR
 #       unpacks the .debs into a private root and runs the checks below, each
 #       under its own time limit.  Every check prints one line
@@ -14,13 +16,15 @@
 #       logs and CSVs go to OUTDIR.  Exit status 0 when every check passed
 #       (on a GPU machine a skipped check counts as failed).
 #
+#   NEXAR_DEVICE_MANY_RANKS_RANGE (default 4K:256M): the many-ranks sizes
+#   (smaller for a rehearsal on a machine with few cores);
 #   NEXAR_DEVICE_CHECKS="gpu-kernels stage-profile ..."  runs only those checks
 #   (a name without its last -part runs them all: stage-profile, segment);
 #   NEXAR_DEVICE_DEADLINE_S (default 540) is the budget of the whole run:
 #   once it is spent the remaining checks are skipped and reported, so the
 #   summary always comes back within a lent machine's time.
 #
-# The checks, quickest and most basic first:
+# The checks, most valuable first (the deadline drops the last ones):
 #   gpu-kernels   every GPU reduction kernel against the host reducers, bit
 #                 for bit, and pointer classification (test/gpu/nexar_gpu_tests)
 #   kernel-bench  the kernel against a device-to-device copy: f32, bf16, f16,
@@ -28,6 +32,18 @@
 #   gpu-mpi       MPI_Allreduce on device buffers at 2 and 4 ranks: IPC
 #                 (cudaMalloc's and virtual-memory-API buffers), staged,
 #                 mixed host/device ranks, all-fallback (run-gpu-mpi-tests.sh)
+#   ipc-ring, ipc-staged  2 ranks, 1 MiB-1 GiB: IPC against the staged ring
+#   direct-info   on the CUDA-aware UCX: nexar-info says UCX moves CUDA
+#                 memory and device buffers take the direct path
+#   direct-mpi    the direct path at 2 and 4 ranks, every collective, exact
+#   direct-ring-2, direct-ring-4, ipc-4  the direct path's speed (UCX moving
+#                 device memory: cuda_ipc inside a node, a ring over IPC)
+#                 against IPC's direct reduce-scatter + allgather, 1 MiB-1 GiB
+#   many-ranks-16, -8, -16-inplace, -4, -2  host buffers, no setting, 4 KiB-
+#                 256 MiB on one node: nexar against Open MPI's default,
+#                 coll/sm, tuned's ring and Rabenseifner (the best of them per
+#                 size, bench/nexar-vs-best-mpi), each side's share of the
+#                 node bound (rates measured with every rank copying)
 #   staged-ring   the staged device ring at 2 ranks on one GPU against
 #                 cudaMemcpy to host + PMPI_Allreduce + cudaMemcpy back,
 #                 64 MiB to 1 GiB, results validated (bench/nexar-osu -d cuda)
@@ -46,7 +62,8 @@ bundle=.device
 # The library's file, whatever libtool's version numbers make its name.
 lib_file=.libs/$(basename "$(readlink -f .libs/libnexar_pmpi.so 2>/dev/null || echo libnexar_pmpi.so.0)")
 built=("$lib_file" .libs/libnexar_pmpi_cuda.so test/gpu/nexar_gpu_tests
-       test/gpu/.libs/allreduce_cuda_check nexar_osu_allreduce nexar_osu_iallreduce nexar_gpu_reduce_bench)
+       test/gpu/.libs/allreduce_cuda_check test/gpu/.libs/libmpi_device_trap.so nexar_osu_allreduce nexar_osu_iallreduce
+       nexar_gpu_reduce_bench nexar-info)
 
 if [ "${1:-}" = --prepare ]; then
     set -e
@@ -75,6 +92,10 @@ if [ "${1:-}" = --prepare ]; then
     cudart=$(readlink -f "${cudalib:-/usr/local/cuda/lib64}/libcudart.so")
     cp "$cudart" "$bundle/lib/"
     ln -s "$(basename "$cudart")" "$bundle/lib/libcudart.so"
+    # UCX built with CUDA, for the direct path: scripts/cuda-ucx.sh's copy
+    # (unpacked there on the first run), carried as it was unpacked.
+    cuda_ucx=$(scripts/cuda-ucx.sh --prefix) || { echo "run-on-device: no UCX with CUDA (scripts/cuda-ucx.sh)" >&2; exit 1; }
+    tar -C "$cuda_ucx" --exclude=./include --exclude=./share -cJf "$bundle/ucx-cuda.tar.xz" .
     echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')" >"$bundle/revision"
     echo "run-on-device: $bundle/ ready: $(ls "$bundle/debs" | wc -l) packages, $(du -sh "$bundle" | cut -f1) in all"
     echo "run it there with: test/gpu/run-on-device.sh OUTDIR   (carry $bundle)"
@@ -84,7 +105,7 @@ fi
 out=${1:-device-out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-rm -f "$out"/*.log "$out"/*.csv  # nothing from an earlier run is reported as this one's
+rm -f "$out"/*.log "$out"/*.csv "$out"/commands.txt  # nothing from an earlier run is reported as this one's
 summary=$out/summary.txt
 : >"$summary"
 passed=0 failed=0
@@ -108,6 +129,14 @@ check() {
     fi
     [ $((SECONDS + limit)) -gt "$deadline" ] && limit=$((deadline - SECONDS))
     echo "== $name (limit ${limit}s): $*"
+    # For the results pages (scripts/results.sh --from-device): the command
+    # as typed in the source tree, the bundle's private paths left out.
+    local shown="" a
+    for a in "$@"; do
+        case $a in LD_LIBRARY_PATH=*|UCX_MODULE_DIR=*) continue ;; esac
+        shown+="${shown:+ }$(printf '%q' "$a")"
+    done
+    printf '%s\t%s\n' "$name" "${shown//"$out"/\$OUT}" >>"$out/commands.txt"
     local t0=$SECONDS
     timeout -k 10 "$limit" "$@" >"$out/$name.log" 2>&1
     local rc=$? took=$((SECONDS - t0))
@@ -136,7 +165,16 @@ export PATH="$root/usr/bin:$PATH"
 for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
     [ -d "$d" ] && case ":${LD_LIBRARY_PATH:-}:" in *":$d:"*) ;; *) LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d" ;; esac
 done
-export LD_LIBRARY_PATH="$PWD/.libs:$PWD/$bundle/lib:$ml:$ml/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# (test/gpu/.libs: the library allreduce_cuda_check links between nexar and
+# the MPI, mpi_device_trap.h.)
+export LD_LIBRARY_PATH="$PWD/.libs:$PWD/test/gpu/.libs:$PWD/$bundle/lib:$ml:$ml/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# UCX with CUDA, for the direct checks only (direct_env): nexar and Open MPI
+# take it through LD_LIBRARY_PATH in place of Debian's.
+cuda_ucx=/tmp/nexar-cuda-ucx
+if [ ! -x "$cuda_ucx/bin/ucx_info" ] && [ -f "$bundle/ucx-cuda.tar.xz" ]; then
+    mkdir -p "$cuda_ucx" && tar -C "$cuda_ucx" -xJf "$bundle/ucx-cuda.tar.xz"
+fi
+direct_env=(LD_LIBRARY_PATH="$cuda_ucx/lib:$LD_LIBRARY_PATH" UCX_MODULE_DIR="$cuda_ucx/lib/ucx")
 export OPAL_PREFIX="$root/usr" OPAL_LIBDIR="$ml/openmpi/lib" OPAL_DATADIR="$root/usr/share/openmpi"
 export OPAL_PKGDATADIR="$root/usr/share/openmpi" OMPI_MCA_plm_rsh_agent=false
 export UCX_MODULE_DIR="$ml/ucx" PMIX_MCA_pcompress_base_silence_warning=1
@@ -154,8 +192,23 @@ export NEXAR_TEST_TIMEOUT=90
     df -h /dev/shm | tail -1
     "$MPIRUN" --version 2>&1 | head -1
     ucx_info -v 2>&1 | head -1
+    env "${direct_env[@]}" "$cuda_ucx/bin/ucx_info" -v 2>&1 | head -1 | sed 's/^/with CUDA: /'
+    env "${direct_env[@]}" "$cuda_ucx/bin/ucx_info" -d 2>&1 | grep -a "Transport: cuda" | sort -u
+    lscpu 2>/dev/null | grep -a "^Model name\|^Socket\|^NUMA node(s)"
     for f in "${built[@]}"; do ldd "$f" 2>&1 | grep -a "not found" | sed "s|^|$f: |"; done
 } 2>&1 | tee "$out/machine.txt"
+# The machine in the KEY=VALUE terms of the results pages' meta files
+# (scripts/results.sh --from-device reads it).
+{
+    echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    scripts/machine-meta.sh
+    echo "mpi=$("$MPIRUN" --version 2>&1 | head -n 1)"
+    ucx_version() { "$@" -v 2>/dev/null | sed -n 's/^# *\([Ll]ibrary \)\{0,1\}[Vv]ersion:\{0,1\} *\([0-9.]*\).*/\2/p' | head -n 1; }
+    echo "ucx=$(ucx_version ucx_info) (Debian's, staged and IPC checks); $(ucx_version env "${direct_env[@]}" "$cuda_ucx/bin/ucx_info") with CUDA (direct checks)"
+    echo "nexar=$(./nexar-info -p 2>/dev/null | sed -n 's/^version=//p')"
+    echo "git=$(cat "$bundle/revision" 2>/dev/null || echo unknown)"
+    echo "gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1 | sed 's/, / (driver /; s/$/)/')"
+} >"$out/machine.meta"
 # Open MPI, UCX and nexar's inboxes all live in /dev/shm; 1 GiB messages need room.
 shm_gb=$(df -BG --output=size /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
 if [ "${shm_gb:-0}" -lt 8 ]; then
@@ -167,8 +220,6 @@ check gpu-kernels 150 test/gpu/nexar_gpu_tests
 check kernel-bench 120 ./nexar_gpu_reduce_bench --sizes 64M,1G --csv "$out/kernel-bench.csv"
 [ -f "$out/kernel-bench.log" ] && grep -a '^check kernel' "$out/kernel-bench.log" | tee -a "$summary"
 check gpu-mpi 240 test/gpu/run-gpu-mpi-tests.sh
-check staged-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_CUDA_IPC=0 \
-    bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 64M:1G --csv "$out/staged-ring.csv"
 # GPU to GPU through CUDA IPC, and the staged path over the same sizes (issue
 # 27: at 1 GiB IPC busbw >= 25 % of the device-to-device copy that
 # kernel-bench measured; at 1 MiB no slower than staged).  Every size takes
@@ -176,9 +227,9 @@ check staged-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_CUDA_IPC=0 \
 # requires IPC: a fallback would fail it rather than pass staged numbers
 # off as IPC's.
 check ipc-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 NEXAR_CUDA_IPC=require \
-    bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 1M:1G --csv "$out/ipc-ring.csv"
+    bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 1M:1G -r 1 --csv "$out/ipc-ring.csv"
 check ipc-staged 300 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 NEXAR_CUDA_IPC=0 \
-    bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 1M:1G --csv "$out/ipc-staged.csv"
+    bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 1M:1G -r 1 --csv "$out/ipc-staged.csv"
 if [ -f "$out/ipc-ring.csv" ] && [ -f "$out/ipc-staged.csv" ]; then
     copy=$(awk -F, 'NR > 1 && $1 == "f32" && $2 == 1073741824 { print $3 }' "$out/kernel-bench.csv" 2>/dev/null)
     awk -F, -v copy="${copy:-0}" 'FNR == 1 { f++; next } f == 1 { ipc[$1] = $6; mpi[$1] = $4 } f == 2 { staged[$1] = $6 }
@@ -187,10 +238,59 @@ if [ -f "$out/ipc-ring.csv" ] && [ -f "$out/ipc-staged.csv" ]; then
                   (copy > 0 ? sprintf(", %.0f %% of the device copy (%.0f GB/s)", 100 * ipc[b] / copy, copy) : "") }' \
         "$out/ipc-ring.csv" "$out/ipc-staged.csv" | sort -n -k3 | tee -a "$summary"
 fi
+# ---- the direct path: UCX 1.20.1 built with CUDA moves device memory
+# itself (cuda_copy, cuda_ipc), as on clusters with HPC-X; never run on a
+# GPU before.  nexar-info's verdict, correctness at 2 and 4 ranks, and its
+# speed against IPC's direct reduce-scatter + allgather (a ring whose hops
+# UCX carries over cuda_ipc against nexar's IPC algorithm, at 2 and 4 ranks).
+check direct-info 30 env "${direct_env[@]}" bash -c './nexar-info -p | tee /dev/stderr |
+    grep -q "^ucx_moves_cuda=yes" && ./nexar-info -p | grep -qx "device_path=direct (CUDA-aware UCX)"'
+check direct-mpi 150 env "${direct_env[@]}" NEXAR_GPU_MPI_DIRECT_ONLY=1 test/gpu/run-gpu-mpi-tests.sh
+for np in 2 4; do
+    check "direct-ring-$np" 120 env "${direct_env[@]}" NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 \
+        NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=direct bench/nexar-osu -np $np --malloc tuned -d cuda -c -m 1M:1G -r 1 \
+        --csv "$out/direct-ring-$np.csv"
+    [ $np = 4 ] && check ipc-4 120 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 NEXAR_CUDA_IPC=require \
+        bench/nexar-osu -np 4 --malloc tuned -d cuda -c -m 1M:1G -r 1 --csv "$out/ipc-4.csv"
+done
+# direct_vs NAME IPC_CSV: the direct ring's busbw beside IPC's per size.
+direct_vs() {
+    [ -f "$out/$1.csv" ] && [ -f "$2" ] || return 0
+    awk -F, -v n="$1" 'FNR == 1 { f++; next } f == 1 { d[$1] = $6; p[$1] = $NF } f == 2 { i[$1] = $6 }
+        END { for (b in d) printf "%s %d MiB: direct busbw %.1f GB/s (%s), IPC %.1f; direct %.2fx IPC\n", n, b / 1048576, d[b],
+                                  p[b], i[b], i[b] > 0 ? d[b] / i[b] : 0 }' "$out/$1.csv" "$2" | sort -n -k2 | tee -a "$summary"
+}
+direct_vs direct-ring-2 "$out/ipc-ring.csv"
+direct_vs direct-ring-4 "$out/ipc-4.csv"
+
+# ---- many ranks on one node, host buffers, no setting: nexar against the
+# best of Open MPI's node algorithms at each size, each side's share of the
+# node bound (measured in the same run with every rank copying).  16 ranks
+# first (the most this machine has), then 8, 16 in place, 4 and 2.
+many_ranks() {  # many_ranks NAME NP [-l]
+    local name=$1 np=$2; shift 2
+    check "$name" 110 bench/nexar-vs-best-mpi -np "$np" --malloc tuned -m "${NEXAR_DEVICE_MANY_RANKS_RANGE:-4K:256M}" -r 1 \
+        --node-bound "$@" \
+        --csv "$out/$name.csv"
+    [ -f "$out/$name.csv" ] && awk -F, -v n="$name" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        { printf "%s %d KiB: nexar %.2fx the best MPI (%.1f against %.1f GB/s), %s%% of the node bound (MPI %s%%), path %s\n",
+                 n, $1 / 1024, $c["ratio"], $c["nexar_least_gbs"], $c["best_mpi_gbs"], $c["nexar_pct_node_bound_median"],
+                 $c["best_mpi_pct_node_bound"], $NF }' "$out/$name.csv" | tee -a "$summary"
+}
+many_ranks many-ranks-16 16
+many_ranks many-ranks-8 8
+many_ranks many-ranks-16-inplace 16 -l
+many_ranks many-ranks-4 4
+many_ranks many-ranks-2 2
+
+# The staged ring against the by-hand path (issue 27's 1.5x target).
+check staged-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_CUDA_IPC=0 \
+    bench/nexar-osu -np 2 --malloc tuned -d cuda -c -m 64M:1G --csv "$out/staged-ring.csv"
 if [ -f "$out/staged-ring.csv" ]; then
     awk -F, 'NR > 1 { printf "check staged-ring %d MiB: nexar %.2fx cudaMemcpy + PMPI_Allreduce + cudaMemcpy (target 1.5x), %s\n",
                       $1 / 1048576, $7, ($7 >= 1.5 ? "PASS" : "BELOW TARGET") }' "$out/staged-ring.csv" | tee -a "$summary"
 fi
+
 # Where the staged ring's time goes, per size (timing events cost a little,
 # so these runs are apart from the ones above).
 for size in 64M 1G; do

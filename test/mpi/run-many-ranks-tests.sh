@@ -16,9 +16,10 @@
 #     path at every call;
 #   - nonblocking and persistent calls at 8 and 16 ranks (nonblocking_check).
 set -u
+# Each job's limit (before lib.sh sets its default): the runs take seconds.
+: "${NEXAR_TEST_TIMEOUT:=240}"
 . "$(dirname "$0")/../lib.sh"
 new_log
-: "${NEXAR_TEST_TIMEOUT:=240}"
 export NEXAR_TEST_TIMEOUT NEXAR_STATS=1
 
 # run NP PROGRAM [VAR=VALUE...] -- ARGS...: one job, its stats checked (every
@@ -68,9 +69,14 @@ for c in $wide; do
 done
 grep -aq "take the one-shot allreduce" "$log" || fail "the split's halves (8 and 9 ranks) did not take the one-shot"
 
-# No setting at all: the learnt threshold.
+# No setting at all: the learnt threshold.  (MPICH 4.0's own calls are ten
+# times slower here when oversubscribed: on MPICH sizes to 16 KiB at 8
+# ranks and 4 KiB at 16, still past the learner's 2 KiB floor, where both
+# paths are tried.)
 for np in 8 16; do
-    run $np learn_check NEXAR_LOG=info -- --max 262144
+    max=262144
+    [ "$NEXAR_MPI_FAMILY" = mpich ] && max=$((np == 8 ? 16384 : 4096))
+    run $np learn_check NEXAR_LOG=info -- --max $max
     check_same_paths "$log"
     grep -aq "^nexar\[rank 0\]: communicator context 1 ($np ranks): MPI_Allreduce out of place on host buffers took" "$log" ||
         fail "NEXAR_LOG=info did not say where the crossover landed at $np ranks"
@@ -78,7 +84,7 @@ for np in 8 16; do
 done
 
 for np in 8 16; do
-    run $np nonblocking_check "${forced[@]}" -- --rounds 3 --seed $np
+    run $np nonblocking_check "${forced[@]}" -- --rounds $([ "$NEXAR_MPI_FAMILY" = mpich ] && [ $np = 16 ] && echo 1 || echo 3) --seed $np
     grep -aq "errors=0" "$log" || fail "nonblocking_check printed no error count"
     grep -a "errors=[1-9]" "$log" && fail "nonblocking_check found wrong results at $np ranks"
 done
