@@ -54,11 +54,14 @@ if [ -x "$dest/bin/ucx_info" ] && [ -f "$dest/lib/libucp.so.0" ] && [ "$(cat "$d
 elif [ "$from_source" = 0 ]; then
     [ -n "$tarball" ] && [ -f "$tarball" ] ||
         { say "no prebuilt UCX with CUDA: looked for $shared/ucx-*-cuda-*.tar.xz (NEXAR_CUDA_UCX_TARBALL names one; --from-source builds one)"; exit 77; }
-    rm -rf "$dest" "$dest.tmp"
-    mkdir -p "$dest.tmp"
-    tar -xJf "$tarball" -C "$dest.tmp" --strip-components=1
-    echo "$want" >"$dest.tmp/.nexar-origin"
-    mv "$dest.tmp" "$dest"
+    # Unpacked beside and moved into place whole: a run that stops half
+    # way leaves no half copy that looks done.
+    mkdir -p "$(dirname "$dest")"
+    tmp=$(mktemp -d "$dest.tmp.XXXXXX")
+    tar -xJf "$tarball" -C "$tmp" --strip-components=1
+    echo "$want" >"$tmp/.nexar-origin"
+    rm -rf "$dest"
+    mv "$tmp" "$dest"
 else
     [ -n "$source_tar" ] && [ -f "$source_tar" ] ||
         { say "no UCX source: looked for $shared/ucx-*-src.tar.xz (NEXAR_CUDA_UCX_SOURCE names one)"; exit 77; }
