@@ -9,6 +9,12 @@
 # (UCX moves CUDA memory: scripts/cuda-ucx.sh's UCX through
 # LD_LIBRARY_PATH): every collective at 2 and 4 ranks, every device call's
 # bytes moved by UCX (direct_calls).
+#
+# NEXAR_GPU_MPI_REHEARSAL=1 (test/gpu/run-on-device.sh's rehearsal on a
+# machine without a GPU): the emulated GPU that NEXAR_EMULATED_GPU_PLUGIN
+# names stands in for the GPU, and for a CUDA-aware UCX on the direct path
+# (NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1): this script's logic is rehearsed,
+# not CUDA.
 set -u
 . "$(dirname "$0")/../lib.sh"
 # NEXAR_CUDA_CHECK: the program itself where the libtool wrapper cannot run
@@ -16,12 +22,16 @@ set -u
 prog="${NEXAR_CUDA_CHECK:-$NEXAR_BUILDDIR/test/gpu/allreduce_cuda_check}"
 new_log
 export NEXAR_THRESHOLD_BYTES=0 NEXAR_STATS=1
+rehearsal=${NEXAR_GPU_MPI_REHEARSAL:-0}
+stand_in=()  # the rehearsal's stand-in for a CUDA-aware UCX
+[ "$rehearsal" = 1 ] && stand_in=(NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1)
 
 run() {  # run NP VAR=VALUE... [-- ARGS]
     local np=$1; shift
     local envs=() args=()
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
     [ $# -gt 0 ] && { shift; args=("$@"); }
+    [ "$rehearsal" = 1 ] && args+=(--emulated-gpu)
     echo "== $np ranks ${envs[*]:-} ${args[*]:-}"
     env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" "$prog" "${args[@]}" >"$log" 2>&1
     local rc=$?
@@ -42,14 +52,14 @@ every_rank() {
 direct_runs() {
     local np
     for np in 2 4; do
-        run $np NEXAR_LOG=info NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=direct -- --quick
+        run $np NEXAR_LOG=info NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=direct "${stand_in[@]}" -- --quick
         [ "$(grep -ac 'device buffers: direct (CUDA-aware UCX) path' "$log")" = $np ] ||
             fail "not every rank took the direct path: $(grep -a 'UCX .* up\|device buffers' "$log" | head -n 3)"
         every_rank direct_calls
     done
 }
 if [ "${NEXAR_GPU_MPI_DIRECT_ONLY:-0}" = 1 ]; then
-    nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU (nvidia-smi -L)"; exit 77; }
+    [ "$rehearsal" = 1 ] || nvidia-smi -L >/dev/null 2>&1 || { echo "SKIP: no GPU (nvidia-smi -L)"; exit 77; }
     direct_runs
     echo "direct path runs passed"
     exit 0
@@ -91,7 +101,7 @@ run 2 NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=staged NEXAR_GPU_PROFILE=1
 run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
 # Host ranks cannot take the ring: all fall back, device ranks stage through host.
 min_ring=0 run 2 NEXAR_HOST_BUFFERS=0 -- --mixed --no-ring
-if ucx_info -d 2>/dev/null | grep -aq "cuda_copy"; then
+if [ "$rehearsal" = 1 ] || ucx_info -d 2>/dev/null | grep -aq "cuda_copy"; then
     direct_runs
 else
     echo "(direct path not run: this UCX has no CUDA support; ucx_info -d lists no cuda_copy)"

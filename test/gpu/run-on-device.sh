@@ -16,6 +16,10 @@
 #       logs and CSVs go to OUTDIR.  Exit status 0 when every check passed
 #       (on a GPU machine a skipped check counts as failed).
 #
+#   NEXAR_DEVICE_REHEARSAL=1: a rehearsal on a machine without a GPU (this
+#   VM): the device MPI tests run on the emulated GPU (standing in for a
+#   CUDA-aware UCX on the direct path), every other GPU check goes as far as
+#   its first real GPU call, and the CPU checks run whole;
 #   NEXAR_DEVICE_MANY_RANKS_RANGE (default 4K:256M): the many-ranks sizes
 #   (smaller for a rehearsal on a machine with few cores);
 #   NEXAR_DEVICE_CHECKS="gpu-kernels stage-profile ..."  runs only those checks
@@ -63,7 +67,7 @@ bundle=.device
 lib_file=.libs/$(basename "$(readlink -f .libs/libnexar_pmpi.so 2>/dev/null || echo libnexar_pmpi.so.0)")
 built=("$lib_file" .libs/libnexar_pmpi_cuda.so test/gpu/nexar_gpu_tests
        test/gpu/.libs/allreduce_cuda_check test/gpu/.libs/libmpi_device_trap.so nexar_osu_allreduce nexar_osu_iallreduce
-       nexar_gpu_reduce_bench nexar-info)
+       nexar_gpu_reduce_bench nexar-info test/gpu/.libs/libnexar_emulated_gpu.so)
 
 if [ "${1:-}" = --prepare ]; then
     set -e
@@ -184,6 +188,10 @@ export NEXAR_CUDA_PLUGIN="$PWD/.libs/libnexar_pmpi_cuda.so"
 # tree's path on the machine it was built on).
 export NEXAR_CUDA_CHECK="$PWD/test/gpu/.libs/allreduce_cuda_check"
 export NEXAR_TEST_TIMEOUT=90
+rehearsal=${NEXAR_DEVICE_REHEARSAL:-0}
+if [ "$rehearsal" = 1 ]; then
+    export NEXAR_GPU_MPI_REHEARSAL=1 NEXAR_EMULATED_GPU_PLUGIN="$PWD/test/gpu/.libs/libnexar_emulated_gpu.so"
+fi
 
 {
     echo "== machine (nexar $(cat "$bundle/revision" 2>/dev/null || echo 'revision unknown'))"
@@ -234,7 +242,7 @@ if [ -f "$out/ipc-ring.csv" ] && [ -f "$out/ipc-staged.csv" ]; then
     copy=$(awk -F, 'NR > 1 && $1 == "f32" && $2 == 1073741824 { print $3 }' "$out/kernel-bench.csv" 2>/dev/null)
     awk -F, -v copy="${copy:-0}" 'FNR == 1 { f++; next } f == 1 { ipc[$1] = $6; mpi[$1] = $4 } f == 2 { staged[$1] = $6 }
         END { for (b in ipc) printf "check ipc-ring %d MiB: IPC busbw %.1f GB/s, staged %.1f, cudaMemcpy+PMPI %.1f; IPC %.1fx staged%s\n",
-                  b / 1048576, ipc[b], staged[b], mpi[b], staged[b] > 0 ? ipc[b] / staged[b] : 0,
+                  b / 1048576, ipc[b], staged[b], mpi[b], (staged[b] > 0 ? ipc[b] / staged[b] : 0),
                   (copy > 0 ? sprintf(", %.0f %% of the device copy (%.0f GB/s)", 100 * ipc[b] / copy, copy) : "") }' \
         "$out/ipc-ring.csv" "$out/ipc-staged.csv" | sort -n -k3 | tee -a "$summary"
 fi
@@ -243,8 +251,15 @@ fi
 # GPU before.  nexar-info's verdict, correctness at 2 and 4 ranks, and its
 # speed against IPC's direct reduce-scatter + allgather (a ring whose hops
 # UCX carries over cuda_ipc against nexar's IPC algorithm, at 2 and 4 ranks).
-check direct-info 30 env "${direct_env[@]}" bash -c './nexar-info -p | tee /dev/stderr |
-    grep -q "^ucx_moves_cuda=yes" && ./nexar-info -p | grep -qx "device_path=direct (CUDA-aware UCX)"'
+# (A rehearsal asks only for the device path, the emulated GPU standing in
+# for memory UCX moves.)
+if [ "$rehearsal" = 1 ]; then
+    check direct-info 30 env "${direct_env[@]}" NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1 bash -c './nexar-info -p |
+        tee /dev/stderr | grep -qx "device_path=direct (CUDA-aware UCX)"'
+else
+    check direct-info 30 env "${direct_env[@]}" bash -c './nexar-info -p | tee /dev/stderr |
+        grep -q "^ucx_moves_cuda=yes" && ./nexar-info -p | grep -qx "device_path=direct (CUDA-aware UCX)"'
+fi
 check direct-mpi 150 env "${direct_env[@]}" NEXAR_GPU_MPI_DIRECT_ONLY=1 test/gpu/run-gpu-mpi-tests.sh
 for np in 2 4; do
     check "direct-ring-$np" 120 env "${direct_env[@]}" NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 \
@@ -253,14 +268,16 @@ for np in 2 4; do
     [ $np = 4 ] && check ipc-4 120 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 NEXAR_CUDA_IPC=require \
         bench/nexar-osu -np 4 --malloc tuned -d cuda -c -m 1M:1G -r 1 --csv "$out/ipc-4.csv"
 done
-# direct_vs NAME IPC_CSV: the direct ring's busbw beside IPC's per size.
+# direct_vs NAME IPC_CSV [STAGED_CSV]: the direct ring's busbw beside IPC's
+# (and the staged ring's) per size.
 direct_vs() {
     [ -f "$out/$1.csv" ] && [ -f "$2" ] || return 0
-    awk -F, -v n="$1" 'FNR == 1 { f++; next } f == 1 { d[$1] = $6; p[$1] = $NF } f == 2 { i[$1] = $6 }
-        END { for (b in d) printf "%s %d MiB: direct busbw %.1f GB/s (%s), IPC %.1f; direct %.2fx IPC\n", n, b / 1048576, d[b],
-                                  p[b], i[b], i[b] > 0 ? d[b] / i[b] : 0 }' "$out/$1.csv" "$2" | sort -n -k2 | tee -a "$summary"
+    awk -F, -v n="$1" 'FNR == 1 { f++; next } f == 1 { d[$1] = $6; p[$1] = $NF } f == 2 { i[$1] = $6 } f == 3 { st[$1] = $6 }
+        END { for (b in d) printf "%s %d MiB: direct busbw %.1f GB/s (%s), IPC %.1f%s; direct %.2fx IPC\n", n, b / 1048576,
+                                  d[b], p[b], i[b], (b in st) ? sprintf(", staged %.1f", st[b]) : "", (i[b] > 0 ? d[b] / i[b] : 0) }' \
+        "$out/$1.csv" "$2" ${3:+"$3"} | sort -n -k2 | tee -a "$summary"
 }
-direct_vs direct-ring-2 "$out/ipc-ring.csv"
+direct_vs direct-ring-2 "$out/ipc-ring.csv" "$([ -f "$out/ipc-staged.csv" ] && echo "$out/ipc-staged.csv")"
 direct_vs direct-ring-4 "$out/ipc-4.csv"
 
 # ---- many ranks on one node, host buffers, no setting: nexar against the
