@@ -47,6 +47,13 @@ first() { local f; for f in "$@"; do [ -f "$f" ] && { echo "$f"; return 0; }; do
 tarball=${NEXAR_CUDA_UCX_TARBALL:-$(first "$shared"/ucx-*-cuda-*.tar.xz)}
 source_tar=${NEXAR_CUDA_UCX_SOURCE:-$(first "$shared"/ucx-*-src.tar.xz)}
 
+# One run at a time puts a copy in place (test scripts may ask at once).
+mkdir -p "$(dirname "$dest")"
+exec 9>"$dest.lock"
+flock 9
+tmp=""
+trap '[ -z "$tmp" ] || rm -rf "$tmp"' EXIT
+
 # What is in $dest, and from what: the marker names its origin.
 want=$([ "$from_source" = 1 ] && echo "source $(basename "${source_tar:-none}")" || echo "prebuilt $(basename "${tarball:-none}")")
 if [ -x "$dest/bin/ucx_info" ] && [ -f "$dest/lib/libucp.so.0" ] && [ "$(cat "$dest/.nexar-origin" 2>/dev/null)" = "$want" ]; then
@@ -56,12 +63,12 @@ elif [ "$from_source" = 0 ]; then
         { say "no prebuilt UCX with CUDA: looked for $shared/ucx-*-cuda-*.tar.xz (NEXAR_CUDA_UCX_TARBALL names one; --from-source builds one)"; exit 77; }
     # Unpacked beside and moved into place whole: a run that stops half
     # way leaves no half copy that looks done.
-    mkdir -p "$(dirname "$dest")"
     tmp=$(mktemp -d "$dest.tmp.XXXXXX")
     tar -xJf "$tarball" -C "$tmp" --strip-components=1
     echo "$want" >"$tmp/.nexar-origin"
     rm -rf "$dest"
     mv "$tmp" "$dest"
+    tmp=""
 else
     [ -n "$source_tar" ] && [ -f "$source_tar" ] ||
         { say "no UCX source: looked for $shared/ucx-*-src.tar.xz (NEXAR_CUDA_UCX_SOURCE names one)"; exit 77; }
@@ -73,7 +80,7 @@ else
         sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
         list=/etc/apt/sources.list.d/nexar-non-free.sources
         if [ ! -f "$list" ]; then
-            base=$(ls /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+            base=$( (ls /etc/apt/sources.list.d/debian.sources 2>/dev/null || true) | head -n 1)
             [ -n "$base" ] || { echo "cuda-ucx: no /etc/apt/sources.list.d/debian.sources to copy for non-free" >&2; exit 1; }
             sed 's/^Components:.*/Components: main contrib non-free non-free-firmware/' "$base" | "${sudo[@]}" tee "$list" >/dev/null
         fi
@@ -93,10 +100,10 @@ else
     echo "$want" >"$dest/.nexar-origin"
 fi
 
-version=$(LD_LIBRARY_PATH="$dest/lib" UCX_MODULE_DIR="$dest/lib/ucx" "$dest/bin/ucx_info" -v 2>/dev/null |
+version=$( (LD_LIBRARY_PATH="$dest/lib" UCX_MODULE_DIR="$dest/lib/ucx" "$dest/bin/ucx_info" -v 2>/dev/null || true) |
           sed -n 's/.*[Ll]ibrary version: *\([0-9.]*\).*/\1/p' | head -n 1)
 [ -n "$version" ] || { echo "cuda-ucx: $dest/bin/ucx_info -v does not run" >&2; exit 1; }
-grep -q "HAVE_CUDA  *1" <(LD_LIBRARY_PATH="$dest/lib" "$dest/bin/ucx_info" -b 2>/dev/null) ||
+grep -q "HAVE_CUDA  *1" <(LD_LIBRARY_PATH="$dest/lib" "$dest/bin/ucx_info" -b 2>/dev/null || true) ||
     [ -f "$dest/lib/ucx/libuct_cuda.so.0" ] || { echo "cuda-ucx: $dest has no CUDA transport" >&2; exit 1; }
 if [ "$prefix_only" = 1 ]; then echo "$dest"; exit 0; fi
 say "UCX $version with CUDA in $dest ($want)"

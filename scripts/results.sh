@@ -19,8 +19,9 @@
 #   scripts/results.sh --from-device DIR [gpu] [many-ranks]
 #       the pages of a run of test/gpu/run-on-device.sh (on a lent GPU
 #       machine with 16 cores) from its output folder DIR: its CSVs, logs,
-#       commands and machine.meta; no benchmark runs here.  Tables the
-#       run's deadline dropped are left out of the pages.
+#       commands and machine.meta; no benchmark runs here.  Only checks
+#       its summary.txt says passed make tables; the others (failed, or
+#       dropped by the run's deadline) are left out of the pages.
 #
 # Run it after `make`, on a machine left otherwise idle: each topic runs its
 # commands (bench/nexar-osu and the others; their exact command lines end
@@ -399,6 +400,8 @@ from_device() {
     for n in "${names[@]}"; do
         f=$device_dir/$n.csv
         [ -f "$f" ] || continue
+        # Only checks that passed: a failed one's CSV may hold another path's numbers.
+        grep -q "^check $n: PASS" "$device_dir/summary.txt" 2>/dev/null || continue
         case $n in kernel-bench) cp "$f" "$out/gpu-kernel.csv" ;; staged-ring) cp "$f" "$out/gpu-staged-ring.csv" ;; *) cp "$f" "$out/" ;; esac
         awk -F'\t' -v n="$n" '$1 == n { print "command=" $2 }' "$device_dir/commands.txt" >>"$out/meta"
         [ -f "$device_dir/$n.log" ] && { echo "\$ ($n)"; cat "$device_dir/$n.log"; echo; } >>"$out/run-log.txt"

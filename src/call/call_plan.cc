@@ -235,6 +235,9 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
         return p;
     }
     if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
+    // Managed memory is not UCX's CUDA memory type (cuda_ipc cannot export
+    // it): it takes the staged path, whose copies the driver serves.
+    if (p.memory == MemoryType::managed) p.mode = DeviceEngine::Mode::staged;
     // Device paths keep their slots in the context's DeviceBuffers, which
     // serve one ring at a time, as the host scratch does: with calls in
     // flight, reserved at the ring's turn.

@@ -139,9 +139,11 @@ typedef struct nexar_device_api {
     int ucx_memory_type;
 } nexar_device_api;
 
-/* ucs_memory_type_t's values (transport/ucx.cc checks them against UCX's). */
+/* ucs_memory_type_t's values (transport/ucx.cc checks them against UCX's),
+ * and one no UCX moves (memory only this device's own copies may touch). */
 #define NEXAR_UCX_MEMORY_HOST 0
 #define NEXAR_UCX_MEMORY_CUDA 1
+#define NEXAR_UCX_MEMORY_NONE (-1)
 
 /* The plugin's one exported symbol. */
 typedef const nexar_device_api *(*nexar_device_api_entry)(void);

@@ -135,7 +135,7 @@ void ucx_lines(const nexar_device_api* api, Lines* out) {
         machine.emplace_back("device_path", "none: no GPU");
         return;
     }
-    const ucs_memory_type_t wire = ucs_memory_type_t(api->ucx_memory_type);
+    const int wire = api->ucx_memory_type;
     const bool moves_device = wire == UCS_MEMORY_TYPE_CUDA ? cuda : nexar::ucx_moves(*ucx, wire);
     nexar::Config cfg = nexar::parse_config([](const char* name) -> const char* { return getenv(name); }, nullptr);
     bool direct = false;

@@ -244,7 +244,8 @@ Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t ta
 static_assert(UCS_MEMORY_TYPE_HOST == NEXAR_UCX_MEMORY_HOST && UCS_MEMORY_TYPE_CUDA == NEXAR_UCX_MEMORY_CUDA,
               "memory/device_api.h's NEXAR_UCX_MEMORY_* must be UCX's values");
 
-bool ucx_moves(const UcxContext& ctx, ucs_memory_type_t type) {
+bool ucx_moves(const UcxContext& ctx, int type) {
+    if (type < 0 || type >= int(UCS_MEMORY_TYPE_LAST)) return false;  // NEXAR_UCX_MEMORY_NONE, or unknown
     ucp_context_attr_t attr;
     memset(&attr, 0, sizeof attr);
     attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;

@@ -120,8 +120,10 @@ Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t ta
                      UcxRequest* req);
 
 // True when this UCX context moves memory of `type` itself (UCS_MEMORY_TYPE_CUDA:
-// a UCX built with CUDA whose CUDA transport found the driver).
-bool ucx_moves(const UcxContext& ctx, ucs_memory_type_t type);
+// a UCX built with CUDA whose CUDA transport found the driver); false for a
+// type outside UCX's (NEXAR_UCX_MEMORY_NONE).
+// `type`: a ucs_memory_type_t value, or any other int.
+bool ucx_moves(const UcxContext& ctx, int type);
 // Frees UCX's request once completed() is true.
 void ucx_release(UcxRequest* req);
 // Asks UCX to cancel a posted receive; it then completes with UCS_ERR_CANCELED.

@@ -218,7 +218,10 @@ printf '%s\t%s\n' kernel-bench './nexar_gpu_reduce_bench --sizes 64M,1G --csv $O
     staged-ring 'env NEXAR_STATS=1 bench/nexar-osu -np 2 -d cuda --csv $OUT/staged-ring.csv' \
     direct-ring-2 'env NEXAR_CUDA_PATH=direct bench/nexar-osu -np 2 -d cuda --csv $OUT/direct-ring-2.csv' \
     many-ranks-16 'bench/nexar-vs-best-mpi -np 16 --node-bound --csv $OUT/many-ranks-16.csv' >"$dev/commands.txt"
-echo "check gpu-kernels: PASS in 20s" >"$dev/summary.txt"
+printf 'check %s: PASS in 20s\n' gpu-kernels kernel-bench staged-ring direct-ring-2 many-ranks-16 >"$dev/summary.txt"
+# A failed check's CSV makes no table.
+osu_csv "$dev/ipc-4.csv"
+echo "check ipc-4: FAIL (ipc_calls=0 on a rank, or no NEXAR_STATS line: the path did not run) in 9s" >>"$dev/summary.txt"
 checks=$((checks + 1))
 NEXAR_RESULTS_DIR="$dir/pages" "$src/scripts/results.sh" --from-device "$dev" >"$dir/err" 2>&1 ||
     fail "results.sh --from-device failed: $(cat "$dir/err")"
@@ -228,6 +231,8 @@ has "$p" "GPU: NVIDIA H200 (driver 570.00)"
 # shellcheck disable=SC2016
 has "$p" 'env NEXAR_CUDA_PATH=direct bench/nexar-osu -np 2 -d cuda --csv $OUT/direct-ring-2.csv'
 has "$p" "## 2 ranks, the direct path (CUDA-aware UCX)"
+checks=$((checks + 1))
+! grep -q "4 ranks, GPU to GPU through IPC" "$p" || fail "gpu.md: a failed check's table"
 has "$dir/pages/many-ranks.md" "Test EPYC 16-Core, 16 cores"
 has "$dir/pages/many-ranks.md" "## 16 ranks, out of place"
 has "$dir/pages/README.md" "[Many ranks on one node: allreduce against Open MPI's best](many-ranks.md) | 2026-12-04"

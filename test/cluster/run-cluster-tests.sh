@@ -367,6 +367,10 @@ for algorithm in auto ring; do
     check_stats "$log" 4 1
     [ "$(grep -ac 'device buffers: direct (CUDA-aware UCX) path' "$log")" = 4 ] || fail "not every rank took the direct path"
     for r in 0 1 2 3; do expect_bytes $r direct_calls nonzero; done
+    # auto: the allreduces in the hierarchical allreduce, IPC inside the nodes.
+    if [ $algorithm = auto ]; then
+        for r in 0 1 2 3; do expect_bytes $r hier_calls nonzero; expect_bytes $r ipc_calls nonzero; done
+    fi
 done
 algorithm=ring
 

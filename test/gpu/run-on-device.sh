@@ -115,14 +115,20 @@ summary=$out/summary.txt
 passed=0 failed=0
 note() { echo "$*" | tee -a "$summary"; }
 deadline=${NEXAR_DEVICE_DEADLINE_S:-540}
-wanted() {  # wanted NAME: NAME (or its family, before the first -) was asked for
+wanted() {  # wanted NAME: NAME, or a family it begins with (many-ranks, direct), was asked for
     [ -z "${NEXAR_DEVICE_CHECKS:-}" ] && return 0
-    case " $NEXAR_DEVICE_CHECKS " in *" $1 "*|*" ${1%-*} "*) return 0 ;; esac
+    local w
+    for w in $NEXAR_DEVICE_CHECKS; do
+        case $1 in "$w" | "$w"-*) return 0 ;; esac
+    done
     return 1
 }
 
 # check NAME LIMIT_S CMD...: runs CMD under a time limit, its output in
-# OUTDIR/NAME.log (the tail shown), and one summary line.
+# OUTDIR/NAME.log (the tail shown), and one summary line.  With
+# expect_field=FIELD set for the call, a run passes only where every
+# rank's NEXAR_STATS line counts FIELD above 0 (a path that fell back
+# to the MPI would otherwise pass off the MPI's numbers as its own).
 check() {
     local name=$1 limit=$2; shift 2
     wanted "$name" || return 0
@@ -137,7 +143,11 @@ check() {
     # as typed in the source tree, the bundle's private paths left out.
     local shown="" a
     for a in "$@"; do
-        case $a in LD_LIBRARY_PATH=*|UCX_MODULE_DIR=*) continue ;; esac
+        case $a in
+            LD_LIBRARY_PATH="$cuda_ucx"/*) a="LD_LIBRARY_PATH=build/ucx-cuda/lib" ;;  # scripts/cuda-ucx.sh's
+            UCX_MODULE_DIR="$cuda_ucx"/*) a="UCX_MODULE_DIR=build/ucx-cuda/lib/ucx" ;;
+            LD_LIBRARY_PATH=*|UCX_MODULE_DIR=*) continue ;;
+        esac
         shown+="${shown:+ }$(printf '%q' "$a")"
     done
     printf '%s\t%s\n' "$name" "${shown//"$out"/\$OUT}" >>"$out/commands.txt"
@@ -148,7 +158,14 @@ check() {
     local verdict=PASS
     if [ $rc = 124 ] || [ $rc = 137 ]; then verdict="FAIL (timed out after ${limit}s)"
     elif [ $rc = 77 ]; then verdict="SKIPPED (exit 77: $(grep -a -m1 SKIP "$out/$name.log"))"
-    elif [ $rc != 0 ]; then verdict="FAIL (exit $rc)"; fi
+    elif [ $rc != 0 ]; then verdict="FAIL (exit $rc)"
+    elif [ -n "${expect_field:-}" ]; then
+        local lines zero
+        lines=$(grep -ac "^nexar: rank [0-9]*: .* $expect_field=" "$out/$name.log")
+        zero=$(grep -ac "^nexar: rank [0-9]*: .* $expect_field=0\( \|$\)" "$out/$name.log")
+        [ "$lines" -gt 0 ] && [ "$zero" = 0 ] ||
+            verdict="FAIL ($expect_field=0 on a rank, or no NEXAR_STATS line: the path did not run)"
+    fi
     case $verdict in PASS) passed=$((passed + 1)) ;; *) failed=$((failed + 1)) ;; esac
     note "check $name: $verdict in ${took}s"
 }
@@ -262,16 +279,21 @@ else
 fi
 check direct-mpi 150 env "${direct_env[@]}" NEXAR_GPU_MPI_DIRECT_ONLY=1 test/gpu/run-gpu-mpi-tests.sh
 for np in 2 4; do
-    check "direct-ring-$np" 120 env "${direct_env[@]}" NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 \
+    expect_field=direct_calls check "direct-ring-$np" 120 env "${direct_env[@]}" NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 \
         NEXAR_CUDA_IPC=0 NEXAR_CUDA_PATH=direct bench/nexar-osu -np $np --malloc tuned -d cuda -c -m 1M:1G -r 1 \
         --csv "$out/direct-ring-$np.csv"
-    [ $np = 4 ] && check ipc-4 120 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 NEXAR_CUDA_IPC=require \
+    [ $np = 4 ] && expect_field=ipc_calls check ipc-4 120 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_THRESHOLD_BYTES=0 NEXAR_CUDA_IPC=require \
         bench/nexar-osu -np 4 --malloc tuned -d cuda -c -m 1M:1G -r 1 --csv "$out/ipc-4.csv"
 done
 # direct_vs NAME IPC_CSV [STAGED_CSV]: the direct ring's busbw beside IPC's
-# (and the staged ring's) per size.
+# (and the staged ring's) per size; alone where IPC has no table.
 direct_vs() {
-    [ -f "$out/$1.csv" ] && [ -f "$2" ] || return 0
+    [ -f "$out/$1.csv" ] || return 0
+    if [ ! -f "$2" ]; then
+        awk -F, -v n="$1" 'NR > 1 { printf "%s %d MiB: direct busbw %.1f GB/s (%s), no IPC table\n", n, $1 / 1048576, $6, $NF }' \
+            "$out/$1.csv" | tee -a "$summary"
+        return 0
+    fi
     awk -F, -v n="$1" 'FNR == 1 { f++; next } f == 1 { d[$1] = $6; p[$1] = $NF } f == 2 { i[$1] = $6 } f == 3 { st[$1] = $6 }
         END { for (b in d) printf "%s %d MiB: direct busbw %.1f GB/s (%s), IPC %.1f%s; direct %.2fx IPC\n", n, b / 1048576,
                                   d[b], p[b], i[b], (b in st) ? sprintf(", staged %.1f", st[b]) : "", (i[b] > 0 ? d[b] / i[b] : 0) }' \
@@ -284,9 +306,10 @@ direct_vs direct-ring-4 "$out/ipc-4.csv"
 # best of Open MPI's node algorithms at each size, each side's share of the
 # node bound (measured in the same run with every rank copying).  16 ranks
 # first (the most this machine has), then 8, 16 in place, 4 and 2.
+# (The GPU hidden, CUDA_VISIBLE_DEVICES empty: host jobs, as on a CPU node.)
 many_ranks() {  # many_ranks NAME NP [-l]
     local name=$1 np=$2; shift 2
-    check "$name" 110 bench/nexar-vs-best-mpi -np "$np" --malloc tuned -m "${NEXAR_DEVICE_MANY_RANKS_RANGE:-4K:256M}" -r 1 \
+    check "$name" 110 env CUDA_VISIBLE_DEVICES= bench/nexar-vs-best-mpi -np "$np" --malloc tuned -m "${NEXAR_DEVICE_MANY_RANKS_RANGE:-4K:256M}" -r 1 \
         --node-bound "$@" \
         --csv "$out/$name.csv"
     [ -f "$out/$name.csv" ] && awk -F, -v n="$name" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }

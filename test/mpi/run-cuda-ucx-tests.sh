@@ -29,7 +29,10 @@ echo "UCX $version with CUDA in $ucx"
 info=$("$NEXAR_BUILDDIR/nexar-info" -p) || fail "nexar-info does not run on UCX $version"
 echo "$info" | grep -E '^(ucx_version|ucx_moves_cuda|gpu|device_path)='
 echo "$info" | grep -qx "ucx_version=$version" || fail "nexar-info does not run on UCX $version"
-if nvidia-smi -L >/dev/null 2>&1; then
+# A GPU as nexar sees it (its CUDA plugin and a driver), not nvidia-smi.
+gpu=0
+echo "$info" | grep -q '^gpu=yes' && gpu=1
+if [ $gpu = 1 ]; then
     echo "$info" | grep -q '^ucx_moves_cuda=yes' || fail "a GPU is here, but UCX $version does not move CUDA memory"
     echo "$info" | grep -qx 'device_path=direct (CUDA-aware UCX)' || fail "a GPU is here, but device buffers would not take the direct path"
 else
@@ -63,7 +66,7 @@ done
 plugin="$NEXAR_BUILDDIR/test/gpu/.libs/libnexar_emulated_gpu.so"
 [ -f "$plugin" ] || fail "the emulated GPU plugin was not built: $plugin"
 gpu_prog="$NEXAR_BUILDDIR/test/gpu/allreduce_cuda_check"
-if ! nvidia-smi -L >/dev/null 2>&1; then
+if [ $gpu = 0 ]; then
     run 2 "device buffers, no driver for UCX's CUDA transport" NEXAR_EMULATED_GPU_PLUGIN="$plugin" NEXAR_CUDA_IPC=0 -- \
         "$gpu_prog" --emulated-gpu --quick
     [ "$(grep -ac 'device buffers: staged through pinned host memory path' "$log")" = 2 ] ||

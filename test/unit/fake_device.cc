@@ -411,7 +411,10 @@ const nexar_device_api kApi = {NEXAR_DEVICE_API_VERSION, "fake", init, pointer_k
                                event_query, event_create, event_elapsed_ms, memcpy_async, reduce_async, alloc_device, free_device, alloc_pinned,
                                free_pinned, last_error, ipc_export_memory, ipc_open_memory, ipc_close_memory,
                                ipc_event_create, ipc_event_open, stream_wait_event, stream_create_nonblocking,
-                               ipc_release_export, alloc_fd_memory, free_device, NEXAR_UCX_MEMORY_CUDA};
+                               ipc_release_export, alloc_fd_memory, free_device,
+                               // Not CUDA memory: a UCX that moves CUDA
+                               // memory must not be handed it as such.
+                               NEXAR_UCX_MEMORY_NONE};
 
 }  // namespace
 
