@@ -393,8 +393,7 @@ from_device() {
         gpu) names=(kernel-bench staged-ring ipc-ring ipc-staged direct-ring-2 ipc-4 direct-ring-4 device-learnt-2 device-learnt-4) ;;
         many-ranks) names=(many-ranks-16 many-ranks-8 many-ranks-16-inplace many-ranks-4 many-ranks-2) ;;
     esac
-    grep -v '^date=' "$device_dir/machine.meta" >>"$out/meta"
-    sed -i "s/^date=.*/date=$(sed -n 's/^date=//p' "$device_dir/machine.meta")/" "$out/meta"
+    cat "$device_dir/machine.meta" >>"$out/meta"  # the run's date and machine
     { echo "from_device=1"; echo "quick=0"; echo "settings="
       echo "note=Run by \`test/gpu/run-on-device.sh\` (each check under its own time limit, the whole run under a deadline); the checks' summary: [$topic/summary.txt]($topic/summary.txt)."; } >>"$out/meta"
     for n in "${names[@]}"; do
@@ -478,7 +477,7 @@ for topic in "${topics[@]}"; do
     t0=$SECONDS
     skip_why=""
     if [ -n "$device_dir" ]; then
-        { echo "topic=$topic"; echo "date=now"; } >"$out/meta"
+        echo "topic=$topic" >"$out/meta"
         from_device "$topic"
         rc=$?
     else

@@ -53,6 +53,20 @@ nexar_mpirun() {
     timeout "$NEXAR_TEST_TIMEOUT" "$MPIRUN" "${args[@]}" "${rest[@]}"
 }
 
+# nexar_mpirun_env NP [VAR=VALUE...] -- ARGS...: nexar_mpirun NP ARGS...
+# with the variables set for the launcher and so its ranks (env cannot run
+# a shell function).
+nexar_mpirun_env() {
+    local np=$1; shift
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    (
+        [ ${#envs[@]} = 0 ] || export "${envs[@]}"
+        nexar_mpirun "$np" "$@"
+    )
+}
+
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # new_log: a temporary file for mpirun's output in $log, removed at exit.

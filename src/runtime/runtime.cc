@@ -231,7 +231,7 @@ void Runtime::start_device() {
     // memory over a CUDA-aware UCX, or the emulated GPU's standing in for one.
     if (device_api_) {
         const int wire = device_api_->ucx_memory_type;
-        ucx_moves_device_ = wire == UCS_MEMORY_TYPE_CUDA ? ucx_cuda_ : ucx_moves(*ucx_, wire);
+        ucx_moves_device_ = ucx_moves(*ucx_, wire);
         // (Only a type UCX moves is ever handed to it: the direct path.)
         if (ucx_moves_device_) device_wire_ = ucs_memory_type_t(wire);
     }

@@ -135,8 +135,7 @@ void ucx_lines(const nexar_device_api* api, Lines* out) {
         machine.emplace_back("device_path", "none: no GPU");
         return;
     }
-    const int wire = api->ucx_memory_type;
-    const bool moves_device = wire == UCS_MEMORY_TYPE_CUDA ? cuda : nexar::ucx_moves(*ucx, wire);
+    const bool moves_device = nexar::ucx_moves(*ucx, api->ucx_memory_type);
     nexar::Config cfg = nexar::parse_config([](const char* name) -> const char* { return getenv(name); }, nullptr);
     bool direct = false;
     machine.emplace_back("device_path", nexar::choose_device_path(cfg.cuda_path, moves_device, &direct)

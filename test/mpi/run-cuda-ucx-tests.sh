@@ -44,11 +44,8 @@ export NEXAR_STATS=1 NEXAR_LOG=info NEXAR_THRESHOLD_BYTES=0
 # run NP WHAT [VAR=VALUE...] -- PROGRAM ARGS...: one job on this UCX.
 run() {
     local np=$1 what=$2; shift 2
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    echo "== $what, $np ranks ${envs[*]:-}"
-    env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" "$@" >"$log" 2>&1
+    echo "== $what, $np ranks: $*"
+    nexar_mpirun_env "$np" "$@" >"$log" 2>&1
     local rc=$?
     grep -av '^nexar' "$log" | tail -n 5
     [ $rc = 0 ] || { tail -n 30 "$log"; fail "$what exited with $rc"; }

@@ -26,13 +26,12 @@ export NEXAR_TEST_TIMEOUT NEXAR_STATS=1
 # rank's line there, the ring on every rank), the log in $log.
 run() {
     local np=$1 prog=$2; shift 2
+    echo "== $np ranks: $prog $*"
+    local t0=$SECONDS
     local envs=()
     while [ "$1" != "--" ]; do envs+=("$1"); shift; done
     shift
-    echo "== $np ranks: $prog ${envs[*]:-} $*"
-    local t0=$SECONDS
-    env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" \
-        "$np" "$NEXAR_BUILDDIR/test/mpi/$prog" "$@" >"$log" 2>&1
+    nexar_mpirun_env "$np" "${envs[@]}" -- "$NEXAR_BUILDDIR/test/mpi/$prog" "$@" >"$log" 2>&1
     local rc=$?
     grep -av '^nexar' "$log" | grep -av '^nonblocking_check: rank [1-9]' | tail -n 8
     echo "   (${np} ranks took $((SECONDS - t0)) s)"
