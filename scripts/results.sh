@@ -261,7 +261,17 @@ draw_speedup() {
 # ---------------------------------------------------------------- topics
 
 topic_one_node() {
-    cmd bench/nexar-osu -np 2 --malloc both -c -m "$range" "${iters[@]}" --csv "$out/out-of-place.csv" || return 1
+    # NEXAR_REPORT: each job's report; the tuned one's (the later) is drawn.
+    cmd NEXAR_REPORT="$out/report-%j.csv" bench/nexar-osu -np 2 --malloc both -c -m "$range" "${iters[@]}" \
+        --csv "$out/out-of-place.csv" || return 1
+    local report
+    report=$( (ls -t "$out"/report-*.csv 2>/dev/null || true) | head -n 1)
+    [ -n "$report" ] || { echo "results.sh: the one-node job wrote no NEXAR_REPORT file (see run-log.txt)" >&2; return 1; }
+    mv "$report" "$out/report.csv" && rm -f "$out"/report-*.csv
+    if [ $have_gnuplot = 1 ]; then
+        "$src/scripts/nexar-report-plot" "$out/report.csv" "$out/report.png" >>"$out/run-log.txt" 2>&1 ||
+            echo "results.sh: nexar-report-plot failed on $out/report.csv (see run-log.txt)" >&2
+    fi
     cmd bench/nexar-osu -np 2 --malloc both -c -l -m "$range" "${iters[@]}" --csv "$out/in-place.csv" || return 1
     local place malloc
     for place in out-of-place in-place; do

@@ -59,7 +59,13 @@ TOPICS = {
         ],
         "extra_plots": [("speedup.png", "MPI time ÷ nexar time against size",
                          "One line per table of this page, and the [huge pages](huge-pages.md) tables where "
-                         "that page exists (its own date); above the line at 1, nexar was faster.")],
+                         "that page exists (its own date); above the line at 1, nexar was faster."),
+                        ("report.png", "What the job report said",
+                         "`NEXAR_REPORT` of the out-of-place job with the tuned allocator (its table is in "
+                         "the run log, its CSV [one-node/report.csv](one-node/report.csv)): per size class, "
+                         "the slowest rank's time in the calls nexar took, all iterations and the learner's "
+                         "trials included, against the MPI's time for the same calls estimated from its "
+                         "trials in that job ([the job report](../user-guide.md#the-job-report)).")],
         "read": OSU_READ + " 2 ranks, float, `malloc`'s buffers on 4 KiB pages. With glibc's default "
                 "allocator Open MPI maps (and page-faults) a fresh temporary buffer on every call above "
                 "32 MiB, so the MPI collapses there; the tuned allocator (`MALLOC_MMAP_THRESHOLD_=1073741824 "

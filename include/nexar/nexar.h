@@ -10,14 +10,13 @@
 
 #include <stdint.h>
 
+/* NEXAR_VERSION ("MAJOR.MINOR.PATCH") and NEXAR_VERSION_MAJOR, _MINOR and
+ * _PATCH, made by configure from configure.ac's version. */
+#include <nexar/nexar_version.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define NEXAR_VERSION_MAJOR 0
-#define NEXAR_VERSION_MINOR 1
-#define NEXAR_VERSION_PATCH 0
-#define NEXAR_VERSION "0.1.0" /* the same as nexar_version() and configure's version */
 
 /* Counters of this process: the first four numbers NEXAR_STATS=1 prints at
  * MPI_Finalize (the line's later fields are not in this struct: nexar_get_counter reads

@@ -65,7 +65,7 @@ bool CollectiveTask::learnt_mpi() {
     if (nonblocking_ || !cfg_.learn || ctx_->disabled()) return false;
     const LearnShape shape = learn_shape_ = ctx_->learner().shape_of(call_.kind, asked_in_place_, bytes_);
     route_ = ctx_->learner().route(shape, bytes_, copy_trial_calls(cfg_, *ctx_, shape.kind, shape.in_place));
-    if (route_.trial) trial_t0_ = std::chrono::steady_clock::now();
+    if (route_.trial) call_t0_ = std::chrono::steady_clock::now();
     return route_.path == CallPath::mpi;
 }
 
@@ -312,7 +312,8 @@ TaskStep CollectiveTask::plan() {
     // first in MPI's order, in the context's ring sequence, and in the use
     // of its scratch.
     if (!nonblocking_) drain_nonblocking(ctx_);
-    if (route_.trial) trial_t0_ = std::chrono::steady_clock::now();
+    call_timed_ = route_.trial || (!nonblocking_ && job_report());
+    if (call_timed_) call_t0_ = std::chrono::steady_clock::now();
     src_ = call_.sendbuf == MPI_IN_PLACE ? call_.recvbuf : call_.sendbuf;
     if (ctx_->disabled()) {
         if (!nonblocking_) device_guard_.emplace(rt_.device_api());
@@ -614,7 +615,22 @@ int CollectiveTask::finish_ring(Status s) {
     if (call_.kind == Collective::allgather) stats.allgather_calls.fetch_add(1, std::memory_order_relaxed);
     if (device_engine_ && device_engine_->mode() == DeviceEngine::Mode::direct)
         stats.direct_calls.fetch_add(1, std::memory_order_relaxed);
+    if (JobReport* report = job_report()) report_run(*report);
     return MPI_SUCCESS;
+}
+
+void CollectiveTask::report_run(JobReport& report) const {
+    const ReportPath path = ipc_            ? ReportPath::ipc
+                            : hierarchical_ ? ReportPath::hierarchical
+                            : one_shot_     ? ReportPath::one_shot
+                                            : ReportPath::ring;
+    const CallMode mode = !nonblocking_ ? CallMode::blocking : persistent_ ? CallMode::persistent : CallMode::nonblocking;
+    const double seconds =
+        call_timed_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - call_t0_).count() : -1;
+    // The shape the learner routed it by (its trials' shape), else its own.
+    const int shape = routed() ? ReportCounts::shape(learn_shape_.in_place, learn_shape_.memory == LearnMemory::device)
+                               : ReportCounts::shape(asked_in_place_, plan_.device());
+    report.add_nexar(call_.kind, mode, shape, bytes_, path, seconds);
 }
 
 }  // namespace nexar

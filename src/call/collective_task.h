@@ -31,6 +31,7 @@
 #include "call/ring_calls.h"
 #include "decide/path_learner.h"
 #include "memory/device.h"
+#include "runtime/job_report.h"
 #include "runtime/runtime.h"
 
 namespace nexar {
@@ -112,7 +113,13 @@ public:
     bool trial_of_other_memory() const { return trial_other_memory_; }
     // The learner routed it (NEXAR_THRESHOLD_BYTES=auto), to the MPI or to nexar.
     bool routed() const { return route_.slot >= 0; }
-    std::chrono::steady_clock::time_point trial_start() const { return trial_t0_; }
+    // A trial's time: from the call's start to the MPI's return (end_call()),
+    // or to now.
+    void end_call() { call_t1_ = std::chrono::steady_clock::now(), call_ended_ = true; }
+    double call_seconds() const {
+        return std::chrono::duration<double>((call_ended_ ? call_t1_ : std::chrono::steady_clock::now()) - call_t0_)
+            .count();
+    }
 
     // For a fallback: the communicator's context (null before it was
     // asked for) and where this rank's buffers live.
@@ -148,6 +155,8 @@ private:
     // nexar's progress thread).
     int raise_error(int error_class) { return nonblocking_ ? error_class : raise_mpi_error(call_.comm, error_class); }
     int finish_ring(Status s);
+    // NEXAR_REPORT's account of a call nexar ran.
+    void report_run(JobReport& report) const;
 
     Runtime& rt_;
     const Config& cfg_;
@@ -191,7 +200,10 @@ private:
     Route route_;  // NEXAR_THRESHOLD_BYTES=auto's choice for a blocking call
     LearnShape learn_shape_;
     bool trial_other_memory_ = false;
-    std::chrono::steady_clock::time_point trial_t0_;
+    // When the call's own time began: a trial's (for the learner), or any
+    // blocking call's where NEXAR_REPORT keeps its time (call_timed_).
+    std::chrono::steady_clock::time_point call_t0_, call_t1_;
+    bool call_timed_ = false, call_ended_ = false;
 
     // Step 2: what runs.
     CopyProposal used_;

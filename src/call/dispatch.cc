@@ -12,6 +12,7 @@
 #include "memory/device.h"
 #include "mpi/pmpi.h"
 #include "reduce/mpi_types.h"
+#include "runtime/job_report.h"
 #include "runtime/runtime.h"
 #include "runtime/stats.h"
 
@@ -139,6 +140,17 @@ Status run(CollectiveTask& task) {
     return poll_to_end(both, task.error());
 }
 
+// The MPI's path for a task's call (call/pass_through.h).  A learner's
+// trial is timed to the MPI's return, before NEXAR_REPORT sizes the call
+// (which asks MPI for sizes: not the MPI's time).
+int mpi_path_of(Runtime& rt, CollectiveTask& task, std::atomic<uint64_t>& counter) {
+    if (!task.trial()) return mpi_path(&rt, task.call(), counter);
+    const int rc = mpi_path(&rt, task.call(), counter, false);
+    task.end_call();
+    if (rc == MPI_SUCCESS) report_mpi_call(task.call(), CallMode::blocking);
+    return rc;
+}
+
 // The steps after the plan, to the call's return code.
 int complete(Runtime& rt, CollectiveTask& task, TaskStep step) {
     while (step == TaskStep::agree) {
@@ -148,8 +160,8 @@ int complete(Runtime& rt, CollectiveTask& task, TaskStep step) {
     if (step == TaskStep::run) step = task.start_run();
     switch (step) {
         case TaskStep::run: return task.finish(run(task));
-        case TaskStep::pass_through: return mpi_path(&rt, task.call(), process_stats().passthrough_calls);
-        case TaskStep::fall_back: return fall_back(rt, task.call());
+        case TaskStep::pass_through: return mpi_path_of(rt, task, process_stats().passthrough_calls);
+        case TaskStep::fall_back: return mpi_path_of(rt, task, process_stats().fallback_calls);
         default: return task.result();
     }
 }
@@ -163,9 +175,24 @@ void learn_from(CollectiveTask& task, bool succeeded) {
     const Route* trial = task.trial();
     if (!trial) return;
     PathLearner& learner = task.context()->learner();
-    if (succeeded && !task.trial_of_other_memory())
-        learner.record(*trial,
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - task.trial_start()).count());
+    if (succeeded && !task.trial_of_other_memory()) {
+        const double seconds = task.call_seconds();
+        learner.record(*trial, seconds);
+        // NEXAR_REPORT's estimate of the MPI's time: its warm trials' mean
+        // (a block's first runs cold, right after nexar's calls).
+        JobReport* report = job_report();
+        if (report && trial->path == CallPath::mpi) {
+            const LearnShape& shape = task.learn_shape();
+            if (!trial->cold)
+                report->add_mpi_trial(task.call().kind,
+                                      ReportCounts::shape(shape.in_place, shape.memory == LearnMemory::device),
+                                      task.bytes(), seconds);
+            NEXAR_DEBUG("communicator context %u: %s %s on %s buffers of %zu bytes: an MPI trial took %.3f us here%s",
+                        task.context()->id(), task.call().name, shape.in_place ? "in place" : "out of place",
+                        learn_memory_name(shape.memory), task.bytes(), seconds * 1e6,
+                        trial->cold ? " (cold, the first of its block: not in the report's estimate)" : "");
+        }
+    }
     if (!trial->ends_round) return;
     double slowest[2];
     learner.best_times(*trial, slowest);
@@ -210,7 +237,11 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_D
          (rt->config().learn && learnt_mpi_fast(*rt, sendbuf, recvbuf, count, dt, op, comm)))) {
         if (!rt->stages_device_buffers()) {
             process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
-            return pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
+            const int rc = pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
+            if (rc == MPI_SUCCESS && job_report())
+                report_mpi_call(allreduce_call("MPI_Allreduce", sendbuf, recvbuf, count, dt, op, comm, large_count),
+                                CallMode::blocking);
+            return rc;
         }
         return mpi_path(rt, allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt,
                                            op, comm, large_count),

@@ -299,6 +299,8 @@ void post_fall_back(NonblockingCall& c) {
     if (c.ctx) call.comm = c.ctx->shadow_comm();
     (c.ctx ? process_stats().fallback_calls : process_stats().passthrough_calls).fetch_add(1, std::memory_order_relaxed);
     post_inner(c, call);
+    if (c.stage == NonblockingCall::Stage::inner)
+        report_mpi_call(call, c.persistent ? CallMode::persistent : CallMode::nonblocking);
 }
 
 void pause_us(long us) {
@@ -669,6 +671,7 @@ int pass_through_or_staged(Runtime* rt, const CollectiveCall& given, MPI_Request
     }
     c.request = *request;
     post_inner(c, c.task.call());
+    if (c.stage == NonblockingCall::Stage::inner) report_mpi_call(given, CallMode::nonblocking);
     if (c.stage != NonblockingCall::Stage::inner) {  // nothing is in flight: the call fails here
         PMPI_Grequest_complete(*request);
         pmpi::request_free(request);

@@ -36,9 +36,25 @@ MPI_Op pmpi_op(MPI_Datatype dt, MPI_Op op) {
     return use == MPI_OP_NULL ? op : use;
 }
 
-int pass_through(const CollectiveCall& c, std::atomic<uint64_t>& counter) {
+void report_mpi_call(const CollectiveCall& c, CallMode mode) {
+    JobReport* report = job_report();
+    if (!report) return;
+    // After MPI took the call: its handles are valid.  (The allreduce's
+    // vector needs no communicator size.)
+    int size = 1, type_size = 0;
+    uint64_t items = 0;
+    const bool sized = (c.kind == Collective::allreduce || PMPI_Comm_size(c.comm, &size) == MPI_SUCCESS) &&
+                       !negative_count(c, size) && vector_items(c, size, &items) &&
+                       (c.kind == Collective::allgather || PMPI_Type_size(c.datatype, &type_size) == MPI_SUCCESS);
+    const uint64_t bytes = !sized ? 0 : c.kind == Collective::allgather ? items : items * uint64_t(type_size);
+    report->add_mpi(c.kind, mode, bytes);
+}
+
+int pass_through(const CollectiveCall& c, std::atomic<uint64_t>& counter, bool report) {
     counter.fetch_add(1, std::memory_order_relaxed);
-    return call_pmpi(c, c.kind == Collective::allgather ? MPI_OP_NULL : pmpi_op(c.datatype, c.op));
+    const int rc = call_pmpi(c, c.kind == Collective::allgather ? MPI_OP_NULL : pmpi_op(c.datatype, c.op));
+    if (report && rc == MPI_SUCCESS) report_mpi_call(c, CallMode::blocking);
+    return rc;
 }
 
 namespace {
@@ -63,16 +79,14 @@ int staged_for_mpi(Runtime& rt, const CollectiveCall& c, const BufferKinds& kind
 
 }  // namespace
 
-int mpi_path(Runtime* rt, const CollectiveCall& c, std::atomic<uint64_t>& counter) {
+int mpi_path(Runtime* rt, const CollectiveCall& c, std::atomic<uint64_t>& counter, bool report) {
     BufferKinds kinds;
-    if (!needs_staging(rt, c, &kinds)) return pass_through(c, counter);
+    if (!needs_staging(rt, c, &kinds)) return pass_through(c, counter, report);
     counter.fetch_add(1, std::memory_order_relaxed);
-    return staged_for_mpi(*rt, c, kinds);
+    const int rc = staged_for_mpi(*rt, c, kinds);
+    if (report && rc == MPI_SUCCESS) report_mpi_call(c, CallMode::blocking);
+    return rc;
 }
-
-// An eligible call the ring cannot take: to PMPI, with device buffers
-// staged through host memory where MPI cannot take them.
-int fall_back(Runtime& rt, const CollectiveCall& call) { return mpi_path(&rt, call, process_stats().fallback_calls); }
 
 int post_pmpi_nonblocking(const CollectiveCall& c, MPI_Request* request) {
     const MPI_Op op = c.kind == Collective::allgather ? MPI_OP_NULL : pmpi_op(c.datatype, c.op);
@@ -92,7 +106,9 @@ int post_pmpi_nonblocking(const CollectiveCall& c, MPI_Request* request) {
 
 int pass_through_nonblocking(const CollectiveCall& c, MPI_Request* request) {
     process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
-    return post_pmpi_nonblocking(c, request);
+    const int rc = post_pmpi_nonblocking(c, request);
+    if (rc == MPI_SUCCESS) report_mpi_call(c, CallMode::nonblocking);
+    return rc;
 }
 
 }  // namespace nexar

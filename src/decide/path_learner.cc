@@ -30,6 +30,7 @@ Route PathLearner::route(const LearnShape& shape, uint64_t bytes, uint32_t nexar
     r.path = i >= 2 * trials || (i / block) % 2 == 0 ? CallPath::nexar : CallPath::mpi;
     r.trial = true;
     r.ends_round = i + 1 == c.round_calls;
+    r.cold = i % block == 0;
     return r;
 }
 

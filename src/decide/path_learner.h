@@ -70,6 +70,10 @@ struct Route {
     bool trial = false;       // timed for the learner: hand its time to record()
     bool ends_round = false;  // the round's last trial: reduce best_times() and settle()
     int slot = -1;            // the class (the learner's own index)
+    // A trial that runs cold: the first of its block, right after the other
+    // path's block or the class's first call (the MPI's sets its buffers up).
+    // NEXAR_REPORT leaves the MPI's out of its estimate (runtime/job_report.h).
+    bool cold = false;
 };
 
 class PathLearner {

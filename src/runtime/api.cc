@@ -32,13 +32,14 @@ int nexar_get_counter(const char* name, uint64_t* value) {
     return -1;
 }
 
-// One version: configure.ac's AC_INIT and nexar.h's macros must agree.
-static_assert(std::string_view(PACKAGE_VERSION) == NEXAR_VERSION, "configure.ac's version is not nexar.h's NEXAR_VERSION");
+// One version: configure.ac's AC_INIT, and the macros configure wrote into
+// nexar_version.h from it (a stale copy of that header must not slip in).
+static_assert(std::string_view(PACKAGE_VERSION) == NEXAR_VERSION, "configure.ac's version is not nexar_version.h's NEXAR_VERSION: a stale nexar_version.h?");
 #define NEXAR_STRINGIFY(x) #x
 #define NEXAR_XSTRINGIFY(x) NEXAR_STRINGIFY(x)
 static_assert(std::string_view(NEXAR_VERSION) == NEXAR_XSTRINGIFY(NEXAR_VERSION_MAJOR) "." NEXAR_XSTRINGIFY(
                                                      NEXAR_VERSION_MINOR) "." NEXAR_XSTRINGIFY(NEXAR_VERSION_PATCH),
-              "nexar.h: NEXAR_VERSION is not MAJOR.MINOR.PATCH of its macros");
+              "nexar_version.h: NEXAR_VERSION is not MAJOR.MINOR.PATCH of its macros");
 const char* nexar_version(void) { return PACKAGE_VERSION; }
 
 int nexar_transport_ready(void) {

@@ -1,5 +1,6 @@
 #include "runtime/config.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +13,7 @@ namespace nexar {
 bool operator==(const Config& a, const Config& b) {
     return a.enable == b.enable && a.threshold_auto == b.threshold_auto && a.threshold_bytes == b.threshold_bytes &&
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
-           a.host_setting == b.host_setting && a.host_buffers == b.host_buffers && a.learn == b.learn && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats &&
+           a.host_setting == b.host_setting && a.host_buffers == b.host_buffers && a.learn == b.learn && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats && a.report == b.report &&
            a.log_level == b.log_level && a.cuda_path == b.cuda_path && a.cuda_ipc == b.cuda_ipc &&
            a.algorithm == b.algorithm && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
            a.stream_bytes == b.stream_bytes && a.nonblocking == b.nonblocking && a.progress == b.progress &&
@@ -183,6 +184,17 @@ bool parse_progress(const char* text, ProgressMode* out) {
     return false;
 }
 
+bool parse_report(const char* text, ReportSetting* out) {
+    bool on = false;
+    if (parse_bool(text, &on)) return *out = on ? ReportSetting::print : ReportSetting::off, true;
+    // A file's name has a '/', a '.' or a placeholder ('%'): a typo of a
+    // yes or no ("ture", "2") is malformed, not a file in the working folder.
+    if (!text || !strpbrk(text, "/.%")) return false;
+    for (const char* p = text; *p; ++p)
+        if (iscntrl(static_cast<unsigned char>(*p))) return false;
+    return *out = ReportSetting::file, true;
+}
+
 const char* algorithm_name(Algorithm a) {
     switch (a) {
         case Algorithm::automatic: return "auto";
@@ -229,6 +241,8 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         complain("NEXAR_TIMEOUT_S", v, "a number of seconds >= 0 (0 waits forever)", "60");
     if ((v = lookup("NEXAR_STATS")) && !parse_bool(v, &c.stats))
         complain("NEXAR_STATS", v, "1 or 0", "0");
+    if ((v = lookup("NEXAR_REPORT")) && !parse_report(v, &c.report))
+        complain("NEXAR_REPORT", v, "1, 0, or a file's name for a CSV copy, with a '/', a '.' or a %j", "0");
     if ((v = lookup("NEXAR_LOG")) && !parse_log_level(v, &c.log_level))
         complain("NEXAR_LOG", v, "error, warn, info or debug", "warn");
     if ((v = lookup("NEXAR_CUDA_PATH")) && !parse_cuda_path(v, &c.cuda_path))
@@ -257,13 +271,14 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
 }
 
 std::string describe(const Config& c) {
-    char buf[440];
+    char buf[512];
     snprintf(buf, sizeof buf,
-             "enable=%d threshold=%s segment=%s depth=%u host_buffers=%s shm=%d timeout=%gs stats=%d cuda_path=%s "
+             "enable=%d threshold=%s segment=%s depth=%u host_buffers=%s shm=%d timeout=%gs stats=%d report=%s cuda_path=%s "
              "cuda_ipc=%s algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
              c.enable ? 1 : 0, c.threshold_auto ? "auto" : format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
-             c.pipeline_depth, host_buffers_name(c.host_setting), c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0, cuda_path_name(c.cuda_path),
+             c.pipeline_depth, host_buffers_name(c.host_setting), c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0,
+             c.report == ReportSetting::off ? "0" : c.report == ReportSetting::print ? "1" : "file", cuda_path_name(c.cuda_path),
              cuda_ipc_name(c.cuda_ipc), algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
              format_bytes(c.stream_bytes).c_str(), c.nonblocking ? 1 : 0, progress_mode_name(c.progress),
              format_bytes(c.one_shot_bytes).c_str());

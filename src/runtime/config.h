@@ -106,6 +106,11 @@ const char* host_buffers_name(HostBuffers h);
 enum class ProgressMode : int { thread = 0, calls = 1 };
 inline const char* progress_mode_name(ProgressMode m) { return m == ProgressMode::thread ? "thread" : "calls"; }
 
+// NEXAR_REPORT (runtime/job_report.h): no report, the table at
+// MPI_Finalize, or the table and a CSV file (the file's name is rank 0's
+// NEXAR_REPORT, read at finalize: Config is broadcast as bytes).
+enum class ReportSetting : int { off = 0, print = 1, file = 2 };
+
 struct Config {
     bool enable = true;                           // NEXAR_ENABLE
     // NEXAR_THRESHOLD_BYTES: auto (learn, decide/path_learner.h) or a fixed
@@ -123,6 +128,7 @@ struct Config {
     bool shm = true;                              // NEXAR_SHM: same-node host rings through shared memory
     double timeout_s = 60.0;                      // NEXAR_TIMEOUT_S (0: wait forever)
     bool stats = false;                           // NEXAR_STATS
+    ReportSetting report = ReportSetting::off;    // NEXAR_REPORT
     LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
     CudaPath cuda_path = CudaPath::automatic;     // NEXAR_CUDA_PATH
     CudaIpc cuda_ipc = CudaIpc::on;               // NEXAR_CUDA_IPC: device buffers of one node GPU to GPU
@@ -176,6 +182,9 @@ bool parse_algorithm(const char* text, Algorithm* out);
 bool parse_shm_copy(const char* text, ShmCopySetting* out);
 // "thread", "calls".
 bool parse_progress(const char* text, ProgressMode* out);
+// parse_bool's (off, print), or a file's name (file): text with a '/', a
+// '.' or a '%' and no control characters.
+bool parse_report(const char* text, ReportSetting* out);
 
 using EnvLookup = std::function<const char*(const char*)>;
 

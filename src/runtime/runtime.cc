@@ -16,6 +16,7 @@
 #include "mpi/pmpi.h"
 #include "nexar/nexar.h"
 #include "reduce/mpi_types.h"
+#include "runtime/job_report.h"
 #include "runtime/stats.h"
 #include "transport/cma.h"
 #include "transport/stage_profile.h"
@@ -122,6 +123,7 @@ void Runtime::stop() {
     if (rt->comm_keyval_ != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&rt->comm_keyval_);
     free_mpi_types();
     if (rt->config_.stats) fprintf(stderr, "%s\n", stats_line(rt->world_rank_, process_stats()).c_str());
+    finish_job_report(rt->config_, rt->world_rank_);
     if (rt->config_.gpu_profile && process_stage_totals().calls > 0)
         fprintf(stderr, "%s\n", stage_line(rt->world_rank_, process_stage_totals()).c_str());
     g_runtime.store(nullptr, std::memory_order_release);
@@ -159,6 +161,8 @@ void Runtime::init(int thread_level) {
     }
     NEXAR_INFO("settings: %s", describe(config_).c_str());
     if (world_rank_ == 0) warn_if_built_for_another_mpi();
+
+    start_job_report(config_);  // a job with nexar disabled is reported too
 
     // nexar.h's 16-bit float datatypes work even with nexar disabled.
     init_mpi_types();

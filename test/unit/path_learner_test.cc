@@ -101,6 +101,39 @@ TEST(PathLearner, TrialsAlternateThenSettle) {
     EXPECT_FALSE(l.verdict({Collective::allreduce, false, LearnMemory::host}, 17, &p, nullptr));
 }
 
+TEST(PathLearner, EachBlocksFirstTrialIsCold) {
+    // Each block's first call follows the other path's block (or is the
+    // class's first): in every round, the first round and a revisit alike.
+    for (uint64_t bytes : {uint64_t(4096), uint64_t(1) << 20}) {
+        PathLearner l;
+        const LearnShape shape{Collective::allreduce, false, LearnMemory::host};
+        const int sc = PathLearner::size_class(bytes);
+        const uint32_t block = PathLearner::trial_block(sc);
+        uint32_t rounds = 0, cold[2] = {0, 0}, warm[2] = {0, 0}, in_round = 0;
+        while (rounds < 2) {
+            Route r = l.route(shape, bytes);
+            if (!r.trial) {
+                EXPECT_FALSE(r.cold);
+                continue;
+            }
+            EXPECT_EQ(r.cold, in_round % block == 0) << "trial " << in_round << " of round " << rounds;
+            ++(r.cold ? cold : warm)[int(r.path)];
+            ++in_round;
+            l.record(r, 1e-5);
+            if (r.ends_round) {
+                double t[2];
+                l.best_times(r, t);
+                l.settle(r, t);
+                ++rounds, in_round = 0;
+            }
+        }
+        // Per round, each path: trials_per_path / block blocks, one cold call each.
+        const uint32_t per_path = PathLearner::trials_per_path(sc);
+        EXPECT_EQ(cold[int(CallPath::mpi)], 2 * per_path / block) << bytes;
+        EXPECT_EQ(warm[int(CallPath::mpi)], 2 * (per_path - per_path / block)) << bytes;
+    }
+}
+
 TEST(PathLearner, SmallCallsTryEachPathInBlocks) {
     PathLearner l;
     const uint32_t block = PathLearner::kSmallBlock, round = 2 * PathLearner::kSmallTrialsPerPath;
