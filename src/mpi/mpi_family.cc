@@ -50,6 +50,15 @@ MpiIdentity parse_mpi_library_version(const char* text) {
     return id;
 }
 
+MpiIdentity mpi_running() {
+    // Sized for any MPI's MPI_MAX_LIBRARY_VERSION_STRING, not only the one
+    // whose mpi.h this was compiled with (Open MPI's 256, MPICH's 8192).
+    static char text[65536];
+    int length = 0;
+    if (PMPI_Get_library_version(text, &length) != MPI_SUCCESS) return MpiIdentity();
+    return parse_mpi_library_version(text);
+}
+
 std::string mpi_mismatch(const MpiIdentity& built, const MpiIdentity& running) {
     if (built.family.empty() || running.family.empty()) return "";
     if (built.family == running.family && built.major == running.major) return "";

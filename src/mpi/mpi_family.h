@@ -52,6 +52,9 @@ MpiIdentity mpi_built_for();
 // The MPI named by MPI_Get_library_version's text ("Open MPI v5.0.10, ...",
 // "MPICH Version: 4.0.2 ..."); an empty family where the text is another's.
 MpiIdentity parse_mpi_library_version(const char* text);
+// The MPI the job runs on (PMPI_Get_library_version, parsed); an empty
+// family where MPI cannot say or is another's.
+MpiIdentity mpi_running();
 // Why a library built for `built` should not run on `running`, or "" when it
 // may: another family, or another major version of it.  Open MPI 4.x and
 // 5.x both name their library libmpi.so.40, so a library built for one

@@ -45,10 +45,7 @@ std::string job_id(long pid) {
 
 // "Open MPI 4.1.4", from the MPI the job runs on.
 std::string running_mpi() {
-    static char text[65536];  // any MPI's MPI_MAX_LIBRARY_VERSION_STRING
-    int length = 0;
-    if (PMPI_Get_library_version(text, &length) != MPI_SUCCESS) return "an unknown MPI";
-    const MpiIdentity id = parse_mpi_library_version(text);
+    const MpiIdentity id = mpi_running();
     return id.family.empty() ? "an unknown MPI" : id.family + " " + id.version;
 }
 

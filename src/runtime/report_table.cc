@@ -18,16 +18,12 @@ const char* report_path_name(ReportPath p) {
 }
 
 std::string report_call_name(Collective kind, CallMode mode) {
-    const char* base = kind == Collective::allreduce        ? "llreduce"
-                       : kind == Collective::reduce_scatter ? "educe_scatter"
-                                                            : "llgather";
-    const char first = kind == Collective::reduce_scatter ? 'R' : 'A';
-    switch (mode) {
-        case CallMode::blocking: return std::string("MPI_") + first + base;
-        case CallMode::nonblocking: return std::string("MPI_I") + char(first + ('a' - 'A')) + base;
-        case CallMode::persistent: return std::string("MPI_") + first + base + "_init";
-    }
-    return "?";
+    static const char* const names[kCollectives][kCallModes] = {
+        {"MPI_Allreduce", "MPI_Iallreduce", "MPI_Allreduce_init"},
+        {"MPI_Reduce_scatter", "MPI_Ireduce_scatter", "MPI_Reduce_scatter_init"},
+        {"MPI_Allgather", "MPI_Iallgather", "MPI_Allgather_init"},
+    };
+    return names[int(kind)][int(mode)];
 }
 
 void fill_estimates(ReportCounts& rank) {

@@ -35,12 +35,7 @@ thread_local bool t_starting = false;
 // without a word (Open MPI 4.x and 5.x both name theirs libmpi.so.40), and
 // then misbehave: say so once.
 void warn_if_built_for_another_mpi() {
-    // Sized for any MPI's MPI_MAX_LIBRARY_VERSION_STRING, not only the one
-    // whose mpi.h this was compiled with (Open MPI's 256, MPICH's 8192).
-    static char text[65536];
-    int length = 0;
-    if (PMPI_Get_library_version(text, &length) != MPI_SUCCESS) return;
-    std::string why = mpi_mismatch(mpi_built_for(), parse_mpi_library_version(text));
+    const std::string why = mpi_mismatch(mpi_built_for(), mpi_running());
     if (!why.empty()) NEXAR_WARN("%s", why.c_str());
 }
 }  // namespace
