@@ -5,6 +5,10 @@
 #
 #   scripts/mpi-lane.sh mpich [BUILDDIR]      (default: build/mpich)
 #       Debian's MPICH (mpich, libmpich-dev: mpicc.mpich, mpiexec.mpich).
+#   scripts/mpi-lane.sh no-ucx [BUILDDIR]     (default: build/no-ucx)
+#       The system's MPI, nexar configured --without-ucx: the unit tests,
+#       the MPI tests at 2-5 ranks and the differential test only (the
+#       rest needs UCX or is the same code as the in-tree build's).
 #   scripts/mpi-lane.sh openmpi5 [BUILDDIR]   (default: build/openmpi5)
 #       Open MPI 5 from NEXAR_OPENMPI5_PREFIX (its installation prefix);
 #       without it, the prebuilt Open MPI 5 tarball that sits beside the
@@ -71,6 +75,11 @@ case $lane in
             die "MPICH is not installed (apt-get install mpich libmpich-dev)"
         mpicc=mpicc.mpich
         ;;
+    no-ucx)
+        mpicc=mpicc
+        lane_configure=(--without-ucx)
+        lane_tests="test/unit/nexar_unit_tests test/mpi/run-mpi-tests.sh test/mpi/run-diff-tests.sh test/preload/run-preload-tests.sh"
+        ;;
     openmpi5)
         find_openmpi5
         # A relocated Open MPI finds its data files through these three.
@@ -83,7 +92,7 @@ case $lane in
         [ "$launcher" = prrte ] || die "$prefix/bin/mpirun is not Open MPI 5's: $version"
         echo "$lane: $version in $prefix"
         ;;
-    *) echo "usage: scripts/mpi-lane.sh mpich|openmpi5 [BUILDDIR]" >&2; exit 2 ;;
+    *) echo "usage: scripts/mpi-lane.sh mpich|openmpi5|no-ucx [BUILDDIR]" >&2; exit 2 ;;
 esac
 jobs=$(nproc 2>/dev/null || echo 2)
 # The UCX with CUDA that scripts/cuda-ucx.sh unpacks: the checkout's (its
@@ -107,7 +116,7 @@ fi
 . scripts/test-results.sh
 cd "$build/src"
 ./autogen.sh >/dev/null
-./configure MPICC="$mpicc" --without-cuda ${CONFIGURE_FLAGS:-} | sed -n '/configuration summary/,$p'
+./configure MPICC="$mpicc" --without-cuda ${lane_configure[@]+"${lane_configure[@]}"} ${CONFIGURE_FLAGS:-} | sed -n '/configuration summary/,$p'
 make -j"$jobs" >/dev/null
 make -j"$jobs" check TESTS= >/dev/null  # build the test programs in parallel
 if [ "${NEXAR_LANE_BUILD_ONLY:-0}" = 1 ]; then
@@ -115,7 +124,7 @@ if [ "${NEXAR_LANE_BUILD_ONLY:-0}" = 1 ]; then
     exit 0
 fi
 rc=0
-make check || rc=$?
+if [ -n "${lane_tests:-}" ]; then make check TESTS="$lane_tests" || rc=$?; else make check || rc=$?; fi
 count_test_results .
 
 # rebuild_warning_check: the user who moved to Open MPI 5 and kept the

@@ -119,6 +119,7 @@ run_lane() {
     summaries+=("$line")
 }
 [ "${NEXAR_MPICH_LANE:-1}" = 0 ] || run_lane mpich
+[ "${NEXAR_NO_UCX_LANE:-1}" = 0 ] || run_lane no-ucx
 [ "${NEXAR_OPENMPI5_LANE:-1}" = 0 ] || run_lane openmpi5
 echo
 printf '%s\n' "${summaries[@]}"

@@ -69,6 +69,10 @@ nexar_mpirun_env() {
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# ucx_runs_here: nexar's UCX loads and starts on this machine (nexar-info's
+# ucx=loaded); not so in a build --without-ucx or where libucp is absent.
+ucx_runs_here() { "$NEXAR_BUILDDIR/nexar-info" -p 2>/dev/null | grep -q '^ucx=loaded '; }
+
 # new_log: a temporary file for mpirun's output in $log, removed at exit.
 new_log() {
     log=$(mktemp)

@@ -43,7 +43,9 @@ int nexar_get_counter(const char *name, uint64_t *value);
 /* "MAJOR.MINOR.PATCH" */
 const char *nexar_version(void);
 
-/* 1 when this process' UCX transport is up (the ring can run), else 0. */
+/* 1 when nexar runs collectives in this process (started, NEXAR_ENABLE=1),
+ * else 0.  Shared memory needs no UCX; whether UCX runs for the hops
+ * across nodes, nexar-info and NEXAR_LOG=info say. */
 int nexar_transport_ready(void);
 
 #if defined(MPI_VERSION)

@@ -185,7 +185,6 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
     if (refusal) return p.why = refusal, p;
     p.segment = p.device() ? rt.config().device_segment_bytes() : opt.segment_bytes;
     if (*p.why) return p;
-    if (!rt.transport_ready()) return p.why = "UCX is not running on this rank", p;
     if (ctx.failed()) return p.why = "an earlier ring on this communicator failed", p;
     std::string ep_error;
     if (!ctx.endpoints_usable()) {
@@ -210,6 +209,10 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
         p.hier = kind == Collective::allreduce && ctx.hier_ready() && ctx.inboxes_held() &&
                  shm_slots_fit(*ctx.next_inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes()) &&
                  shm_slots_fit(*ctx.inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes());
+        // Without the network only a ring whose every hop is in shared
+        // memory runs (UCX is a reason for the network's hops only).
+        if (!ctx.network_ready() && !(p.shm && ctx.all_hops_shm()))
+            return p.why = "a hop of this call's ring needs UCX, which does not run on every rank", p;
         // Both hops in shared memory need nothing more.  But where device
         // buffers may come, another rank may hold them and every hop takes
         // UCX (the ranks agree below), so this one must be able to join.

@@ -386,7 +386,21 @@ TaskStep CollectiveTask::agreed() {
         return TaskStep::agree;
     }
     if (!a.ready) return TaskStep::fall_back;
+    // Without the network only shared memory and IPC run: a call that
+    // would take a ring hop off them goes to the MPI, on every rank.
+    if (!ctx_->network_ready() && !runs_without_network()) return TaskStep::fall_back;
     return TaskStep::run;
+}
+
+// The agreed call runs where the context has no network (UCX): a ring
+// with every hop in shared memory, the one-shot, or IPC on one node (a
+// nonblocking call takes IPC only where the context has it set up, and
+// then exactly where this says).  Every input is alike on every rank.
+bool CollectiveTask::runs_without_network() const {
+    const CallAgreement& a = agreement_;
+    if (a.shm && ctx_->all_hops_shm()) return true;
+    const IpcContext* ipc = ctx_->ipc();
+    return a.ipc && ctx_->topology().nodes() == 1 && (!ipc || a.ipc == kIpcPlain || ipc->fd_handles());
 }
 
 // Out of place, the allgather's ring on host memory sends this rank's
@@ -483,6 +497,10 @@ TaskStep CollectiveTask::start_run() {
                     *ipc_why_ ? ipc_why_ : "another rank's buffers or GPU cannot (its NEXAR_LOG=info says why)");
         return result_ = raise_error(MPI_ERR_OTHER), TaskStep::done;
     }
+    // IPC agreed but not set up (blocking calls only: runs_without_network)
+    // leaves the device ring, which needs the network.
+    if (!ctx_->network_ready() && !(agreement_.shm && ctx_->all_hops_shm()) && !nonblocking_)
+        return TaskStep::fall_back;
     one_shot_ = allreduce && agreement_.shm && ctx_->boards_ready() &&
                 uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
     if (one_shot_) {

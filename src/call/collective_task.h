@@ -92,6 +92,8 @@ public:
     // sequence numbers and the context's scratch now: a nonblocking call
     // waits for its turn on the context first).  run or done.
     TaskStep start_run();
+    // The agreed call needs no network hop (the context may have none).
+    bool runs_without_network() const;
     // Valid after start_run() said run.  Its errors go to error().
     RingCallRun& run() { return *run_; }
     std::string* error() { return &error_; }

@@ -624,13 +624,14 @@ void Engine::stop_thread() {
 
 namespace {
 
-// The agreement of a call that goes to the ring: over UCX where the
-// communicator is small enough for its tags (the progress thread moves it
-// along), else a PMPI_Iallreduce (moved along in MPI calls).
+// The agreement of a call that goes to the ring: over UCX where every
+// rank runs it and the communicator is small enough for its tags (the
+// progress thread moves it along), else a PMPI_Iallreduce (moved along in
+// MPI calls).
 int post_agreement(NonblockingCall& c) {
     CommContext& ctx = *c.ctx;
     CallAgreement& a = c.task.agreement();
-    if (ctx.size() <= int(kMaxAgreementRounds) + 1) {
+    if (ctx.network_ready() && ctx.size() <= int(kMaxAgreementRounds) + 1) {
         const RingLinks links = ctx.links();
         UcxRingExchange::Ring ring;
         ring.worker = links.worker;

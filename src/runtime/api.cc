@@ -44,7 +44,7 @@ const char* nexar_version(void) { return PACKAGE_VERSION; }
 
 int nexar_transport_ready(void) {
     nexar::Runtime* rt = nexar::Runtime::get();
-    return rt && rt->transport_ready() ? 1 : 0;
+    return rt && rt->config().enable ? 1 : 0;
 }
 
 MPI_Datatype nexar_type_float16(void) { return nexar::mpi_float16_type(); }

@@ -85,6 +85,12 @@ public:
         if (!boards_.empty()) boards_[size_t(rank_)]->mark_broken();
     }
 
+    // Every rank runs UCX and reached its ring neighbours through it
+    // (agreed at setup): the ring's hops that are not in shared memory,
+    // and the hierarchical allreduce's across nodes, can run.  Without it
+    // only shared-memory rings, the one-shot and IPC run.
+    bool network_ready() const { return network_ready_; }
+    void set_network_ready() { network_ready_ = true; }
     // The process's worker, which the endpoints are made on.
     void use_worker(UcxWorker* worker) { worker_ = worker; }
     UcxWorker* worker() { return worker_; }
@@ -281,6 +287,7 @@ private:
     uint32_t sequence_ = 0;
     uint32_t agreement_sequence_ = 0;
     bool disabled_ = false;
+    bool network_ready_ = false;
     std::atomic<bool> failed_{false};
     UcxWorker* worker_ = nullptr;  // the runtime's; outlives every context
     Peer next_, prev_;  // the same endpoint when prev == next (2 ranks)

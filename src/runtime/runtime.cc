@@ -203,10 +203,18 @@ void Runtime::init(int thread_level) {
     if (!ok(s)) {
         worker_.reset();
         ucx_.reset();
-        NEXAR_WARN("UCX could not start (%s); every MPI_Allreduce passes through to MPI", error.c_str());
+        // Inside a node nothing is lost: shared memory carries every hop.
+        // A job across nodes loses the calls whose ring crosses them.
+        const std::string what = ucx_library().loaded ? "UCX could not start (" + error + ")" : error;
+        if (spans)
+            NEXAR_WARN("%s: calls whose ring crosses nodes pass through to MPI; inside a node nexar runs on shared "
+                       "memory", what.c_str());
+        else
+            NEXAR_INFO("%s: not needed on one node, nexar runs on shared memory", what.c_str());
     } else {
-        ucx_cuda_ = ucx_moves(*ucx_, UCS_MEMORY_TYPE_CUDA);
-        NEXAR_INFO("UCX %s up (%s, %s CUDA memory%s)", ucp_get_version_string(),
+        ucx_cuda_ = ucx_moves(*ucx_, NEXAR_UCX_MEMORY_CUDA);
+        NEXAR_INFO("UCX %s up from %s (%s, %s CUDA memory%s)", ucx_library().version.c_str(),
+                   ucx_library().path.c_str(),
                    multi_thread_ ? "MPI_THREAD_MULTIPLE" : threads ? "with nexar's progress thread" : "single thread",
                    ucx_cuda_ ? "moves" : "does not move",
                    protocol.eager_only ? ", eager protocol: the job spans nodes" : "");
@@ -217,7 +225,7 @@ void Runtime::init(int thread_level) {
 void Runtime::start_device() {
     mpi_cuda_aware_ = nexar::mpi_cuda_aware();
     std::string why;
-    if (transport_ready() && !ok(load_device_api(&device_api_, &why))) {
+    if (!ok(load_device_api(&device_api_, &why))) {
         device_api_ = nullptr;
         // A driver without the plugin is worth a warning: the user has a
         // GPU and probably expects nexar to use it.
@@ -228,11 +236,11 @@ void Runtime::start_device() {
     }
     // Whether UCX moves the device's memory itself (the direct path): CUDA
     // memory over a CUDA-aware UCX, or the emulated GPU's standing in for one.
-    if (device_api_) {
+    if (device_api_ && ucx_) {
         const int wire = device_api_->ucx_memory_type;
         ucx_moves_device_ = ucx_moves(*ucx_, wire);
         // (Only a type UCX moves is ever handed to it: the direct path.)
-        if (ucx_moves_device_) device_wire_ = ucs_memory_type_t(wire);
+        if (ucx_moves_device_) device_wire_ = wire;
     }
     DeviceEngine::Mode mode;
     const char* path = nullptr;
@@ -695,6 +703,47 @@ void Runtime::say_once_no_context() {
                    "by its first blocking collective that takes the ring");
 }
 
+// Where every rank of ctx runs UCX: every worker's address (into
+// *addresses), and endpoints to this rank's ring neighbours; then
+// ctx->network_ready() on every rank, or on none (a rank that could not
+// connect says why).  Collective.
+void Runtime::connect_network(CommContext& ctx, UcxAddresses* addresses, std::string* error) {
+    const int size = ctx.size();
+    static const std::vector<uint8_t> none;
+    const std::vector<uint8_t>& mine = worker_ ? worker_->address() : none;
+    int my_len = int(mine.size());
+    std::vector<int>& lens = addresses->lens;
+    std::vector<int>& displs = addresses->displs;
+    lens.assign(size_t(size), 0);
+    displs.assign(size_t(size), 0);
+    pmpi::allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, ctx.comm());
+    size_t total = 0;
+    bool everyone = true;
+    for (int i = 0; i < size; ++i) displs[size_t(i)] = int(total), total += size_t(lens[size_t(i)]), everyone &= lens[size_t(i)] > 0;
+    if (!everyone) {
+        if (ctx.rank() == 0)
+            NEXAR_INFO("communicator context %u: UCX does not run on %s: its ring runs where shared memory "
+                       "carries every hop", ctx.id(), worker_ ? "every rank" : "rank 0");
+        return;
+    }
+    addresses->all.assign(total, 0);
+    PMPI_Allgatherv(mine.data(), my_len, MPI_BYTE, addresses->all.data(), lens.data(), displs.data(), MPI_BYTE,
+                    ctx.comm());
+    ctx.use_worker(worker_.get());
+    CommContext::Peer to_next, to_prev;
+    Status s = endpoints_to(addresses->all, lens, displs, ctx.next_rank(), ctx.prev_rank(), &to_next, &to_prev, error);
+    if (ok(s)) ctx.connect(std::move(to_next), std::move(to_prev));
+    // Everyone connected, or the network takes no hop.
+    int connected = ok(s) ? 1 : 0;
+    pmpi::allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, ctx.comm());
+    if (!ok(s)) NEXAR_WARN("could not connect to ring neighbours over UCX: %s", error->c_str());
+    if (connected)
+        ctx.set_network_ready();
+    else
+        NEXAR_WARN("communicator context %u: UCX could not connect every rank; only shared memory carries its "
+                   "rings", ctx.id());
+}
+
 CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
     void* value = nullptr;
     int found = 0;
@@ -705,9 +754,9 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
 
-    // 1. This rank's tag id for the communicator (runtime/comm_context.h), and
-    //    whether every member has a transport and an id.
-    const uint32_t id = transport_ready() ? allocate_tag_id() : 0;
+    // 1. This rank's tag id for the communicator (runtime/comm_context.h),
+    //    and whether every member has one.
+    const uint32_t id = allocate_tag_id();
     int missing = id == 0 ? 1 : 0;
     pmpi::allreduce(MPI_IN_PLACE, &missing, 1, MPI_INT, MPI_MAX, comm);
     auto* ctx = new CommContext(comm, rank, size, id, learn_topology(comm, rank, size));
@@ -715,40 +764,27 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
 
     if (missing) {
         ctx->disable();
-        NEXAR_INFO("communicator context %u: a rank has no UCX transport (or no free tag id); its allreduces "
-                   "pass through", id);
+        NEXAR_INFO("communicator context %u: a rank has no free tag id; its allreduces pass through", id);
     } else {
-        // 2. Every rank's tag id, and the address of every rank's worker.
+        // 2. Every rank's tag id, and the network (UCX) where every rank runs it.
         std::vector<int> ids(static_cast<size_t>(size));
         int my_id = int(id);
         pmpi::allgather(&my_id, 1, MPI_INT, ids.data(), 1, MPI_INT, comm);
         ctx->set_tag_ids(std::vector<uint32_t>(ids.begin(), ids.end()));
-        ctx->use_worker(worker_.get());
-        const std::vector<uint8_t>& mine = worker_->address();
-        int my_len = int(mine.size());
-        std::vector<int> lens(size), displs(size);
-        pmpi::allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm);
-        size_t total = 0;
-        for (int i = 0; i < size; ++i) displs[i] = int(total), total += size_t(lens[i]);
-        std::vector<uint8_t> all(total);
-        PMPI_Allgatherv(mine.data(), my_len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, comm);
-        CommContext::Peer to_next, to_prev;
-        Status s = endpoints_to(all, lens, displs, ctx->next_rank(), ctx->prev_rank(), &to_next, &to_prev, error);
-        if (ok(s)) ctx->connect(std::move(to_next), std::move(to_prev));
-        // 3. Everyone connected, or everyone passes through.
-        int connected = ok(s) ? 1 : 0;
-        pmpi::allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, comm);
-        if (!ok(s)) NEXAR_WARN("could not connect to ring neighbours: %s", error->c_str());
-        if (!connected) {
+        UcxAddresses addresses;
+        connect_network(*ctx, &addresses, error);
+        const RingTopology& t = ctx->topology();
+        if (!ctx->network_ready() && t.nodes() > 1) {
+            // Nothing of nexar's crosses nodes without it.
             ctx->disable();
-            NEXAR_WARN("communicator context %u: ring disabled, its allreduces pass through to MPI", id);
+            NEXAR_INFO("communicator context %u spans %d nodes and UCX does not run on every rank: its calls pass "
+                       "through to MPI", id, t.nodes());
         } else if (config_.host_buffers && config_.shm) {
-            const RingTopology& t = ctx->topology();
-            bool for_hier =
-                t.nodes() >= 2 && t.uniform() && t.max_ranks_per_node() >= 2 && config_.algorithm != Algorithm::ring;
+            bool for_hier = ctx->network_ready() && t.nodes() >= 2 && t.uniform() && t.max_ranks_per_node() >= 2 &&
+                            config_.algorithm != Algorithm::ring;
             ctx->want_shm(for_hier);
             if (for_hier)
-                setup_hierarchical(*ctx, all, lens, displs);
+                setup_hierarchical(*ctx, addresses.all, addresses.lens, addresses.displs);
             else
                 connect_shm(*ctx, false);
             connect_boards(*ctx);

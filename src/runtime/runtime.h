@@ -38,8 +38,10 @@ void set_in_flight_calls(const InFlightCalls& calls);
 class Runtime {
 public:
     // Collective over MPI_COMM_WORLD (one tiny broadcast of rank 0's
-    // settings).  Never fails the job: if UCX cannot start the runtime stays
-    // up in pass-through mode with a one-time warning.
+    // settings).  Never fails the job: where UCX is missing or cannot
+    // start, the shared-memory paths still run (a node needs no UCX) and
+    // calls whose ring would cross the network pass through; the log says
+    // so once.
     static void start(int thread_level);
     // Idempotent; prints the NEXAR_STATS line.  Once stopped, nexar does
     // not start again in this process.
@@ -56,13 +58,14 @@ public:
 
     const Config& config() const { return config_; }
     int world_rank() const { return world_rank_; }
-    bool transport_ready() const { return ucx_ != nullptr; }
+    // UCX runs on this rank (transport/ucx.h): the ring's hops may take it.
+    bool ucx_ready() const { return ucx_ != nullptr; }
     // The MPI gives MPI_THREAD_MULTIPLE: any thread may call it.
     bool multi_thread() const { return multi_thread_; }
     // The GPU plugin of this rank, or null (memory/device.h).
     const nexar_device_api* device_api() const { return device_api_; }
     // The memory type UCX is told for device buffers on the direct path.
-    ucs_memory_type_t device_wire() const { return device_wire_; }
+    int device_wire() const { return device_wire_; }
     // Agreed at start-up: some rank of the job has a GPU plugin, so device
     // buffers may come; identical on every rank.
     bool device_possible() const { return device_possible_; }
@@ -115,6 +118,11 @@ private:
     ~Runtime();
     void init(int thread_level);
     void start_device();
+    struct UcxAddresses {
+        std::vector<uint8_t> all;  // every rank's worker address, by rank
+        std::vector<int> lens, displs;
+    };
+    void connect_network(CommContext& ctx, UcxAddresses* addresses, std::string* error);
     bool connect_shm(CommContext& ctx, bool for_hier);
     void connect_boards(CommContext& ctx);
     void probe_neighbour_memory(CommContext& ctx, const ShmInboxName& writer, const ShmInboxName& owner);
@@ -151,7 +159,7 @@ private:
     bool device_possible_ = false;
     bool ucx_cuda_ = false;           // UCX moves CUDA memory (built with CUDA, driver found)
     bool ucx_moves_device_ = false;   // ... the device API's memory (device_wire_): the direct path may run
-    ucs_memory_type_t device_wire_ = UCS_MEMORY_TYPE_CUDA;
+    int device_wire_ = NEXAR_UCX_MEMORY_CUDA;
     bool mpi_cuda_aware_ = false;
     std::atomic<uint64_t> calls_{0};
     std::atomic<uint64_t> context_generation_{1};

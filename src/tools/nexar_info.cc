@@ -11,12 +11,12 @@
 // huge pages, /dev/shm, the descriptor limit.  Settings: every NEXAR_*
 // variable, its value and where it came from (default, environment, or a
 // malformed value replaced by the default), and what they come to.
+#include <config.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
-#include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -105,7 +105,13 @@ Lines build_lines() {
     build.emplace_back("version", NEXAR_VERSION);
     const nexar::MpiIdentity mpi = nexar::mpi_built_for();
     build.emplace_back("mpi_built_for", mpi.family.empty() ? "unknown" : mpi.family + " " + mpi.version);
-    build.emplace_back("ucx_version", ucp_get_version_string());
+#if NEXAR_HAVE_UCX
+    build.emplace_back("ucx_built", "yes (loaded at run time where libucp.so.0 is found)");
+#else
+    build.emplace_back("ucx_built", "no (./configure --without-ucx): shared memory inside a node only");
+#endif
+    const nexar::UcxLibrary& ucx = nexar::ucx_library();
+    build.emplace_back("ucx_version", ucx.loaded ? ucx.version : "none");
     std::string isas;
     for (nexar::HostIsa isa : {nexar::HostIsa::baseline, nexar::HostIsa::avx2, nexar::HostIsa::avx512})
         if (nexar::host_isa_supported(isa)) isas += std::string(isas.empty() ? "" : ",") + nexar::host_isa_name(isa);
@@ -121,13 +127,19 @@ void ucx_lines(const nexar_device_api* api, Lines* out) {
     Lines& machine = *out;
     std::unique_ptr<nexar::UcxContext> ucx;
     std::string ucx_error;
-    const std::string version = ucp_get_version_string();
+    const nexar::UcxLibrary& library = nexar::ucx_library();
+    const std::string version = library.version;
     if (!ok(nexar::UcxContext::create(false, &ucx, &ucx_error))) {
-        machine.emplace_back("ucx_moves_cuda", "unknown: UCX could not start (" + ucx_error + ")");
-        machine.emplace_back("device_path", "none: UCX could not start");
+        // Inside a node nexar needs no UCX: shared memory, and IPC for device buffers.
+        machine.emplace_back("ucx", library.loaded ? "could not start (" + ucx_error + ")" : library.why);
+        machine.emplace_back("ucx_moves_cuda", "unknown: no UCX");
+        machine.emplace_back("device_path", api ? "ipc only: device buffers go GPU to GPU inside a node; no ring "
+                                                  "without UCX (other calls pass through, staged for an MPI without CUDA)"
+                                                : "none: no GPU");
         return;
     }
-    const bool cuda = nexar::ucx_moves(*ucx, UCS_MEMORY_TYPE_CUDA);
+    machine.emplace_back("ucx", "loaded (UCX " + version + ", " + library.path + ")");
+    const bool cuda = nexar::ucx_moves(*ucx, NEXAR_UCX_MEMORY_CUDA);
     machine.emplace_back("ucx_moves_cuda", cuda ? "yes (UCX " + version + ")"
                                                 : "no: UCX " + version + " lists no CUDA memory type (built without "
                                                   "CUDA, or its CUDA transport found no driver)");

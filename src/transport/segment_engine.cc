@@ -11,7 +11,7 @@ namespace nexar {
 
 Status HostEngine::stage_send(uint32_t, const char* src, size_t, WireBuffer* wire) {
     wire->ptr = const_cast<char*>(src);
-    wire->memory_type = UCS_MEMORY_TYPE_HOST;
+    wire->memory_type = NEXAR_UCX_MEMORY_HOST;
     return Status::ok;
 }
 
@@ -30,7 +30,7 @@ Status HostEngine::finish_recv(uint32_t slot, char* place, const char* a, size_t
 }
 
 DeviceEngine::DeviceEngine(Mode mode, DataType type, ReduceOp op, DeviceBuffers& buffers,
-                           ucs_memory_type_t direct_wire, bool profile)
+                           int direct_wire, bool profile)
     : mode_(mode), type_(type), op_(op), buf_(buffers), direct_wire_(direct_wire), profile_(profile) {
     if (profile_) {
         start_ms_ = now_ms();
@@ -97,7 +97,7 @@ Status DeviceEngine::stage_send(uint32_t slot, const char* src, size_t bytes, Wi
     if (api->event_record(buf_.send_event(slot), buf_.send_stream()) != 0)
         return failed("copying a segment to host for sending");
     wire->ptr = pinned;
-    wire->memory_type = UCS_MEMORY_TYPE_HOST;
+    wire->memory_type = NEXAR_UCX_MEMORY_HOST;
     return Status::ok;
 }
 
@@ -119,7 +119,7 @@ WireBuffer DeviceEngine::recv_target(uint32_t slot, char* place, bool reduce) {
     WireBuffer w;
     if (mode_ == Mode::staged) {
         w.ptr = buf_.pinned_recv(slot);
-        w.memory_type = UCS_MEMORY_TYPE_HOST;
+        w.memory_type = NEXAR_UCX_MEMORY_HOST;
     } else {
         w.ptr = reduce ? buf_.device_slot(slot) : place;
         w.memory_type = direct_wire_;

@@ -16,8 +16,6 @@
 // others.
 #pragma once
 
-#include <ucp/api/ucp.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -34,7 +32,7 @@ class DeviceBuffers;
 
 struct WireBuffer {
     void* ptr = nullptr;
-    ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST;
+    int memory_type = NEXAR_UCX_MEMORY_HOST;
 };
 
 class SegmentEngine {
@@ -82,12 +80,12 @@ class DeviceEngine : public SegmentEngine {
 public:
     enum class Mode { staged, direct };
     // direct_wire: the memory type UCX is told for device buffers in direct
-    // mode (UCS_MEMORY_TYPE_CUDA; tests with a host-emulated device use HOST).
+    // mode (NEXAR_UCX_MEMORY_CUDA; tests with a host-emulated device use HOST).
     // profile: time every stage (NEXAR_GPU_PROFILE, transport/stage_profile.h)
     // and add this call's times to the process's totals when it ends; needs
     // buffers.reserve_timers().
     DeviceEngine(Mode mode, DataType type, ReduceOp op, DeviceBuffers& buffers,
-                 ucs_memory_type_t direct_wire = UCS_MEMORY_TYPE_CUDA, bool profile = false);
+                 int direct_wire = NEXAR_UCX_MEMORY_CUDA, bool profile = false);
     ~DeviceEngine() override;
     Status stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) override;
     Status send_ready(uint32_t slot, bool* ready) override;
@@ -110,7 +108,7 @@ private:
     DataType type_;
     ReduceOp op_;
     DeviceBuffers& buf_;
-    ucs_memory_type_t direct_wire_;
+    int direct_wire_;
     const char* error_ = "";
     char error_buf_[256] = {0};
     // Profiling (only when profile_).

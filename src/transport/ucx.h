@@ -4,9 +4,14 @@
 // that reach the same peer.  Tag sends and receives complete through
 // callbacks into a caller-owned UcxRequest; nothing here allocates per
 // message.
+//
+// UCX is optional, to build and to run: this header includes none of
+// UCX's, and libnexar_pmpi.so does not link libucp.  transport/ucx.cc
+// opens libucp.so.0 with dlopen the first time a context is asked for
+// (ucx_library() says what it found); a build configured --without-ucx
+// compiles transport/ucx_absent.cc instead, whose contexts never start.
+// Where UCX is missing the shared-memory paths still run (DESIGN.md 3).
 #pragma once
-
-#include <ucp/api/ucp.h>
 
 #include <atomic>
 #include <cstddef>
@@ -18,7 +23,31 @@
 
 #include "base/status.h"
 
+// UCX's own handle types, only named here (ucp.h typedefs pointers to them).
+struct ucp_context;
+struct ucp_worker;
+struct ucp_ep;
+
 namespace nexar {
+
+// What this process found of UCX: asked once, the answer kept.
+struct UcxLibrary {
+    bool loaded = false;
+    std::string version;  // UCX's ucp_get_version_string(), when loaded
+    std::string path;     // the file dlopen gave, when loaded
+    std::string why;      // when not: "not built (...)", "not found (...)"
+};
+// Loads libucp.so.0 on the first call (thread-safe); never fails the job.
+const UcxLibrary& ucx_library();
+
+// UCX's status codes as plain ints (ucs_status_t's values, checked in
+// transport/ucx.cc): 0 is success.
+constexpr int kUcxOk = 0;
+constexpr int kUcxInProgress = 1;
+constexpr int kUcxMessageTruncated = -9;
+constexpr int kUcxConnectionReset = -25;
+// UCX's text for a status ("unknown UCX status" without UCX).
+const char* ucx_status_text(int status);
 
 // Protocol choices nexar makes for its own UCX context.
 struct UcxProtocol {
@@ -33,11 +62,11 @@ public:
     ~UcxContext();
     UcxContext(const UcxContext&) = delete;
     UcxContext& operator=(const UcxContext&) = delete;
-    ucp_context_h handle() const { return handle_; }
+    ucp_context* handle() const { return handle_; }
 
 private:
-    explicit UcxContext(ucp_context_h h) : handle_(h) {}
-    ucp_context_h handle_;
+    explicit UcxContext(ucp_context* h) : handle_(h) {}
+    ucp_context* handle_;
 };
 
 // Which threads may use a worker: only the one that made it; several, one
@@ -52,14 +81,14 @@ public:
     UcxWorker(const UcxWorker&) = delete;
     UcxWorker& operator=(const UcxWorker&) = delete;
 
-    ucp_worker_h handle() const { return handle_; }
+    ucp_worker* handle() const { return handle_; }
     // The packed worker address a peer needs to connect to this worker.
     const std::vector<uint8_t>& address() const { return address_; }
-    unsigned progress() { return ucp_worker_progress(handle_); }
+    unsigned progress();
 
 private:
-    UcxWorker(ucp_worker_h h, std::vector<uint8_t> addr) : handle_(h), address_(std::move(addr)) {}
-    ucp_worker_h handle_;
+    UcxWorker(ucp_worker* h, std::vector<uint8_t> addr) : handle_(h), address_(std::move(addr)) {}
+    ucp_worker* handle_;
     std::vector<uint8_t> address_;
 };
 
@@ -76,7 +105,7 @@ public:
     UcxEndpoint& operator=(const UcxEndpoint&) = delete;
 
     bool failed() const { return failed_.load(std::memory_order_acquire); }
-    ucs_status_t failure_status() const { return failure_status_; }
+    int failure_status() const { return failure_status_; }
     // Neither closed nor failed: new users may take it.
     bool usable();
     // Closes at once, completing every outstanding send on it with an error.
@@ -85,9 +114,9 @@ public:
 
 private:
     friend Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag,
-                                ucs_memory_type_t memory_type, struct UcxRequest* req);
+                                int memory_type, struct UcxRequest* req);
     UcxEndpoint(UcxWorker& w) : worker_(w) {}
-    static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+    friend struct UcxEndpointErrors;  // UCX's error callback (transport/ucx.cc)
     void close(bool force);
 
     UcxWorker& worker_;
@@ -95,28 +124,30 @@ private:
     // and under MPI_THREAD_MULTIPLE one may close it (after a failure) while
     // another sends on it: the handle is only touched under this lock.
     std::mutex mutex_;
-    ucp_ep_h handle_ = nullptr;
+    ucp_ep* handle_ = nullptr;
     std::atomic<bool> failed_{false};
-    ucs_status_t failure_status_ = UCS_OK;
+    int failure_status_ = kUcxOk;
 };
 
 // One tag operation in flight.  The caller owns the memory; it must outlive
 // the operation (until completed() and then release()).
 struct UcxRequest {
     std::atomic<bool> done{true};
-    ucs_status_t status = UCS_OK;
+    int status = kUcxOk;  // a ucs_status_t
     size_t received_length = 0;  // receives: bytes that arrived
     void* handle = nullptr;      // UCX's request, freed by release()
 
     bool completed() const { return done.load(std::memory_order_acquire); }
 };
 
-// Posts a send of `length` bytes of `memory_type` memory.  On Status::ok the
-// request is either already complete or will complete through progress.
-Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, ucs_memory_type_t memory_type,
+// Posts a send of `length` bytes of `memory_type` memory (a
+// ucs_memory_type_t value: NEXAR_UCX_MEMORY_*, memory/device_api.h).  On
+// Status::ok the request is either already complete or will complete
+// through progress.
+Status ucx_post_send(UcxEndpoint& ep, const void* buffer, size_t length, uint64_t tag, int memory_type,
                      UcxRequest* req);
 // Posts a receive matching exactly `tag` into `buffer` of `length` bytes.
-Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t tag, ucs_memory_type_t memory_type,
+Status ucx_post_recv(UcxWorker& worker, void* buffer, size_t length, uint64_t tag, int memory_type,
                      UcxRequest* req);
 
 // True when this UCX context moves memory of `type` itself (UCS_MEMORY_TYPE_CUDA:

@@ -138,7 +138,7 @@ Status UcxSendChannel::progress(bool* moved, std::string* error) {
         UcxPending& m = pending_[k];
         UcxRequest* req = scratch_.send_request(k);
         if (!ok(ucx_post_send(ep_, m.wire.ptr, m.bytes, m.tag, m.wire.memory_type, req))) {
-            *error = printf_string("sending to rank %d failed: %s", peer_, ucs_status_string(req->status));
+            *error = printf_string("sending to rank %d failed: %s", peer_, ucx_status_text(req->status));
             return Status::transport_error;
         }
         ++posted_;
@@ -148,8 +148,8 @@ Status UcxSendChannel::progress(bool* moved, std::string* error) {
     if (drive_worker_) worker_.progress();
     while (done_ < posted_ && scratch_.send_request(slot(done_))->completed()) {
         UcxRequest* req = scratch_.send_request(slot(done_));
-        if (req->status != UCS_OK) {
-            *error = printf_string("send to rank %d failed: %s", peer_, ucs_status_string(req->status));
+        if (req->status != kUcxOk) {
+            *error = printf_string("send to rank %d failed: %s", peer_, ucx_status_text(req->status));
             return Status::peer_failure;
         }
         ucx_release(req);
@@ -162,7 +162,7 @@ Status UcxSendChannel::progress(bool* moved, std::string* error) {
 
 Status UcxSendChannel::check_peer(std::string* error) {
     if (!ep_.failed()) return Status::ok;
-    *error = printf_string("connection to rank %d failed (%s)", peer_, ucs_status_string(ep_.failure_status()));
+    *error = printf_string("connection to rank %d failed (%s)", peer_, ucx_status_text(ep_.failure_status()));
     return Status::peer_failure;
 }
 
@@ -201,7 +201,7 @@ Status UcxRecvChannel::post(const Arrival& a, bool* posted, std::string* error) 
     m.wire = engine_.recv_target(k, a.place, a.reduce);
     UcxRequest* req = scratch_.recv_request(k);
     if (!ok(ucx_post_recv(worker_, m.wire.ptr, a.bytes, a.tag, m.wire.memory_type, req))) {
-        *error = printf_string("posting a receive failed: %s", ucs_status_string(req->status));
+        *error = printf_string("posting a receive failed: %s", ucx_status_text(req->status));
         return Status::transport_error;
     }
     ++posted_;
@@ -218,12 +218,12 @@ Status UcxRecvChannel::progress(bool* moved, std::string* error) {
         UcxRequest* req = scratch_.recv_request(k);
         if (req->completed()) {
             const Arrival& a = pending_[k].arrival;
-            if (req->status == UCS_ERR_MESSAGE_TRUNCATED) {
+            if (req->status == kUcxMessageTruncated) {
                 *error = printf_string("rank %d sent more data than expected: do all ranks pass the same count?", peer_);
                 return Status::mismatch;
             }
-            if (req->status != UCS_OK) {
-                *error = printf_string("receive from rank %d failed: %s", peer_, ucs_status_string(req->status));
+            if (req->status != kUcxOk) {
+                *error = printf_string("receive from rank %d failed: %s", peer_, ucx_status_text(req->status));
                 return Status::peer_failure;
             }
             if (req->received_length != a.bytes) {
@@ -260,7 +260,7 @@ Status UcxRecvChannel::check_peer(std::string* error) {
         return Status::peer_failure;
     }
     if (!ep_ || !ep_->failed()) return Status::ok;
-    *error = printf_string("connection to rank %d failed (%s)", peer_, ucs_status_string(ep_->failure_status()));
+    *error = printf_string("connection to rank %d failed (%s)", peer_, ucx_status_text(ep_->failure_status()));
     return Status::peer_failure;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algo/tag.h"
+#include "memory/device_api.h"
 
 namespace nexar {
 
@@ -43,10 +44,10 @@ Status UcxRingExchange::post_round(std::string* error) {
     const size_t bytes = sizeof(int64_t) * size_t(words_);
     const uint32_t round = uint32_t(round_);
     Status s = ucx_post_recv(*ring_.worker, rec_->in, bytes, agreement_tag(ring_.recv_tag_id, sequence_, round),
-                             UCS_MEMORY_TYPE_HOST, &rec_->recv);
+                             NEXAR_UCX_MEMORY_HOST, &rec_->recv);
     if (ok(s))
         s = ucx_post_send(*ring_.next, rec_->out, bytes, agreement_tag(ring_.send_tag_id, sequence_, round),
-                          UCS_MEMORY_TYPE_HOST, &rec_->send);
+                          NEXAR_UCX_MEMORY_HOST, &rec_->send);
     posted_ = true;
     if (!ok(s)) {
         char buf[160];
@@ -66,12 +67,12 @@ Status UcxRingExchange::poll(bool* moved, std::string* error) {
     }
     if (ring_.worker->progress()) *moved = true;
     if (rec_->send.completed() && rec_->recv.completed()) {
-        if (rec_->send.status != UCS_OK || rec_->recv.status != UCS_OK) {
+        if (rec_->send.status != kUcxOk || rec_->recv.status != kUcxOk) {
             char buf[200];
             snprintf(buf, sizeof buf, "the agreement's message %s rank %d failed (%s)",
-                     rec_->send.status != UCS_OK ? "to" : "from",
-                     rec_->send.status != UCS_OK ? ring_.next_rank : ring_.prev_rank,
-                     ucs_status_string(rec_->send.status != UCS_OK ? rec_->send.status : rec_->recv.status));
+                     rec_->send.status != kUcxOk ? "to" : "from",
+                     rec_->send.status != kUcxOk ? ring_.next_rank : ring_.prev_rank,
+                     ucx_status_text(rec_->send.status != kUcxOk ? rec_->send.status : rec_->recv.status));
             *error = buf;
             return Status::peer_failure;
         }
@@ -91,7 +92,7 @@ Status UcxRingExchange::poll(bool* moved, std::string* error) {
     if (ring_.next->failed()) {
         char buf[160];
         snprintf(buf, sizeof buf, "connection to rank %d failed during the agreement (%s)", ring_.next_rank,
-                 ucs_status_string(ring_.next->failure_status()));
+                 ucx_status_text(ring_.next->failure_status()));
         *error = buf;
         return Status::peer_failure;
     }

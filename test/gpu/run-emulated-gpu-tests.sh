@@ -174,6 +174,20 @@ run 2 NEXAR_EMULATED_GPU_REFUSE_OPEN_RANK=0
 no_rank ipc_calls
 grep -aq "no IPC for device buffers (opening rank 1's device memory" "$log" ||
     fail "NEXAR_LOG=info did not say why IPC could not be set up"
+# UCX that cannot start: IPC needs none, every device call of one node
+# still goes GPU to GPU; where one rank refuses IPC the device ring would
+# need UCX, so every call goes to the MPI on every rank, staged, exactly.
+run 2 NEXAR_UCX_TLS=nosuchtl
+read_stats "$log" ipc_calls
+for v in "${values[@]}"; do [ "$v" = 108 ] || fail "ipc_calls=$v on a rank without UCX: expected 108 (every call)"; done
+no_rank ucx_bytes
+# (The program's few host-buffer calls take shared memory.)
+run 3 NEXAR_UCX_TLS=nosuchtl NEXAR_EMULATED_GPU_REFUSE_IPC_RANK=1
+no_rank ipc_calls
+no_rank ucx_bytes
+every_rank fallback_calls
+every_rank staged_calls
+check_same_paths "$log"
 # Host ranks beside device ranks: the ring takes both kinds.
 run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
 no_rank ipc_calls

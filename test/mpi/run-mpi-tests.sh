@@ -4,23 +4,34 @@
 # results are compared with PMPI_Allreduce and a local reference, and the
 # NEXAR_STATS lines must show that the ring ran on every rank.  Ranks of one
 # node take the shared-memory ring by default; NEXAR_SHM=0 runs check the
-# UCX ring that ranks on different nodes use.
+# UCX ring that ranks on different nodes use.  Where UCX does not run (a
+# build --without-ucx: its own lane, scripts/mpi-lane.sh no-ucx), those
+# runs check that every such call goes to the MPI, exactly, on every rank.
 set -u
 . "$(dirname "$0")/../lib.sh"
 prog="$NEXAR_BUILDDIR/test/mpi/allreduce_check"
 new_log
 export NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0 NEXAR_STATS=1 NEXAR_LOG=info
 
+ucx_here=1
+ucx_runs_here || ucx_here=0
+[ $ucx_here = 1 ] || echo "# UCX does not run here ($("$NEXAR_BUILDDIR/nexar-info" -p | sed -n 's/^ucx=//p')): rings that need it must go to the MPI"
 run() {  # run NP [env...] -- ARGS...
     local np=$1; shift
-    local envs=()
+    local envs=() none=()
     while [ "$1" != "--" ]; do envs+=("$1"); shift; done
     shift
-    echo "== $np ranks ${envs[*]:-} $*"
-    env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" ${wrap:-} "$prog" "$@" >"$log" 2>&1
+    [ "${path:-}" = ucx ] && [ $ucx_here = 0 ] && none=(--expect-ring 0)
+    echo "== $np ranks ${envs[*]:-} $* ${none[*]:-}"
+    env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" ${wrap:-} "$prog" "$@" "${none[@]}" >"$log" 2>&1
     local rc=$?
     grep -av '^nexar: rank' "$log" | tail -n 20
     [ $rc = 0 ] || fail "allreduce_check at $np ranks exited with $rc"
+    if [ ${#none[@]} -gt 0 ]; then
+        check_stats "$log" "$np" 0
+        check_bytes "$log" fallback_calls nonzero
+        return 0
+    fi
     check_stats "$log" "$np" "$min_ring"
     # Which channels the ring took (path=shm or path=ucx before run): on
     # one node every hop is in shared memory unless NEXAR_SHM=0.
@@ -79,6 +90,16 @@ check_bytes "$log" cma_bytes zero
 check_bytes "$log" push_bytes zero
 [ "$(grep -ac "same-node hops copy through shared-memory slots only: cannot read a neighbour's memory with CMA: process_vm_readv is not permitted" "$log")" = 2 ] ||
     fail "the CMA refusal was not reported once per rank"
+# UCX that cannot start (a transport that does not exist, for nexar's own
+# context only): a node needs none, every hop takes shared memory.
+path=shm run 2 NEXAR_UCX_TLS=nosuchtl -- --cases 120 --max-count 20000 --big-every 20 --seed 19
+grep -aq "not needed on one node, nexar runs on shared memory" "$log" || fail "the log does not say that UCX is not needed"
+check_same_paths "$log"
+# A broken UCX: a library that is not UCX where libucp should be
+# (NEXAR_LIBUCP): said once, and shared memory runs every call.
+path=shm run 2 NEXAR_LIBUCP=libz.so.1 -- --cases 60 --max-count 20000 --big-every 20 --seed 20
+[ $ucx_here = 0 ] || grep -aq "UCX not found (libz.so.1 has no ucp_get_version_string" "$log" ||
+    fail "the log does not say that libz.so.1 is no UCX"
 # The UCX ring on host buffers.
 path=ucx run 2 NEXAR_SHM=0 -- --cases 300 --max-count 20000 --big-every 25 --seed 17
 path=ucx run 3 NEXAR_SHM=0 NEXAR_SEGMENT_BYTES=4K -- --cases 160 --max-count 5000 --big-every 60 --seed 18

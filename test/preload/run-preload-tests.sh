@@ -52,12 +52,21 @@ run 2 0 NEXAR_HOST_BUFFERS=0
 run 2 1 NEXAR_THRESHOLD_BYTES=lots
 grep -aq "NEXAR_THRESHOLD_BYTES='lots' is not valid" "$log" || fail "no warning for a malformed setting"
 [ "$(grep -ac "is not valid" "$log")" = 1 ] || fail "the warning must be printed once per job"
-# UCX cannot start: a warning on each rank, every call passes through, the
-# job succeeds.
-run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_UCX_TLS=no_such_transport
-grep -aq "UCX could not start" "$log" || fail "no warning when UCX cannot start"
-# UCX down on rank 0 only (MPMD): the ranks agree to pass through, no hang.
-run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M -- 1 --rank-env LD_PRELOAD="$lib" --rank-env NEXAR_UCX_TLS=no_such_transport "$prog" \
+# UCX cannot start (or, in a build --without-ucx, is not there): one node
+# needs none; shared memory takes every call, the log says so once per
+# rank, the job succeeds.
+run 2 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_UCX_TLS=no_such_transport NEXAR_LOG=info
+[ "$(grep -ac ": not needed on one node, nexar runs on shared memory" "$log")" = 2 ] ||
+    fail "each rank must say once that UCX did not start and is not needed on one node"
+check_bytes "$log" ucx_bytes zero
+# UCX down on rank 0 only (MPMD), and rings that need it on every hop
+# (NEXAR_SHM=0): the ranks agree that the ring cannot run, every call
+# falls back on both, no hang.
+run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_SHM=0 -- 1 --rank-env LD_PRELOAD="$lib" --rank-env NEXAR_UCX_TLS=no_such_transport "$prog" \
     : -np 1 --rank-env LD_PRELOAD="$lib" "$prog"
 [ "$(grep -ac "fallback_calls=9" "$log")" = 2 ] || fail "calls that a rank without UCX could not take must fall back on every rank"
+# The same with shared memory: rank 0's missing UCX costs nothing on one node.
+run 2 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M -- 1 --rank-env LD_PRELOAD="$lib" --rank-env NEXAR_UCX_TLS=no_such_transport "$prog" \
+    : -np 1 --rank-env LD_PRELOAD="$lib" "$prog"
+check_same_paths "$log"
 echo "all preload runs passed"
