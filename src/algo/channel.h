@@ -5,7 +5,9 @@
 //   transport/shm_channel.h   ranks of one node: slots of a shared-memory
 //                             inbox, memcpy in, reduce straight out;
 //   transport/ucx_channel.h   any two ranks: UCX tag messages, with a
-//                             SegmentEngine for host or GPU buffers.
+//                             SegmentEngine for host or GPU buffers;
+//   transport/mpi_channel.h   any two ranks: the MPI's own point-to-point,
+//                             with a SegmentEngine likewise.
 // The two hops of one rank may be of different kinds (the last rank of a
 // node receives through shared memory and sends over the network).  The
 // driver holds the schedule, the stall checks, polling and yielding, and the
@@ -24,8 +26,10 @@
 namespace nexar {
 
 // Which kind a channel is (error text, and which byte counter it feeds).
-enum class ChannelKind { shm, ucx };
-inline const char* channel_kind_name(ChannelKind k) { return k == ChannelKind::shm ? "shared memory" : "UCX"; }
+enum class ChannelKind { shm, ucx, mpi };
+inline const char* channel_kind_name(ChannelKind k) {
+    return k == ChannelKind::shm ? "shared memory" : k == ChannelKind::ucx ? "UCX" : "the MPI's point-to-point";
+}
 
 // The next message a rank sends: `bytes` at `src`, tagged `tag`
 // (algo/tag.h), bytes [offset, offset + bytes) of the operation's

@@ -389,6 +389,18 @@ TaskStep CollectiveTask::agreed() {
     // Without the network only shared memory and IPC run: a call that
     // would take a ring hop off them goes to the MPI, on every rank.
     if (!ctx_->network_ready() && !runs_without_network()) return TaskStep::fall_back;
+    // nexar's progress thread may call the MPI only under
+    // MPI_THREAD_MULTIPLE: elsewhere a nonblocking call whose ring takes
+    // the MPI's point-to-point goes to the MPI (on every rank: the thread
+    // level was agreed at start-up).
+    if (nonblocking_ && cfg_.progress == ProgressMode::thread && !rt_.multi_thread() &&
+        ctx_->network() == CommContext::Net::mpi && !runs_without_network()) {
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true))
+            NEXAR_INFO("nonblocking calls whose ring takes the MPI's point-to-point go to the MPI: nexar's "
+                       "progress thread may call the MPI only under MPI_THREAD_MULTIPLE (or NEXAR_PROGRESS=calls)");
+        return TaskStep::fall_back;
+    }
     return TaskStep::run;
 }
 

@@ -631,7 +631,7 @@ namespace {
 int post_agreement(NonblockingCall& c) {
     CommContext& ctx = *c.ctx;
     CallAgreement& a = c.task.agreement();
-    if (ctx.network_ready() && ctx.size() <= int(kMaxAgreementRounds) + 1) {
+    if (ctx.network() == CommContext::Net::ucx && ctx.size() <= int(kMaxAgreementRounds) + 1) {
         const RingLinks links = ctx.links();
         UcxRingExchange::Ring ring;
         ring.worker = links.worker;

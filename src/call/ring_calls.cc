@@ -18,7 +18,9 @@ namespace {
 
 void count_bytes(const SendChannel& out) {
     Stats& stats = process_stats();
-    (out.kind() == ChannelKind::shm ? stats.shm_bytes : stats.ucx_bytes)
+    (out.kind() == ChannelKind::shm   ? stats.shm_bytes
+     : out.kind() == ChannelKind::ucx ? stats.ucx_bytes
+                                      : stats.mpi_bytes)
         .fetch_add(out.bytes_sent(), std::memory_order_relaxed);
     if (out.kind() == ChannelKind::shm) {
         const auto& shm = static_cast<const ShmSendChannel&>(out);
@@ -39,16 +41,15 @@ FlatRingRun::FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEn
     // The UCX receive side progresses the worker; a UCX send side does when
     // its receive side is shared memory.
     if (shm_out)
-        shm_send_.emplace(*ctx.next_inbox(), peers.next_rank, copy);
+        out_ = &shm_send_.emplace(*ctx.next_inbox(), peers.next_rank, copy);
     else
-        ucx_send_.emplace(*links.worker, *links.next, peers.next_rank, opt.depth, ctx.scratch(), engine, shm_in);
-    if (shm_in)
-        shm_recv_.emplace(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), type, op);
-    else
-        ucx_recv_.emplace(*links.worker, links.prev, peers.prev_rank, opt.depth, ctx.scratch(), engine, true,
-                          ctx.topology().same_node(peers.prev_rank, ctx.rank()) ? ctx.local_prev_pid() : 0);
-    out_ = shm_out ? static_cast<SendChannel*>(&*shm_send_) : &*ucx_send_;
-    RecvChannel& in = shm_in ? static_cast<RecvChannel&>(*shm_recv_) : *ucx_recv_;
+        out_ = &net_.send_to(ctx, links.next, peers.next_rank, opt.depth, engine, shm_in);
+    RecvChannel& in = shm_in ? static_cast<RecvChannel&>(shm_recv_.emplace(*ctx.inbox(), peers.prev_rank,
+                                                                            ctx.local_prev_pid(), type, op))
+                             : net_.receive_from(ctx, links.prev, peers.prev_rank, opt.depth, engine,
+                                                 ctx.topology().same_node(peers.prev_rank, ctx.rank())
+                                                     ? ctx.local_prev_pid()
+                                                     : 0);
     op_.emplace(peers, ctx.next_sequence(), src, recvbuf, layout, type, opt, *out_, in, phases);
     if (own_chunk_out) op_->land_own_chunk_in(own_chunk_out);
 }
@@ -187,10 +188,10 @@ IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, SegmentEngine& engine, 
       op_(op),
       opt_(opt),
       inter_sequence_(ctx.next_sequence()),
-      inter_out_(*ctx.worker(), *ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), opt.depth, ctx.scratch(),
-                 engine, false),
-      inter_in_(*ctx.worker(), ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), opt.depth, ctx.scratch(),
-                engine, true) {
+      inter_out_(&net_.send_to(ctx, ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), opt.depth, engine,
+                                 false)),
+      inter_in_(&net_.receive_from(ctx, ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), opt.depth, engine,
+                                     0)) {
     valid_ = ring_arguments_valid(ctx.inter_peers(), opt);
     if (valid_) node_.emplace(ctx, src, recvbuf, src_ipc, recv_ipc, count, type, op, opt, IpcPart::reduce_scatter);
 }
@@ -205,7 +206,8 @@ Status IpcHierarchicalRun::poll(bool* moved, std::string* error) {
         const size_t begin = IpcAllreduce::chunk_begin(count_, q, L);
         const size_t items = IpcAllreduce::chunk_begin(count_, q + 1, L) - begin;
         char* chunk = static_cast<char*>(recv_) + begin * datatype_size(type_);
-        inter_.emplace(ctx_.inter_peers(), inter_sequence_, chunk, chunk, items, type_, opt_, inter_out_, inter_in_);
+        inter_.emplace(ctx_.inter_peers(), inter_sequence_, chunk, chunk, items, type_, opt_, *inter_out_,
+                            *inter_in_);
         // The node's other ranks came (phase 1 needed them): one patience
         // for the whole call (RingOptions::patient_start), spent.
         if (L > 1) inter_->end_patience();
@@ -242,7 +244,7 @@ Status IpcHierarchicalRun::fail_node(Status s) {
 }
 
 void IpcHierarchicalRun::account() const {
-    count_bytes(inter_out_);
+    count_bytes(*inter_out_);
     Stats& stats = process_stats();
     stats.hier_calls.fetch_add(1, std::memory_order_relaxed);
     stats.ipc_calls.fetch_add(1, std::memory_order_relaxed);
@@ -252,18 +254,14 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, const void* src, void* recvbu
                                  ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt)
     : local_out_(*ctx.next_inbox(), ctx.topology().local_next(ctx.rank())),
       local_in_(*ctx.inbox(), ctx.topology().local_prev(ctx.rank()), ctx.local_prev_pid(), type, op),
-      engine_(type, op, ctx.scratch(), true),
-      inter_out_(*ctx.worker(), *ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), inter_opt.depth,
-                 ctx.scratch(), engine_, false),
-      inter_in_(*ctx.worker(), ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), inter_opt.depth, ctx.scratch(),
-                engine_, true) {
+      engine_(type, op, ctx.scratch(), true) {
     HierarchicalLinks h;
     h.local = ctx.local_peers();
     h.inter = ctx.inter_peers();
     h.local_out = &local_out_;
     h.local_in = &local_in_;
-    h.inter_out = &inter_out_;
-    h.inter_in = &inter_in_;
+    h.inter_out = &inter_.send_to(ctx, ctx.inter_next(), h.inter.next_rank, inter_opt.depth, engine_, false);
+    h.inter_in = &inter_.receive_from(ctx, ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, engine_, 0);
     const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.local.size, h.inter.size,
                                               inter_opt.segment_bytes);
     if (!hierarchical_arguments_valid(h, pieces, local_opt, inter_opt)) return;
@@ -272,7 +270,7 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, const void* src, void* recvbu
 
 void HierarchicalRun::account() const {
     count_bytes(local_out_);
-    count_bytes(inter_out_);
+    count_bytes(*inter_.out());
     process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
 }
 

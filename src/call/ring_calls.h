@@ -62,8 +62,9 @@ protected:
 
 // The flat ring, running `phases` over `layout`.  use_shm: the hops that
 // have shared-memory inboxes take them (agreed by every rank), moving
-// segments as `copy` says; otherwise every hop is UCX.  `engine` moves the
-// bytes of UCX hops (host or device buffers).  `own_chunk_out`: where the
+// segments as `copy` says; otherwise every hop takes the context's
+// network (UCX or the MPI's point-to-point).  `engine` moves the bytes of
+// the network's hops (host or device buffers).  `own_chunk_out`: where the
 // reduce-scatter leaves this rank's chunk (RingOperation::land_own_chunk_in).
 class FlatRingRun final : public OperationRun<RingOperation> {
 public:
@@ -76,9 +77,8 @@ public:
 
 private:
     std::optional<ShmSendChannel> shm_send_;
-    std::optional<UcxSendChannel> ucx_send_;
     std::optional<ShmRecvChannel> shm_recv_;
-    std::optional<UcxRecvChannel> ucx_recv_;
+    NetHop net_;  // the hops off shared memory
     SendChannel* out_ = nullptr;
 };
 
@@ -96,8 +96,7 @@ private:
     ShmSendChannel local_out_;
     ShmRecvChannel local_in_;
     HostEngine engine_;  // the inter-node rings run in place
-    UcxSendChannel inter_out_;
-    UcxRecvChannel inter_in_;
+    NetHop inter_;
 };
 
 // The ranks whose boards a BoardRun watches: the whole communicator, or
@@ -219,8 +218,9 @@ private:
     RingOptions opt_;
     uint32_t inter_sequence_;
     std::optional<IpcRun> node_;  // phase 1, then phase 3
-    UcxSendChannel inter_out_;
-    UcxRecvChannel inter_in_;
+    NetHop net_;  // the ring across nodes' channels
+    SendChannel* inter_out_ = nullptr;
+    RecvChannel* inter_in_ = nullptr;
     std::optional<RingOperation> inter_;
     int phase_ = 0;  // 0, 1, 2: the phase running (from 1 above); 3: finished
     bool valid_ = false;

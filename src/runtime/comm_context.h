@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "algo/cost_model.h"
@@ -35,6 +36,7 @@
 #include "transport/shm_channel.h"
 #include "transport/shm_inbox.h"
 #include "transport/ucx.h"
+#include "transport/mpi_channel.h"
 #include "transport/ucx_channel.h"
 
 namespace nexar {
@@ -85,12 +87,20 @@ public:
         if (!boards_.empty()) boards_[size_t(rank_)]->mark_broken();
     }
 
-    // Every rank runs UCX and reached its ring neighbours through it
-    // (agreed at setup): the ring's hops that are not in shared memory,
-    // and the hierarchical allreduce's across nodes, can run.  Without it
-    // only shared-memory rings, the one-shot and IPC run.
-    bool network_ready() const { return network_ready_; }
-    void set_network_ready() { network_ready_ = true; }
+    // The channel the ring's hops that are not in shared memory take (and
+    // the hierarchical allreduce's across nodes), agreed at setup: UCX,
+    // where every rank reached its ring neighbours through it; the MPI's
+    // point-to-point on a private duplicate of the communicator
+    // (transport/mpi_channel.h); or none, where only shared-memory rings,
+    // the one-shot and IPC run (runtime/runtime.cc, connect_network).
+    enum class Net { none, ucx, mpi };
+    Net network() const { return net_; }
+    bool network_ready() const { return net_ != Net::none; }
+    void use_ucx_network() { net_ = Net::ucx; }
+    // `comm`: the duplicate, whose messages go up to tag `tag_ub`; the context frees it.
+    void use_mpi_network(MPI_Comm comm, int tag_ub) { net_ = Net::mpi, net_comm_ = comm, net_tag_ub_ = tag_ub; }
+    MPI_Comm net_comm() const { return net_comm_; }
+    int net_tag_ub() const { return net_tag_ub_; }
     // The process's worker, which the endpoints are made on.
     void use_worker(UcxWorker* worker) { worker_ = worker; }
     UcxWorker* worker() { return worker_; }
@@ -287,7 +297,9 @@ private:
     uint32_t sequence_ = 0;
     uint32_t agreement_sequence_ = 0;
     bool disabled_ = false;
-    bool network_ready_ = false;
+    Net net_ = Net::none;
+    MPI_Comm net_comm_ = MPI_COMM_NULL;
+    int net_tag_ub_ = 0;
     std::atomic<bool> failed_{false};
     UcxWorker* worker_ = nullptr;  // the runtime's; outlives every context
     Peer next_, prev_;  // the same endpoint when prev == next (2 ranks)
@@ -320,7 +332,31 @@ private:
     std::atomic<bool> ipc_refusal_said_{false};
 };
 
-// This local index's ring across the nodes alone, over UCX, in place on
+// The network channels of one ring run on a context: UCX's or the MPI's,
+// whichever it agreed (CommContext::network()); built by the run that uses
+// them, and kept as long as it runs.
+class NetHop {
+public:
+    // To `to_rank`, over UCX on endpoint `to` (unused for the MPI's).
+    // drive_worker: the UCX send side progresses the worker (where its
+    // receive side does not).
+    SendChannel& send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, uint32_t depth, SegmentEngine& engine,
+                         bool drive_worker);
+    // From `from_rank` (`from`: its UCX endpoint, watched; `pid`: its
+    // process where it shares this node, else 0).
+    RecvChannel& receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, uint32_t depth,
+                              SegmentEngine& engine, pid_t pid);
+    // The send side, once made (the bytes it sent, for the stats).
+    const SendChannel* out() const;
+
+private:
+    std::optional<UcxSendChannel> ucx_out_;
+    std::optional<MpiSendChannel> mpi_out_;
+    std::optional<UcxRecvChannel> ucx_in_;
+    std::optional<MpiRecvChannel> mpi_in_;
+};
+
+// This local index's ring across the nodes alone, over the network, in place on
 // host memory (buf); the context's scratch must hold its slots.  The cost
 // probe's rings (decide/cost_probe.h, InterRingProbe).
 Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,

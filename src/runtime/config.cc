@@ -15,7 +15,7 @@ bool operator==(const Config& a, const Config& b) {
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
            a.host_setting == b.host_setting && a.host_buffers == b.host_buffers && a.learn == b.learn && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats && a.report == b.report &&
            a.log_level == b.log_level && a.cuda_path == b.cuda_path && a.cuda_ipc == b.cuda_ipc &&
-           a.algorithm == b.algorithm && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
+           a.algorithm == b.algorithm && a.net == b.net && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
            a.stream_bytes == b.stream_bytes && a.nonblocking == b.nonblocking && a.progress == b.progress &&
            a.one_shot_bytes == b.one_shot_bytes;
 }
@@ -170,6 +170,22 @@ bool parse_algorithm(const char* text, Algorithm* out) {
     return false;
 }
 
+const char* net_setting_name(NetSetting n) {
+    switch (n) {
+        case NetSetting::automatic: return "auto";
+        case NetSetting::ucx: return "ucx";
+        case NetSetting::mpi: return "mpi";
+    }
+    return "?";
+}
+
+bool parse_net(const char* text, NetSetting* out) {
+    if (!text) return false;
+    for (NetSetting n : {NetSetting::automatic, NetSetting::ucx, NetSetting::mpi})
+        if (strcasecmp(text, net_setting_name(n)) == 0) return *out = n, true;
+    return false;
+}
+
 bool parse_shm_copy(const char* text, ShmCopySetting* out) {
     if (!text) return false;
     for (int c = int(ShmCopySetting::automatic); c < kShmCopyModes; ++c)
@@ -249,6 +265,8 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         complain("NEXAR_CUDA_PATH", v, "auto, direct or staged", "auto");
     if ((v = lookup("NEXAR_ALGORITHM")) && !parse_algorithm(v, &c.algorithm))
         complain("NEXAR_ALGORITHM", v, "auto, ring or hier", "auto");
+    if ((v = lookup("NEXAR_NET")) && !parse_net(v, &c.net))
+        complain("NEXAR_NET", v, "auto, ucx or mpi", "auto");
     if ((v = lookup("NEXAR_SHM_COPY")) && !parse_shm_copy(v, &c.shm_copy))
         complain("NEXAR_SHM_COPY", v, "auto, slots, mixed, cma or push", "auto");
     if ((v = lookup("NEXAR_GPU_PROFILE")) && !parse_bool(v, &c.gpu_profile))
@@ -274,12 +292,13 @@ std::string describe(const Config& c) {
     char buf[512];
     snprintf(buf, sizeof buf,
              "enable=%d threshold=%s segment=%s depth=%u host_buffers=%s shm=%d timeout=%gs stats=%d report=%s cuda_path=%s "
-             "cuda_ipc=%s algorithm=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
+             "cuda_ipc=%s algorithm=%s net=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
              c.enable ? 1 : 0, c.threshold_auto ? "auto" : format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
              c.pipeline_depth, host_buffers_name(c.host_setting), c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0,
              c.report == ReportSetting::off ? "0" : c.report == ReportSetting::print ? "1" : "file", cuda_path_name(c.cuda_path),
-             cuda_ipc_name(c.cuda_ipc), algorithm_name(c.algorithm), shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
+             cuda_ipc_name(c.cuda_ipc), algorithm_name(c.algorithm), net_setting_name(c.net),
+             shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
              format_bytes(c.stream_bytes).c_str(), c.nonblocking ? 1 : 0, progress_mode_name(c.progress),
              format_bytes(c.one_shot_bytes).c_str());
     return buf;

@@ -42,6 +42,14 @@ const char* cuda_ipc_name(CudaIpc i);
 enum class Algorithm { automatic, ring, hier };
 const char* algorithm_name(Algorithm a);
 
+// Which channel the ring's hops that are not in shared memory take
+// (NEXAR_NET): UCX where every rank of the communicator reached its
+// neighbours over it, else the MPI's own point-to-point (automatic); UCX
+// only (calls that would need another network hop go to the MPI); or the
+// MPI's point-to-point always (transport/mpi_channel.h).
+enum class NetSetting { automatic, ucx, mpi };
+const char* net_setting_name(NetSetting n);
+
 // How same-node hops move segments (NEXAR_SHM_COPY): chosen per call from
 // measurement (decide/copy_choice.h), or one ShmCopy mode for every call.
 enum class ShmCopySetting : int {
@@ -133,6 +141,7 @@ struct Config {
     CudaPath cuda_path = CudaPath::automatic;     // NEXAR_CUDA_PATH
     CudaIpc cuda_ipc = CudaIpc::on;               // NEXAR_CUDA_IPC: device buffers of one node GPU to GPU
     Algorithm algorithm = Algorithm::automatic;   // NEXAR_ALGORITHM
+    NetSetting net = NetSetting::automatic;       // NEXAR_NET
     ShmCopySetting shm_copy = ShmCopySetting::automatic;  // NEXAR_SHM_COPY
     bool gpu_profile = false;                     // NEXAR_GPU_PROFILE: time the device ring's stages
     uint64_t stream_bytes = 4ull << 20;           // NEXAR_STREAM_BYTES: calls from here stream settled results
@@ -178,6 +187,8 @@ bool parse_cuda_path(const char* text, CudaPath* out);
 bool parse_cuda_ipc(const char* text, CudaIpc* out);
 // "auto", "ring", "hier".
 bool parse_algorithm(const char* text, Algorithm* out);
+// "auto", "ucx", "mpi".
+bool parse_net(const char* text, NetSetting* out);
 // "auto", "slots", "mixed", "cma".
 bool parse_shm_copy(const char* text, ShmCopySetting* out);
 // "thread", "calls".

@@ -170,7 +170,11 @@ void Runtime::init(int thread_level) {
     if (!config_.enable) return;
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &Runtime::on_comm_delete, &comm_keyval_, nullptr);
 
-    multi_thread_ = thread_level == MPI_THREAD_MULTIPLE;
+    // Alike on every rank: nonblocking calls over the MPI's point-to-point
+    // are decided by it (call/collective_task.cc).
+    int multiple = thread_level == MPI_THREAD_MULTIPLE ? 1 : 0;
+    pmpi::allreduce(MPI_IN_PLACE, &multiple, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    multi_thread_ = multiple != 0;
     // Across nodes UCX's rendezvous protocol (the receiver fetches each
     // large message after a handshake) left the link 40 % idle over TCP
     // with 1 MiB segments; eager sends reached 95 % of it (docs/how-it-works.md,
@@ -329,8 +333,9 @@ void Runtime::retire(CommContext* ctx) {
     // not handed out again.
     if (!ctx->failed()) release_tag_id(ctx->id());
     // Freed with its communicator (MPI_Finalize frees what is left).
-    MPI_Comm shadow = ctx->shadow_comm();
+    MPI_Comm shadow = ctx->shadow_comm(), net = ctx->net_comm();
     if (shadow != MPI_COMM_NULL && !g_stopped.load()) PMPI_Comm_free(&shadow);
+    if (net != MPI_COMM_NULL && !g_stopped.load()) PMPI_Comm_free(&net);
     delete ctx;  // closes its endpoints
 }
 
@@ -553,12 +558,16 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
         every_local_hop = every_local_hop && opened_by_rank[size_t(r)];
     }
     ctx.finish_shm(hop_shm, watchable_pid(all[size_t(topo.local_prev(me))]));
-    if (!ok(s)) NEXAR_INFO("communicator context %u: a hop next to this rank uses UCX: %s", ctx.id(), error.c_str());
+    const char* net = ctx.network() == CommContext::Net::ucx   ? "over UCX"
+                      : ctx.network() == CommContext::Net::mpi ? "over the MPI's point-to-point"
+                                                               : "to the MPI's collectives (no network)";
+    if (!ok(s))
+        NEXAR_INFO("communicator context %u: a hop next to this rank goes %s: %s", ctx.id(), net, error.c_str());
     int shm_hops = 0;
     for (int h : hop_shm) shm_hops += h;
     NEXAR_INFO("communicator context %u: %d node(s); %d of %d ring hops through shared memory (%u slots of %s), "
-               "the rest over UCX",
-               ctx.id(), topo.nodes(), shm_hops, ctx.size(), depth, format_bytes(slot_bytes).c_str());
+               "the rest %s",
+               ctx.id(), topo.nodes(), shm_hops, ctx.size(), depth, format_bytes(slot_bytes).c_str(), net);
     return every_local_hop;
 }
 
@@ -637,10 +646,13 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     const RingTopology& topo = ctx.topology();
     const int me = ctx.rank();
     std::string error;
-    CommContext::Peer to_next, to_prev;
-    Status s = endpoints_to(addresses, lens, displs, topo.inter_next(me), topo.inter_prev(me), &to_next, &to_prev,
-                            &error);
-    if (ok(s)) ctx.connect_inter(std::move(to_next), std::move(to_prev));
+    Status s = Status::ok;
+    if (ctx.network() == CommContext::Net::ucx) {  // the MPI's point-to-point needs no endpoint
+        CommContext::Peer to_next, to_prev;
+        s = endpoints_to(addresses, lens, displs, topo.inter_next(me), topo.inter_prev(me), &to_next, &to_prev,
+                         &error);
+        if (ok(s)) ctx.connect_inter(std::move(to_next), std::move(to_prev));
+    }
     bool local_ring = connect_shm(ctx, true);
     int ready = ok(s) && local_ring ? 1 : 0;
     pmpi::allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
@@ -703,11 +715,39 @@ void Runtime::say_once_no_context() {
                    "by its first blocking collective that takes the ring");
 }
 
-// Where every rank of ctx runs UCX: every worker's address (into
-// *addresses), and endpoints to this rank's ring neighbours; then
-// ctx->network_ready() on every rank, or on none (a rank that could not
-// connect says why).  Collective.
+// The network of ctx (CommContext::network()), the same on every rank:
+// UCX where every rank reached its ring neighbours over it (and NEXAR_NET
+// is not mpi); else the MPI's point-to-point on a private duplicate of the
+// communicator where NEXAR_NET asks for it or, by default, where the
+// communicator spans nodes or shared memory is off (on one node shared
+// memory carries every hop: no duplicate is made); else none.  Collective.
 void Runtime::connect_network(CommContext& ctx, UcxAddresses* addresses, std::string* error) {
+    if (config_.net != NetSetting::mpi) connect_ucx(ctx, addresses, error);
+    if (ctx.network_ready()) return;
+    const bool wanted = config_.net == NetSetting::mpi ||
+                        (config_.net == NetSetting::automatic && (ctx.topology().nodes() > 1 || !config_.shm));
+    if (!wanted) return;
+    MPI_Comm net = MPI_COMM_NULL;
+    if (pmpi::comm_dup(ctx.comm(), &net) != MPI_SUCCESS || net == MPI_COMM_NULL) {
+        NEXAR_WARN("communicator context %u: no duplicate of the communicator for the MPI's point-to-point", ctx.id());
+        return;
+    }
+    // A message of the wrong length is the call's error, not the job's.
+    PMPI_Comm_set_errhandler(net, MPI_ERRORS_RETURN);
+    int* tag_ub = nullptr;
+    int found = 0;
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
+    ctx.use_mpi_network(net, found && tag_ub ? *tag_ub : 32767);
+    if (ctx.rank() == 0)
+        NEXAR_INFO("communicator context %u: hops off shared memory take the MPI's point-to-point (%s)", ctx.id(),
+                   config_.net == NetSetting::mpi ? "NEXAR_NET=mpi" : "UCX does not run on every rank");
+}
+
+// Where every rank of ctx runs UCX: every worker's address (into
+// *addresses), and endpoints to this rank's ring neighbours; then the UCX
+// network on every rank, or on none (a rank that could not connect says
+// why).  Collective.
+void Runtime::connect_ucx(CommContext& ctx, UcxAddresses* addresses, std::string* error) {
     const int size = ctx.size();
     static const std::vector<uint8_t> none;
     const std::vector<uint8_t>& mine = worker_ ? worker_->address() : none;
@@ -722,8 +762,7 @@ void Runtime::connect_network(CommContext& ctx, UcxAddresses* addresses, std::st
     for (int i = 0; i < size; ++i) displs[size_t(i)] = int(total), total += size_t(lens[size_t(i)]), everyone &= lens[size_t(i)] > 0;
     if (!everyone) {
         if (ctx.rank() == 0)
-            NEXAR_INFO("communicator context %u: UCX does not run on %s: its ring runs where shared memory "
-                       "carries every hop", ctx.id(), worker_ ? "every rank" : "rank 0");
+            NEXAR_INFO("communicator context %u: UCX does not run on %s", ctx.id(), worker_ ? "every rank" : "rank 0");
         return;
     }
     addresses->all.assign(total, 0);
@@ -738,10 +777,10 @@ void Runtime::connect_network(CommContext& ctx, UcxAddresses* addresses, std::st
     pmpi::allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, ctx.comm());
     if (!ok(s)) NEXAR_WARN("could not connect to ring neighbours over UCX: %s", error->c_str());
     if (connected)
-        ctx.set_network_ready();
+        ctx.use_ucx_network();
     else
-        NEXAR_WARN("communicator context %u: UCX could not connect every rank; only shared memory carries its "
-                   "rings", ctx.id());
+        NEXAR_WARN("communicator context %u: UCX could not connect every rank; its rings take %s", ctx.id(),
+                   config_.net == NetSetting::ucx ? "shared memory only (NEXAR_NET=ucx)" : "another network");
 }
 
 CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
@@ -777,8 +816,8 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         if (!ctx->network_ready() && t.nodes() > 1) {
             // Nothing of nexar's crosses nodes without it.
             ctx->disable();
-            NEXAR_INFO("communicator context %u spans %d nodes and UCX does not run on every rank: its calls pass "
-                       "through to MPI", id, t.nodes());
+            NEXAR_INFO("communicator context %u spans %d nodes and has no network (NEXAR_NET=%s, UCX does not run "
+                       "on every rank): its calls pass through to MPI", id, t.nodes(), net_setting_name(config_.net));
         } else if (config_.host_buffers && config_.shm) {
             bool for_hier = ctx->network_ready() && t.nodes() >= 2 && t.uniform() && t.max_ranks_per_node() >= 2 &&
                             config_.algorithm != Algorithm::ring;

@@ -123,6 +123,7 @@ private:
         std::vector<int> lens, displs;
     };
     void connect_network(CommContext& ctx, UcxAddresses* addresses, std::string* error);
+    void connect_ucx(CommContext& ctx, UcxAddresses* addresses, std::string* error);
     bool connect_shm(CommContext& ctx, bool for_hier);
     void connect_boards(CommContext& ctx);
     void probe_neighbour_memory(CommContext& ctx, const ShmInboxName& writer, const ShmInboxName& owner);

@@ -23,6 +23,7 @@ const StatsField kStatsFields[] = {
     {"ipc_calls", &Stats::ipc_calls},
     {"staged_calls", &Stats::staged_calls},
     {"direct_calls", &Stats::direct_calls},
+    {"mpi_bytes", &Stats::mpi_bytes},
 };
 const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
 

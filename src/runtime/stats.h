@@ -39,6 +39,7 @@ struct Stats {
     // device memory to device memory (the direct path over a CUDA-aware UCX,
     // NEXAR_CUDA_PATH; also in ring_calls).
     std::atomic<uint64_t> direct_calls{0};
+    std::atomic<uint64_t> mpi_bytes{0};  // payload sent over the MPI's point-to-point channel
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
@@ -55,7 +56,7 @@ struct StatsField {
 extern const StatsField kStatsFields[];
 extern const size_t kStatsFieldCount;
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D mpi_bytes=M"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

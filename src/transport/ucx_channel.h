@@ -1,13 +1,7 @@
 // Ring hops over UCX tag messages (algo/channel.h): any two ranks, on one
-// node or across the network, host or GPU buffers.
-//
-// Moving and reducing the bytes of a segment is the job of a SegmentEngine
-// (transport/segment_engine.h): host buffers, or GPU buffers staged through
-// pinned host memory or handed to a CUDA-aware UCX.  Each direction has
-// three stages per message: sends are staged (e.g. copied off the GPU),
-// posted to UCX, completed; receives are posted, arrive (the engine starts
-// the reduction), and finish (the reduction is done, which lets the driver
-// forward the segment).  Up to `depth` messages are in flight each way.
+// node or across the network, host or GPU buffers (a CUDA-aware UCX moves
+// device memory itself).  The stages of a message and the segment engine's
+// part are transport/message_channel.h's; here is what UCX does for them.
 #pragma once
 
 #include <sys/types.h>
@@ -17,6 +11,7 @@
 
 #include "algo/channel.h"
 #include "algo/ring.h"
+#include "transport/message_channel.h"
 #include "transport/segment_engine.h"
 #include "transport/ucx.h"
 
@@ -54,76 +49,89 @@ private:
     std::unique_ptr<UcxRequest[]> recv_requests_;
 };
 
-// What a send or a receive posted to UCX is, kept until it completes.
-struct UcxPending {
-    Arrival arrival;  // receives
-    size_t bytes = 0;
-    uint64_t tag = 0;
-    WireBuffer wire;  // sends: what UCX sends once the engine has staged it
-};
-
-// What either end of a UCX hop holds: the worker, the peer, the scratch
-// and engine its segments go through, and its requests in flight.
-class UcxHop {
-protected:
-    // drive_worker: progress() also progresses the worker (one channel per
+// The two directions of a UCX hop (transport/message_channel.h): the
+// worker, the peer, and the scratch whose request records its messages use.
+class UcxSendPort final : public MessagePort {
+public:
+    // drive_worker: progress() also progresses the worker (one port per
     // rank does it; the other direction's may share the worker).
-    UcxHop(UcxWorker& worker, int peer_rank, uint32_t depth, RingScratch& scratch, SegmentEngine& engine,
-           bool drive_worker)
-        : worker_(worker), peer_(peer_rank), depth_(depth ? depth : 1), scratch_(scratch), engine_(engine),
-          drive_worker_(drive_worker) {}
-    uint32_t slot(size_t message) const { return uint32_t(message % depth_); }
+    UcxSendPort(UcxWorker& worker, UcxEndpoint& to, int peer_rank, RingScratch& scratch, bool drive_worker)
+        : worker_(worker), ep_(to), peer_(peer_rank), scratch_(scratch), drive_worker_(drive_worker) {}
+    ChannelKind kind() const override { return ChannelKind::ucx; }
+    Status post_send(uint32_t slot, const WireBuffer& wire, size_t bytes, uint64_t tag, std::string* error) override;
+    Status post_recv(uint32_t, const WireBuffer&, size_t, uint64_t, std::string*) override {
+        return Status::invalid_argument;
+    }
+    void progress() override {
+        if (drive_worker_) worker_.progress();
+    }
+    Status send_done(uint32_t slot, bool* done, std::string* error) override;
+    Status recv_done(uint32_t, size_t, bool*, std::string*) override { return Status::invalid_argument; }
+    Status check_peer(std::string* error) override;
+    void abort(size_t first, size_t last, uint32_t depth) override;
 
+private:
     UcxWorker& worker_;
+    UcxEndpoint& ep_;
     int peer_;
-    uint32_t depth_;
     RingScratch& scratch_;
-    SegmentEngine& engine_;
     bool drive_worker_;
-    UcxPending pending_[kMaxRingDepth];
 };
 
-class UcxSendChannel : public SendChannel, private UcxHop {
+class UcxRecvPort final : public MessagePort {
+public:
+    // `from`: watched for failure only (may be null).  `peer_pid`: the
+    // sender's process where it shares this node (0: none known): UCX's
+    // endpoints on one node (shared memory, CMA) never say that the peer
+    // died, so check_peer looks at the process itself.
+    UcxRecvPort(UcxWorker& worker, UcxEndpoint* from, int peer_rank, RingScratch& scratch, bool drive_worker,
+                pid_t peer_pid)
+        : worker_(worker), ep_(from), peer_(peer_rank), scratch_(scratch), drive_worker_(drive_worker),
+          peer_pid_(peer_pid) {}
+    ChannelKind kind() const override { return ChannelKind::ucx; }
+    Status post_send(uint32_t, const WireBuffer&, size_t, uint64_t, std::string*) override {
+        return Status::invalid_argument;
+    }
+    Status post_recv(uint32_t slot, const WireBuffer& wire, size_t bytes, uint64_t tag, std::string* error) override;
+    void progress() override {
+        if (drive_worker_) worker_.progress();
+    }
+    Status send_done(uint32_t, bool*, std::string*) override { return Status::invalid_argument; }
+    Status recv_done(uint32_t slot, size_t expected, bool* done, std::string* error) override;
+    Status check_peer(std::string* error) override;
+    void abort(size_t first, size_t last, uint32_t depth) override;
+
+private:
+    UcxWorker& worker_;
+    UcxEndpoint* ep_;
+    int peer_;
+    RingScratch& scratch_;
+    bool drive_worker_;
+    pid_t peer_pid_;
+};
+
+// A ring hop over UCX, each direction a channel with its port (a base
+// before the channel's, so built first).
+struct UcxSendPortHolder {
+    UcxSendPort port;
+};
+class UcxSendChannel final : private UcxSendPortHolder, public MessageSendChannel {
 public:
     UcxSendChannel(UcxWorker& worker, UcxEndpoint& to, int peer_rank, uint32_t depth, RingScratch& scratch,
                    SegmentEngine& engine, bool drive_worker)
-        : UcxHop(worker, peer_rank, depth, scratch, engine, drive_worker), ep_(to) {}
-    ChannelKind kind() const override { return ChannelKind::ucx; }
-    Status start(const Departure& d, bool* started, std::string* error) override;
-    Status progress(bool* moved, std::string* error) override;
-    bool drained() const override { return done_ == staged_; }
-    Status check_peer(std::string* error) override;
-    void abort() override;
-    Status finish(std::string* error) override;
-
-private:
-    UcxEndpoint& ep_;
-    // staged >= posted >= done
-    size_t staged_ = 0, posted_ = 0, done_ = 0;
+        : UcxSendPortHolder{UcxSendPort(worker, to, peer_rank, scratch, drive_worker)},
+          MessageSendChannel(port, engine, depth) {}
 };
 
-class UcxRecvChannel : public RecvChannel, private UcxHop {
+struct UcxRecvPortHolder {
+    UcxRecvPort port;
+};
+class UcxRecvChannel final : private UcxRecvPortHolder, public MessageRecvChannel {
 public:
-    // `peer_pid`: the sender's process where it shares this node (0: none
-    // known): UCX's endpoints on one node (shared memory, CMA) never say
-    // that the peer died, so check_peer looks at the process itself.
     UcxRecvChannel(UcxWorker& worker, UcxEndpoint* from, int peer_rank, uint32_t depth, RingScratch& scratch,
                    SegmentEngine& engine, bool drive_worker, pid_t peer_pid = 0)
-        : UcxHop(worker, peer_rank, depth, scratch, engine, drive_worker), ep_(from), peer_pid_(peer_pid) {}
-    ChannelKind kind() const override { return ChannelKind::ucx; }
-    Status post(const Arrival& a, bool* posted, std::string* error) override;
-    Status progress(bool* moved, std::string* error) override;
-    size_t done() const override { return done_; }
-    bool drained() const override { return done_ == posted_; }
-    Status check_peer(std::string* error) override;
-    void abort() override;
-    Status finish(std::string* error) override;
-
-private:
-    UcxEndpoint* ep_;  // watched for failure only (may be null)
-    pid_t peer_pid_;
-    // posted >= arrived >= done
-    size_t posted_ = 0, arrived_ = 0, done_ = 0;
+        : UcxRecvPortHolder{UcxRecvPort(worker, from, peer_rank, scratch, drive_worker, peer_pid)},
+          MessageRecvChannel(port, engine, depth) {}
 };
 
 // A whole ring over UCX: what the unit tests and benchmarks drive directly.

@@ -4,9 +4,11 @@
 # results are compared with PMPI_Allreduce and a local reference, and the
 # NEXAR_STATS lines must show that the ring ran on every rank.  Ranks of one
 # node take the shared-memory ring by default; NEXAR_SHM=0 runs check the
-# UCX ring that ranks on different nodes use.  Where UCX does not run (a
-# build --without-ucx: its own lane, scripts/mpi-lane.sh no-ucx), those
-# runs check that every such call goes to the MPI, exactly, on every rank.
+# UCX ring that ranks on different nodes use, NEXAR_NET=mpi the ring over
+# the MPI's own point-to-point.  Where UCX does not run (a build
+# --without-ucx: its own lane, scripts/mpi-lane.sh no-ucx), the NEXAR_SHM=0
+# runs take the MPI's point-to-point, and with NEXAR_NET=ucx every such
+# call goes to the MPI, exactly, on every rank.
 set -u
 . "$(dirname "$0")/../lib.sh"
 prog="$NEXAR_BUILDDIR/test/mpi/allreduce_check"
@@ -18,10 +20,14 @@ ucx_runs_here || ucx_here=0
 [ $ucx_here = 1 ] || echo "# UCX does not run here ($("$NEXAR_BUILDDIR/nexar-info" -p | sed -n 's/^ucx=//p')): rings that need it must go to the MPI"
 run() {  # run NP [env...] -- ARGS...
     local np=$1; shift
-    local envs=() none=()
+    local envs=() none=() path=${path:-}
     while [ "$1" != "--" ]; do envs+=("$1"); shift; done
     shift
-    [ "${path:-}" = ucx ] && [ $ucx_here = 0 ] && none=(--expect-ring 0)
+    # Without UCX a hop off shared memory takes the MPI's point-to-point,
+    # unless NEXAR_NET=ucx: then the call goes to the MPI.
+    if [ "$path" = ucx ] && [ $ucx_here = 0 ]; then
+        case " ${envs[*]:-} " in *" NEXAR_NET=ucx "*) none=(--expect-ring 0) ;; *) path=mpi ;; esac
+    fi
     echo "== $np ranks ${envs[*]:-} $* ${none[*]:-}"
     env "${envs[@]}" bash -c 'source "$0"; nexar_mpirun "$@"' "$(dirname "$0")/../lib.sh" "$np" ${wrap:-} "$prog" "$@" "${none[@]}" >"$log" 2>&1
     local rc=$?
@@ -39,7 +45,9 @@ run() {  # run NP [env...] -- ARGS...
         shm) grep -aq "; $np of $np ring hops through shared memory" "$log" || fail "not every hop used shared memory"
              check_bytes "$log" shm_bytes nonzero; check_bytes "$log" ucx_bytes zero ;;
         ucx) grep -aq "ring hops through shared memory" "$log" && fail "NEXAR_SHM=0 still used shared memory"
-             check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero ;;
+             check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero; check_bytes "$log" mpi_bytes zero ;;
+        mpi) grep -aq "ring hops through shared memory" "$log" && fail "NEXAR_SHM=0 still used shared memory"
+             check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes zero; check_bytes "$log" mpi_bytes nonzero ;;
     esac
     return 0
 }
@@ -103,6 +111,16 @@ path=shm run 2 NEXAR_LIBUCP=libz.so.1 -- --cases 60 --max-count 20000 --big-ever
 # The UCX ring on host buffers.
 path=ucx run 2 NEXAR_SHM=0 -- --cases 300 --max-count 20000 --big-every 25 --seed 17
 path=ucx run 3 NEXAR_SHM=0 NEXAR_SEGMENT_BYTES=4K -- --cases 160 --max-count 5000 --big-every 60 --seed 18
+# The ring over the MPI's own point-to-point (the network where UCX does
+# not run): every collective, segments small and large, 2 and 3 ranks.
+path=mpi run 2 NEXAR_SHM=0 NEXAR_NET=mpi -- --cases 200 --max-count 20000 --big-every 25 --seed 51
+path=mpi run 3 NEXAR_SHM=0 NEXAR_NET=mpi NEXAR_SEGMENT_BYTES=4K -- --cases 120 --max-count 5000 --big-every 40 --seed 52
+path=mpi run 3 NEXAR_SHM=0 NEXAR_NET=mpi NEXAR_SEGMENT_BYTES=4K -- --collective reduce_scatter --cases 100 --max-count 4000 --big-every 40 --seed 53
+path=mpi run 2 NEXAR_SHM=0 NEXAR_NET=mpi -- --collective reduce_scatter_block --cases 100 --max-count 20000 --big-every 25 --seed 54
+path=mpi run 3 NEXAR_SHM=0 NEXAR_NET=mpi -- --collective allgather --cases 100 --max-count 4000 --big-every 40 --seed 55
+# Where UCX does not run and NEXAR_NET=ucx, a ring that needs the network
+# goes to the MPI on every rank.
+[ $ucx_here = 1 ] || path=ucx run 2 NEXAR_SHM=0 NEXAR_NET=ucx -- --cases 60 --max-count 20000 --big-every 25 --seed 56
 # The reduce-scatter (blocks, and uneven counts with empty blocks) and the
 # allgather, against PMPI and the local reference, on both kinds of hop.
 rs="--collective reduce_scatter_block" rsv="--collective reduce_scatter" ag="--collective allgather"

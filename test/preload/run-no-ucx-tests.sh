@@ -98,10 +98,14 @@ check_bytes "$log" shm_bytes nonzero
 run allreduce-3 3 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0 -- "$check" --cases 100 --max-count 5000 --big-every 50 --seed 48
 check_stats "$log" 3 1
 check_bytes "$log" ucx_bytes zero
-# A ring that would need UCX on its hops (NEXAR_SHM=0) goes to the MPI on
-# every rank: no ring call, every eligible call fell back, results exact.
-run no-shm 2 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0 NEXAR_SHM=0 NEXAR_ONE_SHOT_BYTES=0 -- "$check" --cases 60 \
-    --max-count 20000 --seed 49 --expect-ring 0
+# A ring whose hops are off shared memory (NEXAR_SHM=0) takes the MPI's
+# point-to-point; with NEXAR_NET=ucx it goes to the MPI on every rank: no
+# ring call, every eligible call fell back, results exact.
+run no-shm 2 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0 NEXAR_SHM=0 -- "$check" --cases 60 --max-count 20000 --seed 49
+check_stats "$log" 2 1
+check_bytes "$log" mpi_bytes nonzero; check_bytes "$log" ucx_bytes zero; check_bytes "$log" shm_bytes zero
+run no-shm-ucx-only 2 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0 NEXAR_SHM=0 NEXAR_NET=ucx NEXAR_ONE_SHOT_BYTES=0 -- \
+    "$check" --cases 60 --max-count 20000 --seed 49 --expect-ring 0
 check_stats "$log" 2 0
 check_bytes "$log" fallback_calls nonzero
 # Nonblocking and persistent calls: their agreement needs no UCX.

@@ -60,11 +60,15 @@ run 2 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_UCX_TLS=no_such_tran
     fail "each rank must say once that UCX did not start and is not needed on one node"
 check_bytes "$log" ucx_bytes zero
 # UCX down on rank 0 only (MPMD), and rings that need it on every hop
-# (NEXAR_SHM=0): the ranks agree that the ring cannot run, every call
-# falls back on both, no hang.
-run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_SHM=0 -- 1 --rank-env LD_PRELOAD="$lib" --rank-env NEXAR_UCX_TLS=no_such_transport "$prog" \
+# (NEXAR_SHM=0, NEXAR_NET=ucx): the ranks agree that the ring cannot run,
+# every call falls back on both, no hang.
+run 2 0 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_SHM=0 NEXAR_NET=ucx -- 1 --rank-env LD_PRELOAD="$lib" --rank-env NEXAR_UCX_TLS=no_such_transport "$prog" \
     : -np 1 --rank-env LD_PRELOAD="$lib" "$prog"
 [ "$(grep -ac "fallback_calls=9" "$log")" = 2 ] || fail "calls that a rank without UCX could not take must fall back on every rank"
+# By default the ranks agree on the MPI's point-to-point instead.
+run 2 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M NEXAR_SHM=0 -- 1 --rank-env LD_PRELOAD="$lib" --rank-env NEXAR_UCX_TLS=no_such_transport "$prog" \
+    : -np 1 --rank-env LD_PRELOAD="$lib" "$prog"
+check_bytes "$log" mpi_bytes nonzero; check_bytes "$log" ucx_bytes zero
 # The same with shared memory: rank 0's missing UCX costs nothing on one node.
 run 2 9 NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=1M -- 1 --rank-env LD_PRELOAD="$lib" --rank-env NEXAR_UCX_TLS=no_such_transport "$prog" \
     : -np 1 --rank-env LD_PRELOAD="$lib" "$prog"
