@@ -16,6 +16,10 @@
 #   - the hierarchical allreduce (NEXAR_ALGORITHM=hier) by slot and by
 #     node, the flat ring standing in on uneven nodes, and the cost model's
 #     choice (auto);
+#   - the same over the MPI's own point-to-point (NEXAR_NET=mpi, as where
+#     UCX has no transport for the network): every collective on the flat
+#     ring, the hierarchical allreduce, nonblocking calls, device buffers
+#     staged, a hung node;
 #   - mismatched counts across nodes: MPI_ERR_COUNT on every rank, no hang;
 #   - a whole node dies (Open MPI only), or hangs, in the middle of a ring: rank 0, on the
 #     other node, gets an error within NEXAR_TIMEOUT_S;
@@ -68,6 +72,9 @@ nexar_env=(-x NEXAR_HOST_BUFFERS=1 -x NEXAR_THRESHOLD_BYTES=0 -x NEXAR_STATS=1 -
 # Which allreduce runs across nodes (NEXAR_ALGORITHM): the flat ring unless
 # a run says otherwise, so that the byte counts below are the flat ring's.
 algorithm=ring
+# Which network the hops across nodes take (NEXAR_NET): UCX unless a run
+# says otherwise.
+net=auto
 for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS; do
     [ -n "${!v:-}" ] && nexar_env+=(-x "$v")
 done
@@ -121,7 +128,7 @@ crun() {
     if [ "$1" = --ranks ]; then ranks=(--ranks "$2"); shift 2; fi
     while [ "$1" != "--" ]; do opts+=("$1"); shift; done
     shift
-    limited "${ranks[@]}" "$nxc" mpirun "${opts[@]}" "${nexar_env[@]}" -x NEXAR_ALGORITHM="$algorithm" "$@"
+    limited "${ranks[@]}" "$nxc" mpirun "${opts[@]}" "${nexar_env[@]}" -x NEXAR_ALGORITHM="$algorithm" -x NEXAR_NET="$net" "$@"
 }
 
 # allreduce_check NP CLUSTER_OPTIONS... -- ARGS...
@@ -373,6 +380,81 @@ for algorithm in auto ring; do
     fi
 done
 algorithm=ring
+
+# --- The MPI's own point-to-point across the nodes (NEXAR_NET=mpi: what
+# a job gets where UCX has no transport for the network, or is missing):
+# no UCX byte; the hops inside a node stay in shared memory. ---
+net=mpi
+check_run 4 --ppn 2 --map-by node -- --cases 120 --max-count 4000 --big-every 30 --seed 61 --split parity
+for r in 0 1; do expect_bytes $r shm_bytes nonzero; expect_bytes $r mpi_bytes zero; done
+for r in 2 3; do expect_bytes $r mpi_bytes nonzero; done
+check_bytes "$log" ucx_bytes zero
+grep -aq "hops off shared memory take the MPI's point-to-point (NEXAR_NET=mpi)" "$log" || fail "NEXAR_NET=mpi: no word of it"
+check_run 4 --ppn 2 --map-by node -- --collective reduce_scatter --cases 50 --max-count 4000 --big-every 25 --seed 62
+check_bytes "$log" reduce_scatter_calls nonzero; check_bytes "$log" ucx_bytes zero
+check_run 4 --ppn 2 --map-by node -- --collective allgather --cases 50 --max-count 4000 --big-every 25 --seed 63
+check_bytes "$log" allgather_calls nonzero; check_bytes "$log" ucx_bytes zero
+for r in 2 3; do expect_bytes $r mpi_bytes nonzero; done
+# The hierarchical allreduce's rings across the nodes, and the cost model
+# timing them at setup.
+algorithm=hier
+check_run 4 --ppn 2 -- --cases 100 --max-count 4000 --big-every 40 --seed 64
+for r in 0 1 2 3; do expect_bytes $r hier_calls nonzero; expect_bytes $r mpi_bytes nonzero; done
+check_bytes "$log" ucx_bytes zero
+algorithm=auto
+check_run 4 --ppn 2 -- --cases 80 --max-count 4000 --big-every 40 --seed 65
+grep -aq "cost model (measured).*NEXAR_ALGORITHM=auto picks:" "$log" || fail "auto over the MPI: the links were not timed"
+check_bytes "$log" ucx_bytes zero
+algorithm=ring
+# Nonblocking and persistent calls: under MPI_THREAD_MULTIPLE nexar's
+# progress thread moves their rings over the MPI; otherwise those that
+# cross the nodes go to the MPI (said once), with the same results.
+# (2 nodes x 1 rank: every communicator crosses the nodes.)
+for threads in --threads ""; do
+    echo "== nonblocking_check ${threads:-(no MPI_THREAD_MULTIPLE)}, 2 nodes x 1 rank, NEXAR_NET=mpi"
+    extra=(--expect-ring mpi)
+    [ -n "$threads" ] && extra=("$threads")
+    crun --ranks 2 --ppn 1 -- "$NEXAR_BUILDDIR/test/mpi/nonblocking_check" --rounds 4 --seed 66 "${extra[@]}"
+    rc=$?
+    grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 4
+    [ $rc = 0 ] || fail "nonblocking_check ${threads} over the MPI across nodes exited with $rc"
+    [ "$(grep -ac '^nonblocking_check: rank [0-9]*: checks=[1-9][0-9]* errors=0$' "$log")" = 2 ] ||
+        fail "not every rank reported its nonblocking checks without errors"
+    check_bytes "$log" ucx_bytes zero
+    if [ -n "$threads" ]; then
+        check_bytes "$log" mpi_bytes nonzero
+    else
+        grep -aq "progress thread may call the MPI only under MPI_THREAD_MULTIPLE" "$log" ||
+            fail "no word that nonblocking calls over the MPI go to the MPI without MPI_THREAD_MULTIPLE"
+    fi
+done
+# Device buffers (the emulated GPU, whose memory the MPI does not know:
+# the trap fails any that reaches it): IPC inside the nodes, the device
+# ring staged through host memory across them.
+echo "== allreduce_cuda_check --emulated-gpu --quick, 2 nodes x 2 ranks, NEXAR_NET=mpi"
+algorithm=auto
+crun --ranks 4 --ppn 2 -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" "$gpu_prog" --emulated-gpu --quick
+rc=$?
+grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 6
+[ $rc = 0 ] || { tail -n 30 "$log"; fail "allreduce_cuda_check --emulated-gpu over the MPI across nodes exited with $rc"; }
+check_stats "$log" 4 1
+for r in 0 1 2 3; do expect_bytes $r ipc_calls nonzero; expect_bytes $r mpi_bytes nonzero; done
+check_bytes "$log" ucx_bytes zero
+algorithm=ring
+# A node that hangs or dies behind a hop over the MPI: rank 0 gets the
+# error within NEXAR_TIMEOUT_S, as over UCX (a dead node on Open MPI only:
+# MPICH ends the job itself).
+mpi_faults="kill-node stall-node"
+[ "$NEXAR_MPI_FAMILY" = mpich ] && mpi_faults=stall-node
+for mode in $mpi_faults; do
+    fault_label="$NEXAR_MPI_LAUNCHER $mode/ring/mpi"
+    echo "== fault_check $mode, 2 nodes x 2 ranks, NEXAR_NET=mpi NEXAR_TIMEOUT_S=3"
+    start=$(date +%s)
+    crun --ppn 2 --keep-going -- -x NEXAR_TIMEOUT_S=3 "$fault_prog" $mode
+    (check_fault_report "$log" $mode 3 $(($(date +%s) - start)) 2) ||
+        { grep -a "nexar\[rank [0-3]\]" "$log" | tail -n 20; fail "$mode over the MPI: see the ranks' messages above"; }
+done
+net=auto
 
 # --- A UCX built with CUDA (scripts/cuda-ucx.sh: 1.20.1, as GPU clusters
 # have) carries nexar across the nodes, through LD_LIBRARY_PATH, nexar

@@ -47,6 +47,21 @@ TRAP_EXPORT void arm_device_trap(const nexar_device_api* api) { g_api = api; }
 
 extern "C" {
 
+// The MPI's point-to-point, which nexar's ring may take between ranks
+// (transport/mpi_channel.h): staged through host memory, never a device
+// buffer.
+TRAP_EXPORT int PMPI_Isend(const void* b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm, MPI_Request* req) {
+    static auto real = next<int (*)(const void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*)>("PMPI_Isend");
+    check("MPI_Isend", b, nullptr);
+    return real(b, n, t, dest, tag, comm, req);
+}
+
+TRAP_EXPORT int PMPI_Irecv(void* b, int n, MPI_Datatype t, int source, int tag, MPI_Comm comm, MPI_Request* req) {
+    static auto real = next<int (*)(void*, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request*)>("PMPI_Irecv");
+    check("MPI_Irecv", nullptr, b);
+    return real(b, n, t, source, tag, comm, req);
+}
+
 TRAP_EXPORT int PMPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
     static auto real = next<int (*)(const void*, void*, int, MPI_Datatype, MPI_Op, MPI_Comm)>("PMPI_Allreduce");
     check("MPI_Allreduce", s, r);

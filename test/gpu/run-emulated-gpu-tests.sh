@@ -188,6 +188,19 @@ no_rank ucx_bytes
 every_rank fallback_calls
 every_rank staged_calls
 check_same_paths "$log"
+# The ring over the MPI's point-to-point (NEXAR_NET=mpi, every hop off
+# shared memory): device buffers staged through host memory for an MPI
+# that does not know CUDA (the trap fails any device buffer that reaches
+# PMPI_Isend or PMPI_Irecv), handed to it as they are where it says it
+# does (the stand-in NEXAR_EMULATED_GPU_CUDA_AWARE_MPI=1).
+run 2 NEXAR_NET=mpi NEXAR_SHM=0 NEXAR_CUDA_IPC=0
+every_rank mpi_bytes
+no_rank ucx_bytes
+no_rank direct_calls
+run 3 NEXAR_NET=mpi NEXAR_SHM=0 NEXAR_CUDA_IPC=0 NEXAR_EMULATED_GPU_CUDA_AWARE_MPI=1
+every_rank mpi_bytes
+every_rank direct_calls
+no_rank staged_calls
 # Host ranks beside device ranks: the ring takes both kinds.
 run 2 NEXAR_HOST_BUFFERS=1 -- --mixed
 no_rank ipc_calls
