@@ -3,7 +3,8 @@
 #                   system's search finds no libucp.so.0
 #   --with-ucx      (or nothing) pkg-config 'ucx', then the system paths;
 #                   with nothing, a UCX not found builds without it
-#   --without-ucx   no UCX at all: shared memory inside a node only
+#   --without-ucx   no UCX at all: shared memory inside a node, the MPI's
+#                   own point-to-point between nodes
 # nexar never links libucp: transport/ucx.cc opens it with dlopen at run
 # time, so one build loads on machines with and without UCX.  Only the
 # headers are needed to build.  Sets the HAVE_UCX conditional,
@@ -14,7 +15,7 @@ AC_DEFUN([NEXAR_CHECK_UCX], [
     [], [with_ucx=check])
   UCX_CPPFLAGS=""; nexar_ucx_libdir=""; nexar_have_ucx=no
   AS_IF([test "x$with_ucx" = xno],
-    [nexar_ucx_summary="no (--without-ucx): shared memory inside a node only; calls across nodes pass through"],
+    [nexar_ucx_summary="no (--without-ucx): shared memory inside a node, the MPI's point-to-point between nodes"],
     [AS_IF([test "x$with_ucx" != xcheck && test "x$with_ucx" != xyes],
       [UCX_CPPFLAGS="-I$with_ucx/include"
        for d in lib lib64; do AS_IF([test -z "$nexar_ucx_libdir" && test -e "$with_ucx/$d/libucp.so.0"], [nexar_ucx_libdir="$with_ucx/$d"]); done],
@@ -35,7 +36,7 @@ AC_DEFUN([NEXAR_CHECK_UCX], [
     AS_IF([test $nexar_have_ucx = yes],
       [nexar_ucx_summary="yes: loaded at run time (dlopen libucp.so.0${nexar_ucx_libdir:+, else $nexar_ucx_libdir}); headers ${UCX_CPPFLAGS:-of the system}"],
       [UCX_CPPFLAGS=""
-       nexar_ucx_summary="NOT FOUND: built without UCX (shared memory inside a node only); install libucx-dev for the network"])])
+       nexar_ucx_summary="NOT FOUND: built without UCX (between nodes the MPI's point-to-point only); install libucx-dev for UCX"])])
   AS_IF([test $nexar_have_ucx = yes], [AC_DEFINE([NEXAR_HAVE_UCX], [1], [UCX headers were found: transport/ucx.cc opens libucp at run time])],
     [AC_DEFINE([NEXAR_HAVE_UCX], [0], [built without UCX])])
   AS_IF([test -n "$nexar_ucx_libdir" && test $nexar_have_ucx = yes],

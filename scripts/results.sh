@@ -8,6 +8,11 @@
 #     reduce-scatter-allgather  MPI_Reduce_scatter_block and MPI_Allgather
 #     across-nodes              2 simulated nodes x 2 ranks, 2 Gbit/s links
 #                               (needs root and network namespaces)
+#     without-ucx               allreduce on one node where UCX is absent
+#                               (scripts/without-ucx: needs root)
+#     mpi-network               across-nodes with nexar over the MPI's
+#                               point-to-point (NEXAR_NET=mpi) against Open
+#                               MPI's algorithms, and over UCX (needs root)
 #     mpi4py                    the mpi4py + numpy gradient exchange
 #     gpu                       the GPU kernel and the staged device ring
 #                               (needs a GPU and a build with CUDA)
@@ -53,7 +58,7 @@ set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 python=/usr/bin/python3
 page_py="$src/scripts/results_page.py"
-all_topics=(one-node huge-pages reduce-scatter-allgather across-nodes mpi4py gpu many-ranks)
+all_topics=(one-node huge-pages reduce-scatter-allgather across-nodes without-ucx mpi-network mpi4py gpu many-ranks)
 case ${1:-} in -h|--help) sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 device_dir=""
 if [ "${1:-}" = --from-device ]; then
@@ -114,12 +119,12 @@ fi
 
 if [ "$quick" = 1 ]; then
     range=4K:64K iters=(-i 20 -x 2)
-    cluster_range=16K:256K cluster_iters=(-i 5 -x 1)
+    cluster_range=16K:256K cluster_iters=(-i 5 -x 1) network_range=1M:2M network_iters=(-i 3 -x 1)
     mpi4py_args=(--runs 1 --steps 3)
     gpu_kernel_args=(--sizes 64M --reps 5) gpu_range=64M:128M gpu_iters=(-i 3 -x 1)
 else
     range=4:256M iters=()
-    cluster_range=16K:256M cluster_iters=()
+    cluster_range=16K:256M cluster_iters=() network_range=1M:128M network_iters=(-i 10 -x 2)
     mpi4py_args=(--runs 3)
     gpu_kernel_args=() gpu_range=64M:1G gpu_iters=()
 fi
@@ -323,6 +328,32 @@ topic_across_nodes() {
     return $rc
 }
 
+topic_without_ucx() {
+    cmd scripts/without-ucx bench/nexar-osu -np 2 --malloc both -c -m "$range" "${iters[@]}" \
+        --csv "$out/absent.csv" || return 1
+    local malloc
+    for malloc in default tuned; do
+        plot_busbw "$out/absent-$malloc.csv" "$out/absent-$malloc.png" \
+            "allreduce busbw, 2 ranks, float, UCX absent, $malloc malloc"
+    done
+}
+
+topic_mpi_network() {
+    cluster_ours=1
+    local rc=0
+    cmd bench/nexar-cluster-bench --nodes 2 --ppn 2 --rate 2gbit --mpi-alg all -x NEXAR_NET=mpi \
+        -m "$network_range" "${network_iters[@]}" --csv "$out/over-mpi.csv" --plot "$out/over-mpi.png" || rc=$?
+    [ $rc = 0 ] && { cmd bench/nexar-cluster-bench --nodes 2 --ppn 2 --rate 2gbit -m "$network_range" \
+        "${network_iters[@]}" --csv "$out/over-ucx.csv" --plot "$out/over-ucx.png" || rc=$?; }
+    "$src/test/cluster/nexar-cluster" down >/dev/null 2>&1
+    cluster_ours=0
+    if [ $rc != 0 ] && skip_why=$(grep -a -m 1 'nexar-cluster-bench: cannot run here: ' "$out/run-log.txt"); then
+        skip_why=${skip_why#nexar-cluster-bench: }
+        return 77
+    fi
+    return $rc
+}
+
 # histogram_plot PNG KEY YLABEL TITLE PLOT: clustered bars, one gnuplot
 # style for every bar chart of the pages.
 histogram_plot() {
@@ -445,7 +476,8 @@ page_date() {
 # why_not TOPIC: prints why the topic cannot run here, or nothing.
 why_not() {
     case $1 in
-        across-nodes) why_not_across_nodes ;;
+        across-nodes | mpi-network) why_not_across_nodes ;;
+        without-ucx) "$src/scripts/without-ucx" --check >/dev/null || "$src/scripts/without-ucx" --check ;;
         mpi4py) "$python" -c 'import mpi4py, numpy' 2>/dev/null ||
                     echo "$python cannot import mpi4py and numpy (apt-get install python3-mpi4py python3-numpy)" ;;
         many-ranks) if [ "$(nproc)" -lt 16 ]; then

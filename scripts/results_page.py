@@ -108,6 +108,34 @@ TOPICS = {
                 "nexar passed that size to the MPI. One VM's cores run every node's ranks: read the "
                 "ratios and the shares of the link, not the absolute numbers.",
     },
+    "without-ucx": {
+        "title": "One node without UCX: allreduce",
+        "kind": "osu",
+        "csvs": [
+            ("absent-default.csv", "UCX absent, out of place, glibc's default allocator", "default malloc"),
+            ("absent-tuned.csv", "UCX absent, out of place, tuned allocator", "tuned malloc"),
+        ],
+        "read": OSU_READ + " 2 ranks, float, the ordinary build (made with UCX) preloaded where libucp, "
+                "libucs, libuct and libucm are truly absent (`scripts/without-ucx`: overlay whiteouts in a "
+                "private mount namespace), as on a node or in a container without UCX: nexar runs on shared "
+                "memory alone. The MPI is Open MPI's default on the same node (its `pml/ucx` cannot load "
+                "either, so it takes `ob1` and shared memory, as it does on one node anyway).",
+    },
+    "mpi-network": {
+        "title": "Across nodes over the MPI's point-to-point (no UCX)",
+        "kind": "cluster",
+        "csvs": [("over-mpi.csv", "nexar over the MPI's point-to-point (`NEXAR_NET=mpi`), 2 nodes × 2 ranks, "
+                  "2 Gbit/s links, against Open MPI's default, ring (4) and Rabenseifner (6)", "over the MPI"),
+                 ("over-ucx.csv", "nexar over UCX (the default), the same links, against Open MPI's default",
+                  "over UCX")],
+        "read": "`bench/nexar-cluster-bench` as on the [across-nodes](across-nodes.md) page, once with "
+                "`NEXAR_NET=mpi` (nexar's hops between nodes take `PMPI_Isend`/`PMPI_Irecv` on a private "
+                "duplicate of the communicator, as where UCX has no transport for the network) with one run "
+                "per Open MPI algorithm, and once with nexar's default network (UCX); each run measures the "
+                "MPI and nexar side by side, and the ratio is against the best of that table's MPI columns. "
+                "Comparing the two nexar columns compares runs minutes apart. The bound is the link rate "
+                "(2(P−1)/P × S each way over P nodes; about 96 % of it is the payload's most).",
+    },
     "mpi4py": {
         "title": "A real client: mpi4py gradient exchange",
         "kind": "mpi4py",
@@ -175,7 +203,8 @@ TOPICS = {
                 "algorithm's from its own run). A table is missing where the run's deadline dropped it.",
     },
 }
-ORDER = ["one-node", "huge-pages", "reduce-scatter-allgather", "across-nodes", "mpi4py", "gpu", "many-ranks"]
+ORDER = ["one-node", "huge-pages", "reduce-scatter-allgather", "across-nodes", "without-ucx", "mpi-network", "mpi4py",
+         "gpu", "many-ranks"]
 REQUIRED_META = ["date", "cpu", "cores", "memory", "kernel", "thp", "mpi", "ucx", "nexar", "git"]
 PATH_WORDS = {"mpi": "passed through", "ring": "ring", "1shot": "one-shot", "hier": "hierarchical",
               "fallbk": "fell back", "split": "ranks differ!", "-": "no counters"}
@@ -621,11 +650,14 @@ def render(topic, d):
             summary += [f"- **{short}**: " + " ".join(osu_summary(rows))]
         headline = osu_headline(tables)
     elif t["kind"] == "cluster":
-        name, title, short = t["csvs"][0]
-        algs, rows = cluster_rows(os.path.join(d, name))
-        sections += [f"## {title}", ""] + links(name) + [""] + cluster_table(algs, rows) + [""]
-        summary += ["- " + line for line in cluster_summary(algs, rows)]
-        headline = cluster_headline(rows)
+        heads = []
+        for name, title, short in t["csvs"]:
+            algs, rows = cluster_rows(os.path.join(d, name))
+            sections += [f"## {title}", ""] + links(name) + [""] + cluster_table(algs, rows) + [""]
+            lines = cluster_summary(algs, rows)
+            summary += ["- " + (f"**{short}**: " if len(t["csvs"]) > 1 else "") + line for line in lines]
+            heads.append((f"{short}: " if len(t["csvs"]) > 1 else "") + cluster_headline(rows))
+        headline = "; ".join(heads)
     elif t["kind"] == "mpi4py":
         name, title, short = t["csvs"][0]
         rows = mpi4py_rows(os.path.join(d, name))
@@ -752,7 +784,8 @@ def write_index(results_dir):
             "NEXAR_RESULTS_QUICK=1 scripts/results.sh one-node   # a quick check of the script, not a measurement",
             "scripts/results.sh --from-device OUTDIR    # gpu and many-ranks from a run of test/gpu/run-on-device.sh",
             "```", "",
-            "`across-nodes` needs root (network namespaces), `gpu` a GPU and `many-ranks` 16 cores; where a topic "
+            "`across-nodes` and `mpi-network` need root (network namespaces), `without-ucx` root (a private mount "
+            "namespace), `gpu` a GPU and `many-ranks` 16 cores; where a topic "
             "cannot run, the script says why and leaves its page as it is. A lent GPU machine (one H200, 16 "
             "cores) runs both of the latter in `test/gpu/run-on-device.sh`, whose output folder makes their "
             "pages. Each page says how long its run took.", ""]

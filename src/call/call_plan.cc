@@ -237,14 +237,16 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
         p.ready = true;
         return p;
     }
-    if (!rt.device_path(&p.mode)) return p.why = "device buffers cannot go to the ring on this rank", p;
     // Over the MPI's point-to-point, device memory goes to the MPI itself
     // only where it knows CUDA; else staged through pinned host memory.
+    // Over UCX, directly where UCX moves it.
     if (ctx.network() == CommContext::Net::mpi) {
         bool direct = false;
         if (!choose_device_path(rt.config().cuda_path, rt.mpi_cuda_aware(), &direct))
             return p.why = "NEXAR_CUDA_PATH=direct, and the MPI does not take device memory", p;
         p.mode = direct ? DeviceEngine::Mode::direct : DeviceEngine::Mode::staged;
+    } else if (!rt.device_path(&p.mode)) {
+        return p.why = "device buffers cannot go to the ring on this rank", p;
     }
     // Managed memory is not UCX's CUDA memory type (cuda_ipc cannot export
     // it): it takes the staged path, whose copies the driver serves.

@@ -388,13 +388,13 @@ TaskStep CollectiveTask::agreed() {
     if (!a.ready) return TaskStep::fall_back;
     // Without the network only shared memory and IPC run: a call that
     // would take a ring hop off them goes to the MPI, on every rank.
-    if (!ctx_->network_ready() && !runs_without_network()) return TaskStep::fall_back;
+    if (!ctx_->network_ready() && !runs_without_network(false)) return TaskStep::fall_back;
     // nexar's progress thread may call the MPI only under
     // MPI_THREAD_MULTIPLE: elsewhere a nonblocking call whose ring takes
     // the MPI's point-to-point goes to the MPI (on every rank: the thread
     // level was agreed at start-up).
     if (nonblocking_ && cfg_.progress == ProgressMode::thread && !rt_.multi_thread() &&
-        ctx_->network() == CommContext::Net::mpi && !runs_without_network()) {
+        ctx_->network() == CommContext::Net::mpi && !runs_without_network(false)) {
         static std::atomic<bool> said{false};
         if (!said.exchange(true))
             NEXAR_INFO("nonblocking calls whose ring takes the MPI's point-to-point go to the MPI: nexar's "
@@ -404,16 +404,21 @@ TaskStep CollectiveTask::agreed() {
     return TaskStep::run;
 }
 
-// The agreed call runs where the context has no network (UCX): a ring
-// with every hop in shared memory, the one-shot, or IPC on one node (a
-// nonblocking call takes IPC only where the context has it set up, and
-// then exactly where this says).  Every input is alike on every rank.
-bool CollectiveTask::runs_without_network() const {
+// The agreed call runs with no network hop: a ring with every hop in
+// shared memory, the one-shot, or IPC on one node.  IPC not set up yet
+// counts where `ipc_set_up` is false (a blocking call sets it up in
+// start_run, and falls back there if that fails; a nonblocking call takes
+// IPC only where the context has it, and then exactly where this says).
+// Every input is alike on every rank.
+bool CollectiveTask::runs_without_network(bool ipc_set_up) const {
     const CallAgreement& a = agreement_;
     if (a.shm && ctx_->all_hops_shm()) return true;
     const IpcContext* ipc = ctx_->ipc();
+    if (!ipc && ipc_set_up) return false;
     return a.ipc && ctx_->topology().nodes() == 1 && (!ipc || a.ipc == kIpcPlain || ipc->fd_handles());
 }
+
+bool CollectiveTask::every_start_can_run() const { return ctx_->network_ready() || runs_without_network(true); }
 
 // Out of place, the allgather's ring on host memory sends this rank's
 // block from sendbuf and copies each segment into place as it leaves

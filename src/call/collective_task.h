@@ -92,8 +92,12 @@ public:
     // sequence numbers and the context's scratch now: a nonblocking call
     // waits for its turn on the context first).  run or done.
     TaskStep start_run();
-    // The agreed call needs no network hop (the context may have none).
-    bool runs_without_network() const;
+    // The agreed call needs no network hop (the context may have none);
+    // `ipc_set_up`: only IPC the context has set up counts.
+    bool runs_without_network(bool ipc_set_up) const;
+    // A persistent call, its IPC set up: each start can run on the
+    // context's channels (else its starts go to the MPI).
+    bool every_start_can_run() const;
     // Valid after start_run() said run.  Its errors go to error().
     RingCallRun& run() { return *run_; }
     std::string* error() { return &error_; }

@@ -791,6 +791,9 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
         step = c.task.agreed();
     }
     if (step == TaskStep::run) c.task.set_up_agreed_ipc();
+    // IPC that could not be set up leaves a ring, which a context without
+    // a network cannot run: every rank alike, the MPI's (or staged) call.
+    if (step == TaskStep::run && !c.task.every_start_can_run()) step = TaskStep::fall_back;
     if (step == TaskStep::done) return raise_mpi_error(given.comm, c.task.result());
     if (step != TaskStep::run && !mpi_each_start) return mpi_own();  // every rank alike: the MPI's own persistent collective
     const int tag = take_carrier_tag();

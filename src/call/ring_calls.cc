@@ -43,14 +43,14 @@ FlatRingRun::FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEn
     if (shm_out)
         out_ = &shm_send_.emplace(*ctx.next_inbox(), peers.next_rank, copy);
     else
-        out_ = &net_.send_to(ctx, links.next, peers.next_rank, opt.depth, engine, shm_in);
-    RecvChannel& in = shm_in ? static_cast<RecvChannel&>(shm_recv_.emplace(*ctx.inbox(), peers.prev_rank,
-                                                                            ctx.local_prev_pid(), type, op))
+        out_ = net_.send_to(ctx, links.next, peers.next_rank, opt.depth, engine, shm_in);
+    RecvChannel* in = shm_in ? &shm_recv_.emplace(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), type, op)
                              : net_.receive_from(ctx, links.prev, peers.prev_rank, opt.depth, engine,
                                                  ctx.topology().same_node(peers.prev_rank, ctx.rank())
                                                      ? ctx.local_prev_pid()
                                                      : 0);
-    op_.emplace(peers, ctx.next_sequence(), src, recvbuf, layout, type, opt, *out_, in, phases);
+    if (!out_ || !in) return;  // no network for a hop off shared memory: not valid
+    op_.emplace(peers, ctx.next_sequence(), src, recvbuf, layout, type, opt, *out_, *in, phases);
     if (own_chunk_out) op_->land_own_chunk_in(own_chunk_out);
 }
 
@@ -188,11 +188,11 @@ IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, SegmentEngine& engine, 
       op_(op),
       opt_(opt),
       inter_sequence_(ctx.next_sequence()),
-      inter_out_(&net_.send_to(ctx, ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), opt.depth, engine,
-                                 false)),
-      inter_in_(&net_.receive_from(ctx, ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), opt.depth, engine,
-                                     0)) {
-    valid_ = ring_arguments_valid(ctx.inter_peers(), opt);
+      inter_out_(net_.send_to(ctx, ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), opt.depth, engine,
+                              false)),
+      inter_in_(net_.receive_from(ctx, ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), opt.depth, engine,
+                                  0)) {
+    valid_ = inter_out_ && inter_in_ && ring_arguments_valid(ctx.inter_peers(), opt);
     if (valid_) node_.emplace(ctx, src, recvbuf, src_ipc, recv_ipc, count, type, op, opt, IpcPart::reduce_scatter);
 }
 
@@ -260,8 +260,9 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, const void* src, void* recvbu
     h.inter = ctx.inter_peers();
     h.local_out = &local_out_;
     h.local_in = &local_in_;
-    h.inter_out = &inter_.send_to(ctx, ctx.inter_next(), h.inter.next_rank, inter_opt.depth, engine_, false);
-    h.inter_in = &inter_.receive_from(ctx, ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, engine_, 0);
+    h.inter_out = inter_.send_to(ctx, ctx.inter_next(), h.inter.next_rank, inter_opt.depth, engine_, false);
+    h.inter_in = inter_.receive_from(ctx, ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, engine_, 0);
+    if (!h.inter_out || !h.inter_in) return;  // no network between the nodes: not valid
     const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.local.size, h.inter.size,
                                               inter_opt.segment_bytes);
     if (!hierarchical_arguments_valid(h, pieces, local_opt, inter_opt)) return;

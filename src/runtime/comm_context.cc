@@ -67,18 +67,30 @@ void CommContext::finish_shm(const std::vector<int>& hop_shm, pid_t writer_pid) 
     note_inbox_bytes();
 }
 
-SendChannel& NetHop::send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, uint32_t depth, SegmentEngine& engine,
+SendChannel* NetHop::send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, uint32_t depth, SegmentEngine& engine,
                              bool drive_worker) {
-    if (ctx.network() == CommContext::Net::mpi)
-        return mpi_out_.emplace(ctx.net_comm(), to_rank, ctx.net_tag_ub(), depth, ctx.scratch(), engine);
-    return ucx_out_.emplace(*ctx.worker(), *to, to_rank, depth, ctx.scratch(), engine, drive_worker);
+    switch (ctx.network()) {
+        case CommContext::Net::mpi:
+            return &mpi_out_.emplace(ctx.net_comm(), to_rank, ctx.net_tag_ub(), depth, ctx.scratch(), engine);
+        case CommContext::Net::ucx:
+            if (!ctx.worker() || !to) return nullptr;
+            return &ucx_out_.emplace(*ctx.worker(), *to, to_rank, depth, ctx.scratch(), engine, drive_worker);
+        case CommContext::Net::none: break;
+    }
+    return nullptr;
 }
 
-RecvChannel& NetHop::receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, uint32_t depth,
+RecvChannel* NetHop::receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, uint32_t depth,
                                   SegmentEngine& engine, pid_t pid) {
-    if (ctx.network() == CommContext::Net::mpi)
-        return mpi_in_.emplace(ctx.net_comm(), from_rank, ctx.net_tag_ub(), depth, ctx.scratch(), engine, pid);
-    return ucx_in_.emplace(*ctx.worker(), from, from_rank, depth, ctx.scratch(), engine, true, pid);
+    switch (ctx.network()) {
+        case CommContext::Net::mpi:
+            return &mpi_in_.emplace(ctx.net_comm(), from_rank, ctx.net_tag_ub(), depth, ctx.scratch(), engine, pid);
+        case CommContext::Net::ucx:
+            if (!ctx.worker()) return nullptr;
+            return &ucx_in_.emplace(*ctx.worker(), from, from_rank, depth, ctx.scratch(), engine, true, pid);
+        case CommContext::Net::none: break;
+    }
+    return nullptr;
 }
 
 const SendChannel* NetHop::out() const {
@@ -91,9 +103,13 @@ Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t cou
     const RingPeers peers = ctx.inter_peers();
     HostEngine engine(type, op, ctx.scratch(), true);
     NetHop net;
-    SendChannel& out = net.send_to(ctx, ctx.inter_next(), peers.next_rank, opt.depth, engine, false);
-    RecvChannel& in = net.receive_from(ctx, ctx.inter_prev(), peers.prev_rank, opt.depth, engine, 0);
-    return ring_allreduce(peers, sequence, buf, buf, count, type, opt, out, in, error);
+    SendChannel* out = net.send_to(ctx, ctx.inter_next(), peers.next_rank, opt.depth, engine, false);
+    RecvChannel* in = net.receive_from(ctx, ctx.inter_prev(), peers.prev_rank, opt.depth, engine, 0);
+    if (!out || !in) {
+        *error = "no network between the nodes";
+        return Status::unavailable;
+    }
+    return ring_allreduce(peers, sequence, buf, buf, count, type, opt, *out, *in, error);
 }
 
 }  // namespace nexar

@@ -339,12 +339,14 @@ class NetHop {
 public:
     // To `to_rank`, over UCX on endpoint `to` (unused for the MPI's).
     // drive_worker: the UCX send side progresses the worker (where its
-    // receive side does not).
-    SendChannel& send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, uint32_t depth, SegmentEngine& engine,
+    // receive side does not).  Null where the context has no network (or
+    // no endpoint): the run is then not valid.
+    SendChannel* send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, uint32_t depth, SegmentEngine& engine,
                          bool drive_worker);
     // From `from_rank` (`from`: its UCX endpoint, watched; `pid`: its
-    // process where it shares this node, else 0).
-    RecvChannel& receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, uint32_t depth,
+    // process where it shares this node, else 0).  Null where the context
+    // has no network.
+    RecvChannel* receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, uint32_t depth,
                               SegmentEngine& engine, pid_t pid);
     // The send side, once made (the bytes it sent, for the stats).
     const SendChannel* out() const;

@@ -210,9 +210,12 @@ void Runtime::init(int thread_level) {
         // Inside a node nothing is lost: shared memory carries every hop.
         // A job across nodes loses the calls whose ring crosses them.
         const std::string what = ucx_library().loaded ? "UCX could not start (" + error + ")" : error;
-        if (spans)
-            NEXAR_WARN("%s: calls whose ring crosses nodes pass through to MPI; inside a node nexar runs on shared "
-                       "memory", what.c_str());
+        if (spans && config_.net == NetSetting::ucx)
+            NEXAR_WARN("%s: calls whose ring crosses nodes pass through to MPI (NEXAR_NET=ucx); inside a node nexar "
+                       "runs on shared memory", what.c_str());
+        else if (spans)
+            NEXAR_INFO("%s: across nodes nexar takes the MPI's point-to-point, inside a node shared memory",
+                       what.c_str());
         else
             NEXAR_INFO("%s: not needed on one node, nexar runs on shared memory", what.c_str());
     } else {
@@ -728,7 +731,10 @@ void Runtime::connect_network(CommContext& ctx, UcxAddresses* addresses, std::st
                         (config_.net == NetSetting::automatic && (ctx.topology().nodes() > 1 || !config_.shm));
     if (!wanted) return;
     MPI_Comm net = MPI_COMM_NULL;
-    if (pmpi::comm_dup(ctx.comm(), &net) != MPI_SUCCESS || net == MPI_COMM_NULL) {
+    int made = pmpi::comm_dup(ctx.comm(), &net) == MPI_SUCCESS && net != MPI_COMM_NULL ? 1 : 0;
+    pmpi::allreduce(MPI_IN_PLACE, &made, 1, MPI_INT, MPI_MIN, ctx.comm());  // on every rank, or on none
+    if (!made) {
+        if (net != MPI_COMM_NULL) PMPI_Comm_free(&net);
         NEXAR_WARN("communicator context %u: no duplicate of the communicator for the MPI's point-to-point", ctx.id());
         return;
     }
@@ -776,11 +782,16 @@ void Runtime::connect_ucx(CommContext& ctx, UcxAddresses* addresses, std::string
     int connected = ok(s) ? 1 : 0;
     pmpi::allreduce(MPI_IN_PLACE, &connected, 1, MPI_INT, MPI_MIN, ctx.comm());
     if (!ok(s)) NEXAR_WARN("could not connect to ring neighbours over UCX: %s", error->c_str());
-    if (connected)
+    if (connected) {
         ctx.use_ucx_network();
-    else
+    } else {
+        // No hop takes UCX: no endpoint of it may hold a call back.
+        ctx.connect(CommContext::Peer(), CommContext::Peer());
+        ctx.use_worker(nullptr);
         NEXAR_WARN("communicator context %u: UCX could not connect every rank; its rings take %s", ctx.id(),
-                   config_.net == NetSetting::ucx ? "shared memory only (NEXAR_NET=ucx)" : "another network");
+                   config_.net == NetSetting::ucx ? "shared memory only (NEXAR_NET=ucx)"
+                                                  : "shared memory, and the MPI's point-to-point across nodes");
+    }
 }
 
 CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
@@ -816,8 +827,8 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         if (!ctx->network_ready() && t.nodes() > 1) {
             // Nothing of nexar's crosses nodes without it.
             ctx->disable();
-            NEXAR_INFO("communicator context %u spans %d nodes and has no network (NEXAR_NET=%s, UCX does not run "
-                       "on every rank): its calls pass through to MPI", id, t.nodes(), net_setting_name(config_.net));
+            NEXAR_INFO("communicator context %u spans %d nodes and has no network (NEXAR_NET=%s): its calls pass "
+                       "through to MPI", id, t.nodes(), net_setting_name(config_.net));
         } else if (config_.host_buffers && config_.shm) {
             bool for_hier = ctx->network_ready() && t.nodes() >= 2 && t.uniform() && t.max_ranks_per_node() >= 2 &&
                             config_.algorithm != Algorithm::ring;

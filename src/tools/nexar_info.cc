@@ -108,7 +108,7 @@ Lines build_lines() {
 #if NEXAR_HAVE_UCX
     build.emplace_back("ucx_built", "yes (loaded at run time where libucp.so.0 is found)");
 #else
-    build.emplace_back("ucx_built", "no (./configure --without-ucx): shared memory inside a node only");
+    build.emplace_back("ucx_built", "no (./configure --without-ucx): between nodes the MPI's point-to-point only");
 #endif
     const nexar::UcxLibrary& ucx = nexar::ucx_library();
     build.emplace_back("ucx_version", ucx.loaded ? ucx.version : "none");
@@ -133,8 +133,8 @@ void ucx_lines(const nexar_device_api* api, Lines* out) {
         // Inside a node nexar needs no UCX: shared memory, and IPC for device buffers.
         machine.emplace_back("ucx", library.loaded ? "could not start (" + ucx_error + ")" : library.why);
         machine.emplace_back("ucx_moves_cuda", "unknown: no UCX");
-        machine.emplace_back("device_path", api ? "ipc only: device buffers go GPU to GPU inside a node; no ring "
-                                                  "without UCX (other calls pass through, staged for an MPI without CUDA)"
+        machine.emplace_back("device_path", api ? "without UCX: GPU to GPU through IPC inside a node; across nodes "
+                                                  "the MPI's point-to-point, staged unless the MPI is CUDA-aware"
                                                 : "none: no GPU");
         return;
     }

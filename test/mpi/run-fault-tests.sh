@@ -48,6 +48,11 @@ must_pass 3 threads NEXAR_SHM=0
 # their next call reconnects and takes the ring.
 must_pass 2 shared-endpoint NEXAR_SHM=0 NEXAR_TIMEOUT_S=3
 must_pass 2 shared-endpoint NEXAR_TIMEOUT_S=3
+# Over the MPI's point-to-point: mismatched counts, and two threads' rings
+# on communicators of their own (MPI_THREAD_MULTIPLE).
+must_pass 2 count-mismatch NEXAR_SHM=0 NEXAR_NET=mpi
+must_pass 2 threads NEXAR_SHM=0 NEXAR_NET=mpi
+check_bytes "$log" mpi_bytes nonzero
 
 # Scratch that cannot be had (an in-place call, which needs receive slots;
 # too large for shared-memory inboxes): 1 GiB segments x 64 under a 1.5 GB address
@@ -67,16 +72,17 @@ fi
 
 # A peer that dies, or stops, in the middle of a 256 MiB ring.  Rank 0 must
 # get an error (MPI_ERR_OTHER) within the timeout, then aborts the job.
-# Both rings: shared memory (same node) and UCX (NEXAR_SHM=0).
+# Every ring: shared memory (same node), UCX (NEXAR_SHM=0) and the MPI's
+# point-to-point (NEXAR_NET=mpi).
 # On MPICH only the stalled peer: when a process dies, MPICH (ch4:ucx) and
 # its launcher end the job themselves, sometimes before rank 0 can report.
 # The same for a nonblocking call (i*) and a persistent one (pstall),
 # completed by an MPI_Waitall beside requests that must complete; and a
 # one-shot allreduce (a small vector) whose peer died before its part
 # (kill-small).
-modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall kill-small"
+modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall kill-small kill-mpi stall-mpi"
 if [ "$NEXAR_MPI_FAMILY" = mpich ]; then
-    modes="stall stall-ucx istall-ucx pstall"
+    modes="stall stall-ucx istall-ucx pstall stall-mpi"
     echo "(kill, kill-ucx and ikill not run: MPICH ends the job itself when a process dies)"
 fi
 for mode in $(for _ in $(seq "$repeat"); do echo $modes; done); do
@@ -85,6 +91,7 @@ for mode in $(for _ in $(seq "$repeat"); do echo $modes; done); do
     start=$(date +%s)
     case $mode in
         *-ucx) mode=${mode%-ucx}; run 2 "$mode" NEXAR_TIMEOUT_S=$timeout_s NEXAR_SHM=0 ;;
+        *-mpi) mode=${mode%-mpi}; run 2 "$mode" NEXAR_TIMEOUT_S=$timeout_s NEXAR_SHM=0 NEXAR_NET=mpi ;;
         *) run 2 "$mode" NEXAR_TIMEOUT_S=$timeout_s ;;
     esac
     took=$(($(date +%s) - start))

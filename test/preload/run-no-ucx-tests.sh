@@ -22,35 +22,20 @@ plain="$NEXAR_BUILDDIR/test/preload/plain_allreduce"
 check="$NEXAR_BUILDDIR/test/mpi/allreduce_check"
 nonblocking="$NEXAR_BUILDDIR/test/mpi/nonblocking_check"
 for f in "$lib" "$plain" "$check" "$nonblocking" "$NEXAR_BUILDDIR/nexar-info"; do [ -e "$f" ] || fail "$f not built"; done
-[ "$(id -u)" = 0 ] || { echo "SKIP: making UCX absent needs root (a private mount namespace)"; exit 77; }
-command -v unshare >/dev/null || { echo "SKIP: no unshare (util-linux)"; exit 77; }
 readelf -d "$lib" | grep -q 'NEEDED.*libuc[pst]' && fail "libnexar_pmpi.so links UCX: $(readelf -d "$lib" | grep NEEDED)"
-new_log
-
-# Where the UCX libraries are (ldconfig's cache; Debian: the multiarch folder).
-ucx_dir=$(ldconfig -p | sed -n 's/.*libucp\.so\.0 .*=> \(.*\)\/libucp\.so\.0$/\1/p' | head -n 1)
-[ -n "$ucx_dir" ] || { echo "SKIP: no libucp.so.0 on this machine: nothing to make absent"; exit 77; }
-ucx_dir=$(readlink -f "$ucx_dir")
+without="$(dirname "$0")/../../scripts/without-ucx"
+[ -x "$without" ] || fail "$without is missing"
+why=$("$without" --check)
+case $? in 0) ;; 77) echo "SKIP: $why"; exit 77 ;; *) fail "$without --check failed: $why" ;; esac
 # The MPI itself must run without UCX.
-for prog in "$plain"; do
-    if ldd "$prog" | grep -q 'libucp\.so'; then
-        echo "SKIP: this MPI links libucp itself ($(ldd "$prog" | grep -m1 -o 'libmpi[^ ]*')): no job of it starts where UCX is absent"
-        exit 77
-    fi
-done
-
-whiteouts=$(mktemp -d)
-trap 'rm -rf "$whiteouts"' EXIT
-mkdir -p "$whiteouts/upper" "$whiteouts/work"
-for f in "$ucx_dir"/libuc[pstm]*.so*; do mknod "$whiteouts/upper/$(basename "$f")" c 0 0; done
-
+if ldd "$plain" | grep -q 'libucp\.so'; then
+    echo "SKIP: this MPI links libucp itself ($(ldd "$plain" | grep -m1 -o 'libmpi[^ ]*')): no job of it starts where UCX is absent"
+    exit 77
+fi
+new_log
+ucx_dir=$(readlink -f "$(ldconfig -p | sed -n 's/.*libucp\.so\.0 .*=> \(.*\)\/libucp\.so\.0$/\1/p' | head -n 1)")
 # without_ucx CMD...: CMD where the UCX libraries are absent.
-without_ucx() {
-    unshare -m --propagation private bash -c '
-        mount -t overlay overlay -o "lowerdir=$1,upperdir=$2/upper,workdir=$2/work" "$1" || exit 99
-        shift 2
-        "$@"' bash "$ucx_dir" "$whiteouts" "$@"
-}
+without_ucx() { "$without" "$@"; }
 
 # Proof that they are absent there.
 without_ucx bash -c "ls '$ucx_dir'/libucp.so.0" >/dev/null 2>&1 && fail "the overlay did not hide $ucx_dir/libucp.so.0"
