@@ -313,11 +313,18 @@ why_not_across_nodes() {
         echo "a simulated cluster is already up (another run? test/cluster/nexar-cluster status)"
 }
 
-topic_across_nodes() {
+# cluster_benches BENCH_ARGS... [--- BENCH_ARGS...]...: each
+# bench/nexar-cluster-bench run in turn (until one fails), then the
+# cluster down; 77 (skip_why set) where the tool's own check said no.
+cluster_benches() {
+    local rc=0 args=()
     cluster_ours=1
-    cmd bench/nexar-cluster-bench --nodes 2 --ppn 2 --rate 2gbit -m "$cluster_range" "${cluster_iters[@]}" \
-        --csv "$out/allreduce.csv" --plot "$out/allreduce.png"
-    local rc=$?
+    while [ $# -gt 0 ] && [ $rc = 0 ]; do
+        args=()
+        while [ $# -gt 0 ] && [ "$1" != --- ]; do args+=("$1"); shift; done
+        [ $# -gt 0 ] && shift
+        cmd bench/nexar-cluster-bench "${args[@]}" || rc=$?
+    done
     "$src/test/cluster/nexar-cluster" down >/dev/null 2>&1
     cluster_ours=0
     # The tool's own check said no: the topic is skipped, not failed.
@@ -326,6 +333,11 @@ topic_across_nodes() {
         return 77
     fi
     return $rc
+}
+
+topic_across_nodes() {
+    cluster_benches --nodes 2 --ppn 2 --rate 2gbit -m "$cluster_range" "${cluster_iters[@]}" \
+        --csv "$out/allreduce.csv" --plot "$out/allreduce.png"
 }
 
 topic_without_ucx() {
@@ -338,20 +350,13 @@ topic_without_ucx() {
     done
 }
 
+# nexar over the MPI's point-to-point against each of Open MPI's
+# algorithms, then over UCX (its default network) on the same links.
 topic_mpi_network() {
-    cluster_ours=1
-    local rc=0
-    cmd bench/nexar-cluster-bench --nodes 2 --ppn 2 --rate 2gbit --mpi-alg all -x NEXAR_NET=mpi \
-        -m "$network_range" "${network_iters[@]}" --csv "$out/over-mpi.csv" --plot "$out/over-mpi.png" || rc=$?
-    [ $rc = 0 ] && { cmd bench/nexar-cluster-bench --nodes 2 --ppn 2 --rate 2gbit -m "$network_range" \
-        "${network_iters[@]}" --csv "$out/over-ucx.csv" --plot "$out/over-ucx.png" || rc=$?; }
-    "$src/test/cluster/nexar-cluster" down >/dev/null 2>&1
-    cluster_ours=0
-    if [ $rc != 0 ] && skip_why=$(grep -a -m 1 'nexar-cluster-bench: cannot run here: ' "$out/run-log.txt"); then
-        skip_why=${skip_why#nexar-cluster-bench: }
-        return 77
-    fi
-    return $rc
+    cluster_benches --nodes 2 --ppn 2 --rate 2gbit --mpi-alg all -x NEXAR_NET=mpi -m "$network_range" \
+        "${network_iters[@]}" --csv "$out/over-mpi.csv" --plot "$out/over-mpi.png" \
+        --- --nodes 2 --ppn 2 --rate 2gbit -m "$network_range" "${network_iters[@]}" \
+        --csv "$out/over-ucx.csv" --plot "$out/over-ucx.png"
 }
 
 # histogram_plot PNG KEY YLABEL TITLE PLOT: clustered bars, one gnuplot
