@@ -212,7 +212,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
         // Without the network only a ring whose every hop is in shared
         // memory runs (UCX is a reason for the network's hops only).
         if (!ctx.network_ready() && !(p.shm && ctx.all_hops_shm()))
-            return p.why = "a hop of this call's ring needs UCX, which does not run on every rank", p;
+            return p.why = "a hop of this call's ring is off shared memory, and the communicator has no network", p;
         // Both hops in shared memory need nothing more.  But where device
         // buffers may come, another rank may hold them and every hop takes
         // UCX (the ranks agree below), so this one must be able to join.

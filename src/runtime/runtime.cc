@@ -202,6 +202,13 @@ void Runtime::init(int thread_level) {
     // on it while the application's thread runs blocking ones.
     std::string error;
     const bool threads = multi_thread_ || (config_.nonblocking && config_.progress == ProgressMode::thread);
+    // NEXAR_NET=mpi: no hop takes UCX, so none is started (a UCX that
+    // misbehaves on this fabric is never touched).
+    if (config_.net == NetSetting::mpi) {
+        NEXAR_INFO("NEXAR_NET=mpi: UCX is not started; hops off shared memory take the MPI's point-to-point");
+        start_device();
+        return;
+    }
     Status s = UcxContext::create(threads, &ucx_, &error, protocol);
     if (ok(s)) s = UcxWorker::create(*ucx_, threads ? UcxThreads::multi : UcxThreads::serialized, &worker_, &error);
     if (!ok(s)) {
@@ -251,10 +258,18 @@ void Runtime::start_device() {
     }
     DeviceEngine::Mode mode;
     const char* path = nullptr;
-    if (device_api_ && !device_path(&mode))
+    bool direct = false;
+    if (device_api_ && config_.net == NetSetting::mpi) {  // the MPI moves them between ranks (call/call_plan.cc)
+        if (!choose_device_path(config_.cuda_path, mpi_cuda_aware_, &direct))
+            NEXAR_WARN("NEXAR_CUDA_PATH=direct, but the MPI does not take device memory; device buffers pass "
+                       "through to MPI");
+        else
+            NEXAR_INFO("device buffers: %s path", path = direct ? "direct (CUDA-aware MPI)" : device_path_name(false));
+    } else if (device_api_ && !device_path(&mode)) {
         NEXAR_WARN("NEXAR_CUDA_PATH=direct, but this UCX cannot move CUDA memory; device buffers pass through to MPI");
-    else if (device_api_)
+    } else if (device_api_) {
         NEXAR_INFO("device buffers: %s path", path = device_path_name(mode == DeviceEngine::Mode::direct));
+    }
     int mine = device_api_ ? 1 : 0, any = 0;
     pmpi::allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     device_possible_ = any != 0;

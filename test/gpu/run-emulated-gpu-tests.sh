@@ -28,7 +28,7 @@ run() {  # run NP VAR=VALUE... [-- ARGS]
     local rc=$?
     grep -av '^nexar: rank\|^\[nexar' "$log" | tail -n 20
     [ $rc = 0 ] || { tail -n 40 "$log"; fail "allreduce_cuda_check --emulated-gpu at $np ranks exited with $rc"; }
-    grep -aq 'device buffers: \(staged through pinned host memory\|direct (CUDA-aware UCX)\) path\|NEXAR_CUDA_PATH=direct, but' "$log" ||
+    grep -aq 'device buffers: \(staged through pinned host memory\|direct (CUDA-aware UCX)\|direct (CUDA-aware MPI)\) path\|NEXAR_CUDA_PATH=direct, but' "$log" ||
         fail "nexar did not load the emulated GPU"
     check_stats "$log" "$np" "$min_ring"
 }
@@ -181,8 +181,10 @@ run 2 NEXAR_UCX_TLS=nosuchtl
 read_stats "$log" ipc_calls
 for v in "${values[@]}"; do [ "$v" = 108 ] || fail "ipc_calls=$v on a rank without UCX: expected 108 (every call)"; done
 no_rank ucx_bytes
-# (The program's few host-buffer calls take shared memory.)
-run 3 NEXAR_UCX_TLS=nosuchtl NEXAR_EMULATED_GPU_REFUSE_IPC_RANK=1
+# (The program's few host-buffer calls take shared memory.  2 ranks: at 3,
+# MPICH 4.0.2's own in-place MPI_Reduce_scatter, which every call reaches
+# here, fails an internal assertion: a known defect of that MPI.)
+run 2 NEXAR_UCX_TLS=nosuchtl NEXAR_EMULATED_GPU_REFUSE_IPC_RANK=1
 no_rank ipc_calls
 no_rank ucx_bytes
 every_rank fallback_calls
@@ -198,6 +200,7 @@ every_rank mpi_bytes
 no_rank ucx_bytes
 no_rank direct_calls
 run 3 NEXAR_NET=mpi NEXAR_SHM=0 NEXAR_CUDA_IPC=0 NEXAR_EMULATED_GPU_CUDA_AWARE_MPI=1
+[ "$(grep -ac 'device buffers: direct (CUDA-aware MPI) path' "$log")" = 3 ] || fail "not every rank said the direct path over the MPI"
 every_rank mpi_bytes
 every_rank direct_calls
 no_rank staged_calls
