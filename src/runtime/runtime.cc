@@ -175,13 +175,18 @@ void Runtime::init(int thread_level) {
     int multiple = thread_level == MPI_THREAD_MULTIPLE ? 1 : 0;
     pmpi::allreduce(MPI_IN_PLACE, &multiple, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     multi_thread_ = multiple != 0;
-    // Across nodes UCX's rendezvous protocol (the receiver fetches each
-    // large message after a handshake) left the link 40 % idle over TCP
-    // with 1 MiB segments; eager sends reached 95 % of it (docs/how-it-works.md,
-    // "Across nodes").  Inside a node the eager protocol measured no slower.
-    // So a job that spans nodes sends eagerly, unless the user set
-    // UCX_RNDV_THRESH.
-    UcxProtocol protocol;
+    const bool spans = job_spans_nodes();
+    // NEXAR_NET=mpi: no hop takes UCX, so none is started (a UCX that
+    // misbehaves on this fabric is never touched).
+    if (config_.net == NetSetting::mpi)
+        NEXAR_INFO("NEXAR_NET=mpi: UCX is not started; hops off shared memory take the MPI's point-to-point");
+    else
+        start_ucx(spans);
+    start_device();
+}
+
+// Whether some node holds only part of MPI_COMM_WORLD.  Collective.
+bool Runtime::job_spans_nodes() const {
     int local_size = 0, world_size = 0, spans = 0;
     MPI_Comm local = MPI_COMM_NULL;
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -192,6 +197,19 @@ void Runtime::init(int thread_level) {
     }
     spans = local_size < world_size ? 1 : 0;
     pmpi::allreduce(MPI_IN_PLACE, &spans, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return spans != 0;
+}
+
+// The process's UCX context and worker, or none (said once: a job that
+// spans nodes takes the MPI's point-to-point there instead).
+void Runtime::start_ucx(bool spans) {
+    // Across nodes UCX's rendezvous protocol (the receiver fetches each
+    // large message after a handshake) left the link 40 % idle over TCP
+    // with 1 MiB segments; eager sends reached 95 % of it (docs/how-it-works.md,
+    // "Across nodes").  Inside a node the eager protocol measured no slower.
+    // So a job that spans nodes sends eagerly, unless the user set
+    // UCX_RNDV_THRESH.
+    UcxProtocol protocol;
     protocol.eager_only = spans && !getenv("UCX_RNDV_THRESH") && !getenv("NEXAR_UCX_RNDV_THRESH");
     // One worker for the whole process, whatever the number of
     // communicators (their tags tell them apart, runtime/comm_context.h):
@@ -202,38 +220,28 @@ void Runtime::init(int thread_level) {
     // on it while the application's thread runs blocking ones.
     std::string error;
     const bool threads = multi_thread_ || (config_.nonblocking && config_.progress == ProgressMode::thread);
-    // NEXAR_NET=mpi: no hop takes UCX, so none is started (a UCX that
-    // misbehaves on this fabric is never touched).
-    if (config_.net == NetSetting::mpi) {
-        NEXAR_INFO("NEXAR_NET=mpi: UCX is not started; hops off shared memory take the MPI's point-to-point");
-        start_device();
-        return;
-    }
     Status s = UcxContext::create(threads, &ucx_, &error, protocol);
     if (ok(s)) s = UcxWorker::create(*ucx_, threads ? UcxThreads::multi : UcxThreads::serialized, &worker_, &error);
-    if (!ok(s)) {
-        worker_.reset();
-        ucx_.reset();
-        // Inside a node nothing is lost: shared memory carries every hop.
-        // A job across nodes loses the calls whose ring crosses them.
-        const std::string what = ucx_library().loaded ? "UCX could not start (" + error + ")" : error;
-        if (spans && config_.net == NetSetting::ucx)
-            NEXAR_WARN("%s: calls whose ring crosses nodes pass through to MPI (NEXAR_NET=ucx); inside a node nexar "
-                       "runs on shared memory", what.c_str());
-        else if (spans)
-            NEXAR_INFO("%s: across nodes nexar takes the MPI's point-to-point, inside a node shared memory",
-                       what.c_str());
-        else
-            NEXAR_INFO("%s: not needed on one node, nexar runs on shared memory", what.c_str());
-    } else {
+    if (ok(s)) {
         ucx_cuda_ = ucx_moves(*ucx_, NEXAR_UCX_MEMORY_CUDA);
         NEXAR_INFO("UCX %s up from %s (%s, %s CUDA memory%s)", ucx_library().version.c_str(),
                    ucx_library().path.c_str(),
                    multi_thread_ ? "MPI_THREAD_MULTIPLE" : threads ? "with nexar's progress thread" : "single thread",
                    ucx_cuda_ ? "moves" : "does not move",
                    protocol.eager_only ? ", eager protocol: the job spans nodes" : "");
+        return;
     }
-    start_device();
+    worker_.reset();
+    ucx_.reset();
+    // Inside a node nothing is lost: shared memory carries every hop.
+    const std::string what = ucx_library().loaded ? "UCX could not start (" + error + ")" : error;
+    if (spans && config_.net == NetSetting::ucx)
+        NEXAR_WARN("%s: calls whose ring crosses nodes pass through to MPI (NEXAR_NET=ucx); inside a node nexar "
+                   "runs on shared memory", what.c_str());
+    else if (spans)
+        NEXAR_INFO("%s: across nodes nexar takes the MPI's point-to-point, inside a node shared memory", what.c_str());
+    else
+        NEXAR_INFO("%s: not needed on one node, nexar runs on shared memory", what.c_str());
 }
 
 void Runtime::start_device() {

@@ -117,6 +117,8 @@ private:
     Runtime() = default;
     ~Runtime();
     void init(int thread_level);
+    bool job_spans_nodes() const;
+    void start_ucx(bool spans);
     void start_device();
     struct UcxAddresses {
         std::vector<uint8_t> all;  // every rank's worker address, by rank

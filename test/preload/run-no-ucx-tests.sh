@@ -33,7 +33,7 @@ if ldd "$plain" | grep -q 'libucp\.so'; then
     exit 77
 fi
 new_log
-ucx_dir=$(readlink -f "$(ldconfig -p | sed -n 's/.*libucp\.so\.0 .*=> \(.*\)\/libucp\.so\.0$/\1/p' | head -n 1)")
+ucx_dir=$("$without" --dir)
 # without_ucx CMD...: CMD where the UCX libraries are absent.
 without_ucx() { "$without" "$@"; }
 
