@@ -1,15 +1,12 @@
 #include "transport/ucx_channel.h"
 
 #include <chrono>
-#include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <utility>
 #include <vector>
 
-#include "memory/host_copy.h"
 #include "transport/shm_inbox.h"
 
 namespace nexar {
@@ -25,8 +22,6 @@ void keep_forever(char* buffer, UcxRequest* requests) {
     std::lock_guard<std::mutex> lock(graveyard_mutex);
     graveyard->emplace_back(buffer, requests);
 }
-
-
 
 // Waits until every request in [first, last) of `get` completed, progressing
 // the worker; false when UCX would not give them back by `deadline` (the
