@@ -51,6 +51,15 @@ inline double hierarchical_seconds(const CostModel& m, double bytes, int nodes, 
            std::min(node, net) / K;
 }
 
+// A ring of `ranks` ranks whose every step costs channel `c`: 2(n-1)
+// messages, 2(n-1)/n of the bytes through each hop.  What sets two
+// channels of the network apart for a call of S bytes (the networks'
+// costs are fitted to the flat ring, Runtime::measure_networks).
+inline double channel_ring_seconds(const ChannelCost& c, double bytes, int ranks) {
+    const double n = ranks < 2 ? 2 : ranks;
+    return 2 * (n - 1) * c.alpha_s + 2 * (n - 1) / n * bytes / c.bytes_per_s;
+}
+
 inline bool hierarchical_is_faster(const CostModel& m, double bytes, int nodes, int ranks_per_node, int pieces) {
     return hierarchical_seconds(m, bytes, nodes, ranks_per_node, pieces) <
            flat_ring_seconds(m, bytes, nodes, ranks_per_node);

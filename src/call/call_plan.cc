@@ -176,9 +176,9 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx, Collective ki
 // classified; `ring_src` and `ring_recv` what the ring reads and writes (a
 // reduce-scatter's partial sums may go to a work buffer).  `refusal`: why
 // this rank's buffers cannot take the ring (null: they can).
-LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const LocalPlan& where, const void* ring_src,
-                       void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz, const RingOptions& opt,
-                       const char* refusal, bool nonblocking) {
+LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Collective kind, const LocalPlan& where,
+                       const void* ring_src, void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz,
+                       const RingOptions& opt, const char* refusal, bool nonblocking) {
     LocalPlan p = where;
     // Other calls of the context in flight hold its scratch and endpoints.
     const bool beside_calls_in_flight = nonblocking && ctx.nonblocking_calls.load() > 0;
@@ -240,7 +240,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const Loc
     // Over the MPI's point-to-point, device memory goes to the MPI itself
     // only where it knows CUDA; else staged through pinned host memory.
     // Over UCX, directly where UCX moves it.
-    if (ctx.network() == CommContext::Net::mpi) {
+    if (net == CommContext::Net::mpi) {
         bool direct = false;
         if (!choose_device_path(rt.config().cuda_path, rt.mpi_cuda_aware(), &direct))
             return p.why = "NEXAR_CUDA_PATH=direct, and the MPI does not take device memory", p;

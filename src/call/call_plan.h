@@ -106,13 +106,14 @@ CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind,
 size_t shm_call_segment(const Config& cfg, const CommContext& ctx);
 size_t shm_call_segment(const Config& cfg, const CommContext& ctx, Collective kind, ShmCopy mode);
 
-// What this rank can do with the call (see call_plan.cc).  nonblocking:
+// What this rank can do with the call (see call_plan.cc), its hops off
+// shared memory on network `net` (the call's).  nonblocking:
 // planned while other calls of the context may be in flight (their rings
 // hold its scratch and endpoints): the scratch, host or GPU, is reserved
 // later, at the ring's start (reserve_scratch, plan.scratch_pending).
-LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, Collective kind, const LocalPlan& where, const void* ring_src,
-                       void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz, const RingOptions& opt,
-                       const char* refusal, bool nonblocking = false);
+LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Collective kind, const LocalPlan& where,
+                       const void* ring_src, void* ring_recv, size_t count, const ChunkLayout& layout, size_t esz,
+                       const RingOptions& opt, const char* refusal, bool nonblocking = false);
 // The ring's scratch that `plan` needs, on the context: host slots, or for
 // device buffers the GPU's (DeviceBuffers).
 Status reserve_scratch(Runtime& rt, CommContext& ctx, const LocalPlan& plan, uint32_t depth);

@@ -155,7 +155,7 @@ void CollectiveTask::place_ring_buffers() {
 // chooser counts the same calls.
 void CollectiveTask::plan_here() {
     chooses_copy_ = !nonblocking_ && cfg_.shm_copy == ShmCopySetting::automatic && ctx_->any_hop_shm();
-    plan_ = plan_buffers(rt_, *ctx_, call_.kind, where_, ring_src_, ring_recv_, ring_count_, layout_, esz_, opt_,
+    plan_ = plan_buffers(rt_, *ctx_, net_, call_.kind, where_, ring_src_, ring_recv_, ring_count_, layout_, esz_, opt_,
                          refusal_, nonblocking_);
     if (!plan_.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call_.name, bytes_, plan_.why);
     const int64_t shape = call_shape(call_, size_, items_);
@@ -320,6 +320,10 @@ TaskStep CollectiveTask::plan() {
         plan_ = classify_buffers(rt_, src_, call_.recvbuf);
         return TaskStep::fall_back;
     }
+    // nexar's progress thread may call the MPI only under
+    // MPI_THREAD_MULTIPLE: a nonblocking call it moves takes UCX where the
+    // context has both networks (else it goes to the MPI: agreed()).
+    net_ = ctx_->network_for(bytes_, !(nonblocking_ && cfg_.progress == ProgressMode::thread && !rt_.multi_thread()));
     opt_.segment_bytes = cfg_.ucx_segment_bytes();
     opt_.depth = cfg_.pipeline_depth;
     // Nonblocking calls moved only inside MPI calls (NEXAR_PROGRESS=calls)
@@ -394,7 +398,7 @@ TaskStep CollectiveTask::agreed() {
     // the MPI's point-to-point goes to the MPI (on every rank: the thread
     // level was agreed at start-up).
     if (nonblocking_ && cfg_.progress == ProgressMode::thread && !rt_.multi_thread() &&
-        ctx_->network() == CommContext::Net::mpi && !runs_without_network(false)) {
+        net_ == CommContext::Net::mpi && !runs_without_network(false)) {
         static std::atomic<bool> said{false};
         if (!said.exchange(true))
             NEXAR_INFO("nonblocking calls whose ring takes the MPI's point-to-point go to the MPI: nexar's "
@@ -560,7 +564,7 @@ RingCallRun* CollectiveTask::build_run() {
     const DataType type = element_.type;
     const ReduceOp op = element_.op;
     if (ipc_ && ctx_->topology().nodes() > 1) {
-        ipc_hier_run_.emplace(*ctx_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type,
+        ipc_hier_run_.emplace(*ctx_, net_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type,
                               op, opt_);
         return ipc_hier_run_->valid() ? &*ipc_hier_run_ : nullptr;
     }
@@ -585,7 +589,7 @@ RingCallRun* CollectiveTask::build_run() {
     if (hierarchical_) {
         RingOptions local_opt = opt_;
         local_opt.segment_bytes = cfg_.shm_segment_bytes();
-        hier_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_);
+        hier_.emplace(*ctx_, net_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_);
         return hier_->valid() ? &*hier_ : nullptr;
     }
     if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, call_.kind, used_.mode);
@@ -594,7 +598,7 @@ RingCallRun* CollectiveTask::build_run() {
         engine = &new_device_engine();
     else
         engine = &host_engine_.emplace(type, op, ctx_->scratch(), ring_in_place_);
-    flat_.emplace(*ctx_, agreement_.shm != 0, used_.mode, *engine, ring_src_, ring_recv_, layout_,
+    flat_.emplace(*ctx_, net_, agreement_.shm != 0, used_.mode, *engine, ring_src_, ring_recv_, layout_,
                   collective_phases(call_.kind), type, op, opt_, own_chunk_out_);
     return flat_->valid() ? &*flat_ : nullptr;
 }

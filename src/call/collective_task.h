@@ -182,6 +182,9 @@ private:
     size_t ring_count_ = 0, bytes_ = 0;  // ring elements and bytes of the whole vector
     int size_ = 0, me_ = 0;
     CommContext* ctx_ = nullptr;
+    // The network its hops off shared memory take (CommContext::network_for
+    // of the call's bytes: alike on every rank).
+    CommContext::Net net_ = CommContext::Net::none;
     RingOptions opt_;
     std::unique_lock<std::mutex> in_call_;            // no other thread releases the context's inboxes
     std::optional<CurrentDeviceGuard> device_guard_;  // the application's current GPU comes back

@@ -31,9 +31,10 @@ void count_bytes(const SendChannel& out) {
 
 }  // namespace
 
-FlatRingRun::FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src,
-                         void* recvbuf, const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op,
-                         const RingOptions& opt, char* own_chunk_out) {
+FlatRingRun::FlatRingRun(CommContext& ctx, CommContext::Net net, bool use_shm, ShmCopy copy, SegmentEngine& engine,
+                         const void* src, void* recvbuf, const ChunkLayout& layout, RingPhases phases, DataType type,
+                         ReduceOp op, const RingOptions& opt, char* own_chunk_out)
+    : net_(net) {
     const RingLinks links = ctx.links();
     const RingPeers& peers = links.peers;
     if (!ring_arguments_valid(peers, opt) || layout.ranks() != size_t(peers.size)) return;
@@ -177,9 +178,9 @@ BoardGroup IpcRun::group() const {
 
 void IpcRun::account() const { process_stats().ipc_calls.fetch_add(1, std::memory_order_relaxed); }
 
-IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, SegmentEngine& engine, const void* src, void* recvbuf,
-                                       const nexar_ipc_memory& src_ipc, const nexar_ipc_memory& recv_ipc, size_t count,
-                                       DataType type, ReduceOp op, const RingOptions& opt)
+IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, CommContext::Net net, SegmentEngine& engine, const void* src,
+                                       void* recvbuf, const nexar_ipc_memory& src_ipc, const nexar_ipc_memory& recv_ipc,
+                                       size_t count, DataType type, ReduceOp op, const RingOptions& opt)
     : ctx_(ctx),
       recv_(recvbuf),
       recv_ipc_(recv_ipc),
@@ -188,6 +189,7 @@ IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, SegmentEngine& engine, 
       op_(op),
       opt_(opt),
       inter_sequence_(ctx.next_sequence()),
+      net_(net),
       inter_out_(net_.send_to(ctx, ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), opt.depth, engine,
                               false)),
       inter_in_(net_.receive_from(ctx, ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), opt.depth, engine,
@@ -250,11 +252,12 @@ void IpcHierarchicalRun::account() const {
     stats.ipc_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
-HierarchicalRun::HierarchicalRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type,
-                                 ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt)
+HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
+                                 DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt)
     : local_out_(*ctx.next_inbox(), ctx.topology().local_next(ctx.rank())),
       local_in_(*ctx.inbox(), ctx.topology().local_prev(ctx.rank()), ctx.local_prev_pid(), type, op),
-      engine_(type, op, ctx.scratch(), true) {
+      engine_(type, op, ctx.scratch(), true),
+      inter_(net) {
     HierarchicalLinks h;
     h.local = ctx.local_peers();
     h.inter = ctx.inter_peers();

@@ -62,14 +62,15 @@ protected:
 
 // The flat ring, running `phases` over `layout`.  use_shm: the hops that
 // have shared-memory inboxes take them (agreed by every rank), moving
-// segments as `copy` says; otherwise every hop takes the context's
-// network (UCX or the MPI's point-to-point).  `engine` moves the bytes of
+// segments as `copy` says; otherwise every hop takes network `net` (UCX or
+// the MPI's point-to-point: the call's, CommContext::network_for).  `engine` moves the bytes of
 // the network's hops (host or device buffers).  `own_chunk_out`: where the
 // reduce-scatter leaves this rank's chunk (RingOperation::land_own_chunk_in).
 class FlatRingRun final : public OperationRun<RingOperation> {
 public:
     // Check `valid` before the first poll.
-    FlatRingRun(CommContext& ctx, bool use_shm, ShmCopy copy, SegmentEngine& engine, const void* src, void* recvbuf,
+    FlatRingRun(CommContext& ctx, CommContext::Net net, bool use_shm, ShmCopy copy, SegmentEngine& engine,
+                const void* src, void* recvbuf,
                 const ChunkLayout& layout, RingPhases phases, DataType type, ReduceOp op, const RingOptions& opt,
                 char* own_chunk_out = nullptr);
     ~FlatRingRun() override { op_.reset(); }
@@ -87,8 +88,8 @@ private:
 class HierarchicalRun final : public OperationRun<HierarchicalOperation> {
 public:
     // Check `valid` before the first poll.
-    HierarchicalRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-                    const RingOptions& local_opt, const RingOptions& inter_opt);
+    HierarchicalRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
+                    DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt);
     ~HierarchicalRun() override { op_.reset(); }
     void account() const override;
 
@@ -195,7 +196,7 @@ private:
 // once.  Requires ctx.ipc() among the node's ranks and ctx.hier_ready().
 class IpcHierarchicalRun final : public RingCallRun {
 public:
-    IpcHierarchicalRun(CommContext& ctx, SegmentEngine& engine, const void* src, void* recvbuf,
+    IpcHierarchicalRun(CommContext& ctx, CommContext::Net net, SegmentEngine& engine, const void* src, void* recvbuf,
                        const nexar_ipc_memory& src_ipc, const nexar_ipc_memory& recv_ipc, size_t count, DataType type,
                        ReduceOp op, const RingOptions& opt);
     ~IpcHierarchicalRun() override { inter_.reset(); }

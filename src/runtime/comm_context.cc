@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <optional>
+
 namespace nexar {
 
 char* WorkBuffer::get(size_t bytes) {
@@ -39,9 +41,19 @@ RingPeers CommContext::inter_peers() const {
     return peers_on(topo_.node(rank_), topo_.nodes(), topo_.inter_prev(rank_), topo_.inter_next(rank_));
 }
 
+CommContext::Net CommContext::network_for(size_t bytes, bool mpi_allowed) const {
+    if (!both_networks() || !networks_measured_ || !mpi_allowed) return net_;
+    const double b = double(bytes);
+    return channel_ring_seconds(mpi_cost_, b, size_) < channel_ring_seconds(ucx_cost_, b, size_) ? Net::mpi
+                                                                                                : Net::ucx;
+}
+
 bool CommContext::hierarchical_is_faster(size_t bytes, size_t inter_segment_bytes) const {
-    return hierarchical_is_faster_here(cost_model_, topo_.nodes(), topo_.local_size(rank_), bytes,
-                                       inter_segment_bytes);
+    // The context's model is UCX's where UCX is the network; a call that
+    // takes the MPI's point-to-point beside it takes that one's costs.
+    CostModel model = cost_model_;
+    if (net_ == Net::ucx && network_for(bytes) == Net::mpi) model.net = mpi_cost_;
+    return hierarchical_is_faster_here(model, topo_.nodes(), topo_.local_size(rank_), bytes, inter_segment_bytes);
 }
 
 RingLinks CommContext::links() const {
@@ -69,7 +81,7 @@ void CommContext::finish_shm(const std::vector<int>& hop_shm, pid_t writer_pid) 
 
 SendChannel* NetHop::send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, uint32_t depth, SegmentEngine& engine,
                              bool drive_worker) {
-    switch (ctx.network()) {
+    switch (net_) {
         case CommContext::Net::mpi:
             return &mpi_out_.emplace(ctx.net_comm(), to_rank, ctx.net_tag_ub(), depth, ctx.scratch(), engine);
         case CommContext::Net::ucx:
@@ -82,7 +94,7 @@ SendChannel* NetHop::send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, uin
 
 RecvChannel* NetHop::receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, uint32_t depth,
                                   SegmentEngine& engine, pid_t pid) {
-    switch (ctx.network()) {
+    switch (net_) {
         case CommContext::Net::mpi:
             return &mpi_in_.emplace(ctx.net_comm(), from_rank, ctx.net_tag_ub(), depth, ctx.scratch(), engine, pid);
         case CommContext::Net::ucx:
@@ -98,18 +110,40 @@ const SendChannel* NetHop::out() const {
     return ucx_out_ ? &*ucx_out_ : nullptr;
 }
 
-Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
-                      const RingOptions& opt, std::string* error) {
+Status run_inter_ring(CommContext& ctx, CommContext::Net net, uint32_t sequence, void* buf, size_t count,
+                      DataType type, ReduceOp op, const RingOptions& opt, std::string* error) {
     const RingPeers peers = ctx.inter_peers();
     HostEngine engine(type, op, ctx.scratch(), true);
-    NetHop net;
-    SendChannel* out = net.send_to(ctx, ctx.inter_next(), peers.next_rank, opt.depth, engine, false);
-    RecvChannel* in = net.receive_from(ctx, ctx.inter_prev(), peers.prev_rank, opt.depth, engine, 0);
+    NetHop hop(net);
+    SendChannel* out = hop.send_to(ctx, ctx.inter_next(), peers.next_rank, opt.depth, engine, false);
+    RecvChannel* in = hop.receive_from(ctx, ctx.inter_prev(), peers.prev_rank, opt.depth, engine, 0);
     if (!out || !in) {
         *error = "no network between the nodes";
         return Status::unavailable;
     }
     return ring_allreduce(peers, sequence, buf, buf, count, type, opt, *out, *in, error);
+}
+
+Status run_flat_ring(CommContext& ctx, CommContext::Net net, uint32_t sequence, float* buf, size_t count,
+                     const RingOptions& opt, std::string* error) {
+    const RingLinks links = ctx.links();
+    const RingPeers& peers = links.peers;
+    HostEngine engine(DataType::f32, ReduceOp::sum, ctx.scratch(), true);
+    NetHop hop(net);
+    std::optional<ShmSendChannel> shm_out;
+    std::optional<ShmRecvChannel> shm_in;
+    SendChannel* out = ctx.send_shm() ? &shm_out.emplace(*ctx.next_inbox(), peers.next_rank)
+                                      : hop.send_to(ctx, links.next, peers.next_rank, opt.depth, engine,
+                                                    ctx.recv_shm());
+    RecvChannel* in =
+        ctx.recv_shm()
+            ? &shm_in.emplace(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), DataType::f32, ReduceOp::sum)
+            : hop.receive_from(ctx, links.prev, peers.prev_rank, opt.depth, engine, 0);
+    if (!out || !in) {
+        *error = "no network for the ring's hops off shared memory";
+        return Status::unavailable;
+    }
+    return ring_allreduce(peers, sequence, buf, buf, count, DataType::f32, opt, *out, *in, error);
 }
 
 }  // namespace nexar

@@ -101,6 +101,25 @@ public:
     void use_mpi_network(MPI_Comm comm, int tag_ub) { net_ = Net::mpi, net_comm_ = comm, net_tag_ub_ = tag_ub; }
     MPI_Comm net_comm() const { return net_comm_; }
     int net_tag_ub() const { return net_tag_ub_; }
+    // Both: where UCX is the network (NEXAR_NET=auto, across nodes), the
+    // MPI's point-to-point may carry the hops too, on `comm` as above; the
+    // runtime times both (Runtime::measure_networks) and each call takes
+    // the one the costs say is faster for its size (network_for).  The
+    // nonblocking calls' agreements stay on network().
+    void offer_mpi_beside_ucx(MPI_Comm comm, int tag_ub) { net_comm_ = comm, net_tag_ub_ = tag_ub; }
+    bool both_networks() const { return net_ == Net::ucx && net_comm_ != MPI_COMM_NULL; }
+    // The measured costs of each, fitted to the flat ring's 2(n-1) steps
+    // of 2(n-1)/n of the bytes (identical on every rank); before them,
+    // every call takes network().
+    void set_network_costs(const ChannelCost& ucx, const ChannelCost& mpi) {
+        ucx_cost_ = ucx, mpi_cost_ = mpi, networks_measured_ = true;
+    }
+    bool networks_measured() const { return networks_measured_; }
+    // The network a call of `bytes` (the whole vector's, alike on every
+    // rank) takes for its hops off shared memory: identical on every rank.
+    // `mpi_allowed` false (a call whose ring may not call the MPI: alike on
+    // every rank): UCX where the context has both.
+    Net network_for(size_t bytes, bool mpi_allowed = true) const;
     // The process's worker, which the endpoints are made on.
     void use_worker(UcxWorker* worker) { worker_ = worker; }
     UcxWorker* worker() { return worker_; }
@@ -208,8 +227,8 @@ public:
     }
     const CostModel& cost_model() const { return cost_model_; }
     // The cost model's verdict for `bytes` here (decide/cost_probe.h), with
-    // the pieces the hierarchical allreduce would cut them into: identical
-    // on every rank.
+    // the pieces the hierarchical allreduce would cut them into, on the
+    // network that `bytes` take (network_for): identical on every rank.
     bool hierarchical_is_faster(size_t bytes, size_t inter_segment_bytes) const;
     // NEXAR_SHM_COPY=auto's measurements on this communicator.
     ShmCopyChooser& copy_chooser() { return copy_chooser_; }
@@ -300,6 +319,8 @@ private:
     Net net_ = Net::none;
     MPI_Comm net_comm_ = MPI_COMM_NULL;
     int net_tag_ub_ = 0;
+    ChannelCost ucx_cost_, mpi_cost_;
+    bool networks_measured_ = false;
     std::atomic<bool> failed_{false};
     UcxWorker* worker_ = nullptr;  // the runtime's; outlives every context
     Peer next_, prev_;  // the same endpoint when prev == next (2 ranks)
@@ -333,10 +354,12 @@ private:
 };
 
 // The network channels of one ring run on a context: UCX's or the MPI's,
-// whichever it agreed (CommContext::network()); built by the run that uses
-// them, and kept as long as it runs.
+// whichever the call takes (CommContext::network_for, decided with the
+// call's route); built by the run that uses them, and kept as long as it
+// runs.
 class NetHop {
 public:
+    explicit NetHop(CommContext::Net net) : net_(net) {}
     // To `to_rank`, over UCX on endpoint `to` (unused for the MPI's).
     // drive_worker: the UCX send side progresses the worker (where its
     // receive side does not).  Null where the context has no network (or
@@ -352,16 +375,23 @@ public:
     const SendChannel* out() const;
 
 private:
+    CommContext::Net net_;
     std::optional<UcxSendChannel> ucx_out_;
     std::optional<MpiSendChannel> mpi_out_;
     std::optional<UcxRecvChannel> ucx_in_;
     std::optional<MpiRecvChannel> mpi_in_;
 };
 
-// This local index's ring across the nodes alone, over the network, in place on
-// host memory (buf); the context's scratch must hold its slots.  The cost
-// probe's rings (decide/cost_probe.h, InterRingProbe).
-Status run_inter_ring(CommContext& ctx, uint32_t sequence, void* buf, size_t count, DataType type, ReduceOp op,
-                      const RingOptions& opt, std::string* error);
+// This local index's ring across the nodes alone, over network `net`, in
+// place on host memory (buf); the context's scratch must hold its slots.
+// The cost probe's rings (decide/cost_probe.h, InterRingProbe).
+Status run_inter_ring(CommContext& ctx, CommContext::Net net, uint32_t sequence, void* buf, size_t count,
+                      DataType type, ReduceOp op, const RingOptions& opt, std::string* error);
+// The flat ring over the whole communicator, one sum of `count` floats in
+// place on `buf`: its same-node hops in shared memory, the others over
+// network `net`; the context's scratch must hold its slots.  The rings
+// that time the two networks (Runtime::measure_networks).
+Status run_flat_ring(CommContext& ctx, CommContext::Net net, uint32_t sequence, float* buf, size_t count,
+                     const RingOptions& opt, std::string* error);
 
 }  // namespace nexar

@@ -646,7 +646,7 @@ namespace {
 // The cost probe's rings (decide/cost_probe.h) on a context's links.
 class ContextInterRings final : public InterRingProbe {
 public:
-    explicit ContextInterRings(CommContext& ctx) : ctx_(ctx) {}
+    ContextInterRings(CommContext& ctx, CommContext::Net net) : ctx_(ctx), net_(net) {}
     MPI_Comm comm() const override { return ctx_.comm(); }
     int nodes() const override { return ctx_.topology().nodes(); }
     int local_size() const override { return ctx_.topology().local_size(ctx_.rank()); }
@@ -654,12 +654,45 @@ public:
         return ctx_.scratch().reserve(ring_slot_bytes(count, nodes(), sizeof(float), opt.segment_bytes), opt.depth);
     }
     Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) override {
-        return run_inter_ring(ctx_, ctx_.next_sequence(), buf, count, DataType::f32, ReduceOp::sum, opt, error);
+        return run_inter_ring(ctx_, net_, ctx_.next_sequence(), buf, count, DataType::f32, ReduceOp::sum, opt,
+                              error);
     }
 
 private:
     CommContext& ctx_;
+    CommContext::Net net_;
 };
+
+// The flat ring as the probe's rings over one network: n = the
+// communicator's ranks as "nodes" of one rank, so that the fit is the flat
+// ring's 2(n-1) steps of 2(n-1)/n of the bytes (channel_ring_seconds).
+class FlatRings final : public InterRingProbe {
+public:
+    FlatRings(CommContext& ctx, CommContext::Net net) : ctx_(ctx), net_(net) {}
+    MPI_Comm comm() const override { return ctx_.comm(); }
+    int nodes() const override { return ctx_.size(); }
+    int local_size() const override { return 1; }
+    Status reserve(size_t count, const RingOptions& opt) override {
+        return ctx_.scratch().reserve(ring_slot_bytes(count, ctx_.size(), sizeof(float), opt.segment_bytes),
+                                      opt.depth);
+    }
+    Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) override {
+        return run_flat_ring(ctx_, net_, ctx_.next_sequence(), buf, count, opt, error);
+    }
+
+private:
+    CommContext& ctx_;
+    CommContext::Net net_;
+};
+
+// The options of the rings across nodes (the probe's as the calls').
+RingOptions inter_ring_options(const Config& cfg) {
+    RingOptions opt;
+    opt.segment_bytes = cfg.ucx_segment_bytes();
+    opt.depth = cfg.pipeline_depth;
+    opt.timeout_s = cfg.timeout_s;
+    return opt;
+}
 
 }  // namespace
 
@@ -691,12 +724,8 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     CostModel model = default_cost_model();
     bool measured = false;
     if (config_.algorithm == Algorithm::automatic) {
-        RingOptions inter_opt;
-        inter_opt.segment_bytes = config_.ucx_segment_bytes();
-        inter_opt.depth = config_.pipeline_depth;
-        inter_opt.timeout_s = config_.timeout_s;
-        ContextInterRings rings(ctx);
-        Status probed = probe_costs(rings, inter_opt, &model, &error);
+        ContextInterRings rings(ctx, ctx.network());
+        Status probed = probe_costs(rings, inter_ring_options(config_), &model, &error);
         measured = ok(probed);
         if (probed == Status::transport_error) {  // the same on every rank
             ctx.mark_failed();  // its endpoints may be out of step
@@ -746,30 +775,107 @@ void Runtime::say_once_no_context() {
 // is not mpi); else the MPI's point-to-point on a private duplicate of the
 // communicator where NEXAR_NET asks for it or, by default, where the
 // communicator spans nodes or shared memory is off (on one node shared
-// memory carries every hop: no duplicate is made); else none.  Collective.
+// memory carries every hop: no duplicate is made); else none.  Where UCX
+// is the network across nodes and NEXAR_NET=auto, the duplicate is made
+// too: both are timed once the rings are set up (measure_networks), and
+// each call takes the faster for its size.  Collective.
 void Runtime::connect_network(CommContext& ctx, UcxAddresses* addresses, std::string* error) {
     if (config_.net != NetSetting::mpi) connect_ucx(ctx, addresses, error);
-    if (ctx.network_ready()) return;
+    const bool spans_nodes = ctx.topology().nodes() > 1;
+    if (ctx.network_ready()) {
+        if (config_.net != NetSetting::automatic || !spans_nodes) return;
+        int tag_ub = 0;
+        MPI_Comm net = duplicate_for_network(ctx, &tag_ub);
+        if (net != MPI_COMM_NULL) ctx.offer_mpi_beside_ucx(net, tag_ub);
+        return;
+    }
     const bool wanted = config_.net == NetSetting::mpi ||
-                        (config_.net == NetSetting::automatic && (ctx.topology().nodes() > 1 || !config_.shm));
+                        (config_.net == NetSetting::automatic && (spans_nodes || !config_.shm));
     if (!wanted) return;
+    int tag_ub = 0;
+    MPI_Comm net = duplicate_for_network(ctx, &tag_ub);
+    if (net == MPI_COMM_NULL) return;
+    ctx.use_mpi_network(net, tag_ub);
+    if (ctx.rank() == 0)
+        NEXAR_INFO("communicator context %u: hops off shared memory take the MPI's point-to-point (%s)", ctx.id(),
+                   config_.net == NetSetting::mpi ? "NEXAR_NET=mpi" : "UCX does not run on every rank");
+}
+
+// The MPI's point-to-point network for ctx: a duplicate of its
+// communicator that returns errors (a message of the wrong length is the
+// call's error, not the job's), made on every rank or on none
+// (MPI_COMM_NULL), and the largest tag it takes.  Collective.
+MPI_Comm Runtime::duplicate_for_network(CommContext& ctx, int* tag_ub) {
     MPI_Comm net = MPI_COMM_NULL;
     int made = pmpi::comm_dup(ctx.comm(), &net) == MPI_SUCCESS && net != MPI_COMM_NULL ? 1 : 0;
     pmpi::allreduce(MPI_IN_PLACE, &made, 1, MPI_INT, MPI_MIN, ctx.comm());  // on every rank, or on none
     if (!made) {
         if (net != MPI_COMM_NULL) PMPI_Comm_free(&net);
         NEXAR_WARN("communicator context %u: no duplicate of the communicator for the MPI's point-to-point", ctx.id());
+        return MPI_COMM_NULL;
+    }
+    PMPI_Comm_set_errhandler(net, MPI_ERRORS_RETURN);
+    int* ub = nullptr;
+    int found = 0;
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+    *tag_ub = found && ub ? *ub : 32767;
+    return net;
+}
+
+// Where ctx has both networks (CommContext::both_networks): times the
+// flat ring (shared memory on its same-node hops, the network on the
+// others) over UCX and over the MPI's point-to-point, and fits each
+// network's alpha and beta to it (decide/cost_probe.h), so that each call
+// takes the faster for its size (CommContext::network_for).  The flat
+// ring exists on every communicator, whatever its nodes' sizes.  Where the
+// times fit no model (a noisy machine), every call keeps UCX.  Collective.
+void Runtime::measure_networks(CommContext& ctx) {
+    // The network's segments on every hop, as a call's ring across nodes
+    // has them (connect_shm sizes the slots for them).
+    const RingOptions opt = inter_ring_options(config_);
+    std::string error;
+    CostModel u, m;
+    FlatRings over_ucx(ctx, CommContext::Net::ucx), over_mpi(ctx, CommContext::Net::mpi);
+    // Each status is the same on every rank (decide/cost_probe.h).
+    const Status over_ucx_ran = probe_costs(over_ucx, opt, &u, &error);
+    if (over_ucx_ran == Status::transport_error) {
+        ctx.mark_failed();  // its endpoints may be out of step
+        NEXAR_WARN("communicator context %u: timing the links failed (%s); its calls pass through to MPI", ctx.id(),
+                   error.c_str());
         return;
     }
-    // A message of the wrong length is the call's error, not the job's.
-    PMPI_Comm_set_errhandler(net, MPI_ERRORS_RETURN);
-    int* tag_ub = nullptr;
-    int found = 0;
-    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
-    ctx.use_mpi_network(net, found && tag_ub ? *tag_ub : 32767);
-    if (ctx.rank() == 0)
-        NEXAR_INFO("communicator context %u: hops off shared memory take the MPI's point-to-point (%s)", ctx.id(),
-                   config_.net == NetSetting::mpi ? "NEXAR_NET=mpi" : "UCX does not run on every rank");
+    std::string mpi_error;
+    const Status over_mpi_ran = probe_costs(over_mpi, opt, &m, &mpi_error);
+    if (over_mpi_ran == Status::transport_error) {  // the MPI's point-to-point is not used
+        NEXAR_WARN("communicator context %u: the rings over the MPI's point-to-point failed (%s); calls take UCX",
+                   ctx.id(), mpi_error.c_str());
+        return;
+    }
+    // For the test suite: costs that make the MPI's point-to-point the
+    // faster from that many bytes on (UCX below), so that one run crosses
+    // from one network to the other whatever the links measured (or
+    // whether their times fitted a model).
+    const char* test_from = getenv("NEXAR_TEST_MPI_NET_FROM");
+    uint64_t from = 0;
+    if (test_from && parse_size(test_from, &from) && from > 0) {
+        u.net = {0, 1e9};
+        m.net = {double(from) / ctx.size() * 0.5e-9, 2e9};  // equal at `from` (channel_ring_seconds)
+    } else if (!ok(over_ucx_ran) || !ok(over_mpi_ran)) {
+        NEXAR_WARN("communicator context %u: timing UCX and the MPI's point-to-point failed (%s); calls take UCX",
+                   ctx.id(), !ok(over_ucx_ran) ? error.c_str() : mpi_error.c_str());
+        return;
+    }
+    ctx.set_network_costs(u.net, m.net);
+    // Where each takes over, for the log.
+    std::string when;
+    for (uint64_t bytes = 4 << 10; bytes <= (uint64_t(1) << 30); bytes <<= 2) {
+        if (!when.empty()) when += ", ";
+        when += format_bytes(bytes) + (ctx.network_for(size_t(bytes)) == CommContext::Net::mpi ? " mpi" : " ucx");
+    }
+    NEXAR_INFO("communicator context %u: networks measured on its ring of %d: UCX alpha=%.1fus beta=%.3fGB/s, "
+               "the MPI's point-to-point alpha=%.1fus beta=%.3fGB/s; NEXAR_NET=auto picks: %s",
+               ctx.id(), ctx.size(), u.net.alpha_s * 1e6, u.net.bytes_per_s / 1e9, m.net.alpha_s * 1e6,
+               m.net.bytes_per_s / 1e9, when.c_str());
 }
 
 // Where every rank of ctx runs UCX: every worker's address (into
@@ -861,6 +967,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
             else
                 connect_shm(*ctx, false);
             connect_boards(*ctx);
+            if (ctx->both_networks() && !ctx->failed()) measure_networks(*ctx);
             ctx->drop_unused_inboxes();
             ctx->drop_inter();
             keep_inboxes_within_budget(ctx);

@@ -131,6 +131,8 @@ private:
     void probe_neighbour_memory(CommContext& ctx, const ShmInboxName& writer, const ShmInboxName& owner);
     void setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
                             const std::vector<int>& displs);
+    MPI_Comm duplicate_for_network(CommContext& ctx, int* tag_ub);
+    void measure_networks(CommContext& ctx);
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     static int on_self_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
     void say_what_was_learnt(const CommContext& ctx) const;

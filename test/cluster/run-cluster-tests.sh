@@ -20,6 +20,9 @@
 #     UCX has no transport for the network): every collective on the flat
 #     ring, the hierarchical allreduce, nonblocking calls, device buffers
 #     staged, a hung node;
+#   - both networks (NEXAR_NET=auto): timed at setup, each call on the
+#     faster for its size, the same on every rank (a test crossover makes
+#     one run take both);
 #   - mismatched counts across nodes: MPI_ERR_COUNT on every rank, no hang;
 #   - a whole node dies (Open MPI only), or hangs, in the middle of a ring: rank 0, on the
 #     other node, gets an error within NEXAR_TIMEOUT_S;
@@ -73,8 +76,10 @@ nexar_env=(-x NEXAR_HOST_BUFFERS=1 -x NEXAR_THRESHOLD_BYTES=0 -x NEXAR_STATS=1 -
 # a run says otherwise, so that the byte counts below are the flat ring's.
 algorithm=ring
 # Which network the hops across nodes take (NEXAR_NET): UCX unless a run
-# says otherwise.
-net=auto
+# says otherwise, so that the byte counts below are UCX's (auto would time
+# the MPI's point-to-point beside it and might pick it: a section of its
+# own below).
+net=ucx
 for v in ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS; do
     [ -n "${!v:-}" ] && nexar_env+=(-x "$v")
 done
@@ -457,7 +462,42 @@ for mode in $mpi_faults; do
     (check_fault_report "$log" $mode 3 $(($(date +%s) - start)) 2) ||
         { grep -a "nexar\[rank [0-3]\]" "$log" | tail -n 20; fail "$mode over the MPI: see the ranks' messages above"; }
 done
+
+# --- Both networks (NEXAR_NET=auto where UCX runs across the nodes): nexar
+# times UCX and the MPI's point-to-point when a communicator is set up, and
+# each call takes the faster for its size, alike on every rank.  The test's
+# crossover (NEXAR_TEST_MPI_NET_FROM: UCX below 8 KiB, the MPI's from it)
+# makes one run take both, call after call: every result exact, both kinds
+# of bytes on the ranks whose hop crosses, the same choice on every rank. ---
 net=auto
+plain_env=("${nexar_env[@]}")
+nexar_env+=(-x NEXAR_TEST_MPI_NET_FROM=8K)
+check_run 4 --ppn 2 --map-by node -- --cases 120 --max-count 8000 --big-every 20 --seed 67 --split parity
+for r in 2 3; do expect_bytes $r ucx_bytes nonzero; expect_bytes $r mpi_bytes nonzero; done
+grep -aq "networks measured on its ring of 4: UCX alpha=" "$log" || fail "NEXAR_NET=auto with both networks: no measurement in the log"
+picks=$(grep -ao "networks measured on .*NEXAR_NET=auto picks: .*" "$log" | sed 's/.*NEXAR_NET=auto picks: //' | sort -u)
+[ "$(printf '%s\n' "$picks" | wc -l)" = 1 ] || fail "the ranks' contexts picked networks differently: $picks"
+case $picks in
+    "4KiB ucx, 16KiB mpi,"*) ;;
+    *) fail "NEXAR_TEST_MPI_NET_FROM=8K: UCX below 8 KiB and the MPI's from it expected, the log says: $picks" ;;
+esac
+# The hierarchical allreduce's rings across the nodes on either network.
+algorithm=hier
+check_run 4 --ppn 2 -- --cases 80 --max-count 8000 --big-every 20 --seed 68
+for r in 0 1 2 3; do
+    expect_bytes $r hier_calls nonzero; expect_bytes $r ucx_bytes nonzero; expect_bytes $r mpi_bytes nonzero
+done
+algorithm=ring
+echo "== nonblocking_check --threads, 2 nodes x 1 rank, NEXAR_NET=auto with both networks"
+crun --ranks 2 --ppn 1 -- "$NEXAR_BUILDDIR/test/mpi/nonblocking_check" --rounds 4 --seed 69 --threads
+rc=$?
+grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 4
+[ $rc = 0 ] || fail "nonblocking_check over both networks exited with $rc"
+[ "$(grep -ac '^nonblocking_check: rank [0-9]*: checks=[1-9][0-9]* errors=0$' "$log")" = 2 ] ||
+    fail "not every rank reported its nonblocking checks without errors"
+check_bytes "$log" ucx_bytes nonzero; check_bytes "$log" mpi_bytes nonzero
+nexar_env=("${plain_env[@]}")
+net=ucx
 
 # --- A UCX built with CUDA (scripts/cuda-ucx.sh: 1.20.1, as GPU clusters
 # have) carries nexar across the nodes, through LD_LIBRARY_PATH, nexar

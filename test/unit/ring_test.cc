@@ -1625,3 +1625,43 @@ TEST(CostModel, HierarchicalVerdictIsTheModels) {
               hierarchical_is_faster(fast_net, double(bytes), 2, 4,
                                      int(hierarchical_pieces(bytes, 1, 4, 2, segment))));
 }
+
+// Where a context has UCX and the MPI's point-to-point, each call takes
+// the one whose measured costs predict the shorter rings across nodes for
+// its size; before they are measured, and where only one network exists,
+// every call takes the context's network.  The verdict depends only on
+// the costs, the size and the topology: the same on every rank.
+TEST(CostModel, NetworkForEachSize) {
+    RingTopology topo(std::vector<int>{0, 0, 1, 1});
+    CommContext ctx(MPI_COMM_NULL, 0, topo.size(), 1, topo);
+    ctx.use_ucx_network();
+    EXPECT_EQ(ctx.network_for(64), CommContext::Net::ucx);
+    // A stand-in for the duplicate (never used as a communicator here).
+    ctx.offer_mpi_beside_ucx(MPI_COMM_WORLD, 32767);
+    ASSERT_TRUE(ctx.both_networks());
+    EXPECT_EQ(ctx.network_for(64), CommContext::Net::ucx) << "not measured yet: UCX";
+    // UCX: quick to start, slower per byte; the MPI's: the other way round.
+    const ChannelCost ucx{2e-6, 1e9}, mpi{20e-6, 2e9};
+    ctx.set_network_costs(ucx, mpi);
+    // The flat ring of n = 4: equal where 2(n-1)(a_m - a_u) = 2(n-1)/n S (1/b_u - 1/b_m), S = 144 KB.
+    EXPECT_EQ(ctx.network_for(4 << 10), CommContext::Net::ucx);
+    EXPECT_EQ(ctx.network_for(128 << 10), CommContext::Net::ucx);
+    EXPECT_EQ(ctx.network_for(160 << 10), CommContext::Net::mpi);
+    EXPECT_EQ(ctx.network_for(size_t(64) << 20), CommContext::Net::mpi);
+    EXPECT_NEAR(channel_ring_seconds(mpi, 1e6, 4), 6 * 20e-6 + 1.5 * 1e6 / 2e9, 1e-12);
+    // The hierarchical verdict takes the chosen network's cost: with the
+    // MPI's for large calls it matches a model built from it; UCX's calls
+    // keep the context's model (the hierarchical allreduce's own probe).
+    CostModel with_mpi = ctx.cost_model();
+    with_mpi.net = mpi;
+    const size_t big = size_t(64) << 20, segment = size_t(1) << 20;
+    EXPECT_EQ(ctx.hierarchical_is_faster(big, segment), hierarchical_is_faster_here(with_mpi, 2, 2, big, segment));
+    EXPECT_EQ(ctx.hierarchical_is_faster(4 << 10, segment),
+              hierarchical_is_faster_here(ctx.cost_model(), 2, 2, 4 << 10, segment));
+    // Only the MPI's: every call takes it, whatever the costs.
+    CommContext only_mpi(MPI_COMM_NULL, 0, topo.size(), 1, topo);
+    only_mpi.use_mpi_network(MPI_COMM_WORLD, 32767);
+    only_mpi.set_network_costs(mpi, ucx);
+    EXPECT_FALSE(only_mpi.both_networks());
+    EXPECT_EQ(only_mpi.network_for(4 << 10), CommContext::Net::mpi);
+}
