@@ -351,11 +351,11 @@ topic_without_ucx() {
 }
 
 # nexar over the MPI's point-to-point against each of Open MPI's
-# algorithms, then over UCX (its default network) on the same links.
+# algorithms, then over UCX on the same links.
 topic_mpi_network() {
     cluster_benches --nodes 2 --ppn 2 --rate 2gbit --mpi-alg all -x NEXAR_NET=mpi -m "$network_range" \
         "${network_iters[@]}" --csv "$out/over-mpi.csv" --plot "$out/over-mpi.png" \
-        --- --nodes 2 --ppn 2 --rate 2gbit -m "$network_range" "${network_iters[@]}" \
+        --- --nodes 2 --ppn 2 --rate 2gbit -x NEXAR_NET=ucx -m "$network_range" "${network_iters[@]}" \
         --csv "$out/over-ucx.csv" --plot "$out/over-ucx.png"
 }
 

@@ -123,13 +123,17 @@ LocalPlan classify_buffers(const Runtime& rt, const void* src, void* recvbuf) {
 
 // NEXAR_ALGORITHM, or the cost model's choice for this size.  Identical on
 // every rank: the settings are rank 0's, the model was agreed at setup.
-bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes) {
+bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net) {
     switch (cfg.algorithm) {
         case Algorithm::ring: return false;
         case Algorithm::hier: return true;
         case Algorithm::automatic: break;
     }
-    return ctx.hierarchical_is_faster(bytes, cfg.ucx_segment_bytes());
+    return ctx.hierarchical_is_faster(bytes, network_segment(cfg, net));
+}
+
+size_t network_segment(const Config& cfg, CommContext::Net net) {
+    return net == CommContext::Net::mpi ? cfg.mpi_segment_bytes() : cfg.ucx_segment_bytes();
 }
 
 // This rank's proposal for how the call's same-node hops move segments:
@@ -157,19 +161,20 @@ uint32_t copy_trial_calls(const Config& cfg, const CommContext& ctx, Collective 
 }
 
 // Segment size of a host call whose same-node hops go through shared
-// memory: shared memory's own when every hop does, else the network's (one
-// segment size serves the whole ring).
-size_t shm_call_segment(const Config& cfg, const CommContext& ctx) {
-    return ctx.all_hops_shm() ? cfg.shm_segment_bytes() : cfg.ucx_segment_bytes();
+// memory: shared memory's own when every hop does, else that of the
+// network the call takes (one segment size serves the whole ring).
+size_t shm_call_segment(const Config& cfg, const CommContext& ctx, CommContext::Net net) {
+    return ctx.all_hops_shm() ? cfg.shm_segment_bytes() : network_segment(cfg, net);
 }
 
 // The same, for a call in copy mode `mode` (agreed: it holds on every hop,
 // proposed_copy).  An allgather alone whose segments all go by address
 // puts none in a slot (ShmSendChannel::start): it takes larger ones.
-size_t shm_call_segment(const Config& cfg, const CommContext& ctx, Collective kind, ShmCopy mode) {
+size_t shm_call_segment(const Config& cfg, const CommContext& ctx, CommContext::Net net, Collective kind,
+                        ShmCopy mode) {
     if (kind == Collective::allgather && ctx.all_hops_shm() && mode != ShmCopy::slots)
         return size_t(cfg.shm_address_segment_bytes());
-    return shm_call_segment(cfg, ctx);
+    return shm_call_segment(cfg, ctx, net);
 }
 
 // What this rank can do with the call.  `where`: the user's buffers,
@@ -199,7 +204,7 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
     size_t slot = layout_slot_bytes(layout, esz, p.segment);
     if (!p.device()) {
         if (!rt.config().host_buffers) return p.why = "host buffers are not enabled (NEXAR_HOST_BUFFERS=0)", p;
-        const size_t seg_slot = layout_slot_bytes(layout, esz, shm_call_segment(rt.config(), ctx));
+        const size_t seg_slot = layout_slot_bytes(layout, esz, shm_call_segment(rt.config(), ctx, net));
         p.shm = ctx.inboxes_held() && ctx.any_hop_shm() &&
                 (!ctx.send_shm() || seg_slot <= ctx.next_inbox()->slot_bytes()) &&
                 (!ctx.recv_shm() || seg_slot <= ctx.inbox()->slot_bytes());

@@ -89,8 +89,12 @@ constexpr int64_t kIpcNeedsFdHandles = 1, kIpcPlain = 2;
 constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));
 static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
 
-// NEXAR_ALGORITHM, or the cost model's choice for this size (identical on every rank).
-bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes);
+// NEXAR_ALGORITHM, or the cost model's choice for this size over network
+// `net` (the call's; identical on every rank).
+bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net);
+// The segment size of the network's hops: UCX's, or the MPI's
+// point-to-point's (smaller: eager in the MPI, runtime/config.h).
+size_t network_segment(const Config& cfg, CommContext::Net net);
 
 // The copy chooser learns each collective, in place or not, apart.
 inline int copy_variant(Collective kind, bool in_place) { return 2 * int(kind) + (in_place ? 1 : 0); }
@@ -102,9 +106,11 @@ uint32_t copy_trial_calls(const Config& cfg, const CommContext& ctx, Collective 
 // This rank's proposal for how the call's same-node hops move segments.
 CopyProposal proposed_copy(const Config& cfg, CommContext& ctx, Collective kind, size_t bytes, bool in_place);
 // Segment size of a host call whose same-node hops go through shared
-// memory; the second for a call in agreed copy mode `mode`.
-size_t shm_call_segment(const Config& cfg, const CommContext& ctx);
-size_t shm_call_segment(const Config& cfg, const CommContext& ctx, Collective kind, ShmCopy mode);
+// memory, its other hops on network `net`; the second for a call in agreed
+// copy mode `mode`.
+size_t shm_call_segment(const Config& cfg, const CommContext& ctx, CommContext::Net net);
+size_t shm_call_segment(const Config& cfg, const CommContext& ctx, CommContext::Net net, Collective kind,
+                        ShmCopy mode);
 
 // What this rank can do with the call (see call_plan.cc), its hops off
 // shared memory on network `net` (the call's).  nonblocking:

@@ -324,7 +324,7 @@ TaskStep CollectiveTask::plan() {
     // MPI_THREAD_MULTIPLE: a nonblocking call it moves takes UCX where the
     // context has both networks (else it goes to the MPI: agreed()).
     net_ = ctx_->network_for(bytes_, !(nonblocking_ && cfg_.progress == ProgressMode::thread && !rt_.multi_thread()));
-    opt_.segment_bytes = cfg_.ucx_segment_bytes();
+    opt_.segment_bytes = network_segment(cfg_, net_);
     opt_.depth = cfg_.pipeline_depth;
     // Nonblocking calls moved only inside MPI calls (NEXAR_PROGRESS=calls)
     // wait for peers that compute: no timeout, only a dead peer ends them.
@@ -528,7 +528,7 @@ TaskStep CollectiveTask::start_run() {
         run_ = build_run();
         return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
     }
-    hierarchical_ = allreduce && agreement_.shm && agreement_.hier && wants_hierarchical(cfg_, *ctx_, bytes_);
+    hierarchical_ = allreduce && agreement_.shm && agreement_.hier && wants_hierarchical(cfg_, *ctx_, bytes_, net_);
     // Every rank's slots hold a segment of the size it proposed, so the least.
     opt_.segment_bytes = size_t(agreement_.ucx_segment);
     if (!reserve_at_turn() || !ok(take_work_memory())) return result_ = finish_ring(Status::no_memory), TaskStep::done;
@@ -592,7 +592,7 @@ RingCallRun* CollectiveTask::build_run() {
         hier_.emplace(*ctx_, net_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_);
         return hier_->valid() ? &*hier_ : nullptr;
     }
-    if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, call_.kind, used_.mode);
+    if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, net_, call_.kind, used_.mode);
     SegmentEngine* engine = nullptr;
     if (plan_.device())
         engine = &new_device_engine();

@@ -79,6 +79,14 @@ constexpr uint32_t kMaxOneShotRanks = 16;
 // fewer and larger messages.
 constexpr uint64_t kShmSegmentBytes = 256ull << 10;
 constexpr uint64_t kUcxSegmentBytes = 1ull << 20;
+// The MPI's point-to-point wants segments that it sends eagerly: a larger
+// message takes its rendezvous protocol, which over TCP waits on both
+// ranks' progress (calls into the MPI) for every piece.  Open MPI's TCP
+// eager limit is 64 KiB; across 2 simulated nodes x 2 ranks at 2 Gbit/s
+// the MPI channel ran at 83-91 % of the link from 4 MiB with 32 KiB
+// segments, 85-89 % with 60 KiB, 66-84 % with 120 KiB and 71-78 % with
+// 1 MiB, where UCX (eager, 1 MiB) ran at 85-91 % (docs/results/mpi-network.md).
+constexpr uint64_t kMpiSegmentBytes = 32ull << 10;
 // An allgather alone whose same-node hops all pass segments by address
 // (NEXAR_SHM_COPY other than slots) puts no segment in a slot: each costs a
 // record and a process_vm_readv/writev only, so larger segments mean fewer
@@ -156,6 +164,7 @@ struct Config {
     uint64_t shm_segment_bytes() const { return segment_bytes ? segment_bytes : kShmSegmentBytes; }
     uint64_t shm_address_segment_bytes() const { return segment_bytes ? segment_bytes : kShmAddressSegmentBytes; }
     uint64_t ucx_segment_bytes() const { return segment_bytes ? segment_bytes : kUcxSegmentBytes; }
+    uint64_t mpi_segment_bytes() const { return segment_bytes ? segment_bytes : kMpiSegmentBytes; }
     uint64_t device_segment_bytes() const { return segment_bytes ? segment_bytes : kDeviceSegmentBytes; }
 };
 static_assert(std::is_trivially_copyable<Config>::value, "Config is broadcast as bytes");

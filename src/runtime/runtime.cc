@@ -685,10 +685,11 @@ private:
     CommContext::Net net_;
 };
 
-// The options of the rings across nodes (the probe's as the calls').
-RingOptions inter_ring_options(const Config& cfg) {
+// The options of the rings across nodes over network `net` (the probe's
+// as the calls': call/call_plan.h, network_segment).
+RingOptions inter_ring_options(const Config& cfg, CommContext::Net net) {
     RingOptions opt;
-    opt.segment_bytes = cfg.ucx_segment_bytes();
+    opt.segment_bytes = net == CommContext::Net::mpi ? cfg.mpi_segment_bytes() : cfg.ucx_segment_bytes();
     opt.depth = cfg.pipeline_depth;
     opt.timeout_s = cfg.timeout_s;
     return opt;
@@ -725,7 +726,7 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     bool measured = false;
     if (config_.algorithm == Algorithm::automatic) {
         ContextInterRings rings(ctx, ctx.network());
-        Status probed = probe_costs(rings, inter_ring_options(config_), &model, &error);
+        Status probed = probe_costs(rings, inter_ring_options(config_, ctx.network()), &model, &error);
         measured = ok(probed);
         if (probed == Status::transport_error) {  // the same on every rank
             ctx.mark_failed();  // its endpoints may be out of step
@@ -743,7 +744,9 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     std::string when;
     for (uint64_t mib : {1, 8, 64, 512}) {
         if (!when.empty()) when += ", ";
-        bool hier = ctx.hierarchical_is_faster(size_t(mib << 20), config_.ucx_segment_bytes());
+        const size_t bytes = size_t(mib << 20);
+        const bool mpi = ctx.network_for(bytes) == CommContext::Net::mpi;
+        bool hier = ctx.hierarchical_is_faster(bytes, mpi ? config_.mpi_segment_bytes() : config_.ucx_segment_bytes());
         when += format_bytes(mib << 20) + (hier ? " hier" : " ring");
     }
     NEXAR_INFO("communicator context %u: %d nodes x %d ranks; hierarchical allreduce ready; cost model (%s): "
@@ -830,14 +833,14 @@ MPI_Comm Runtime::duplicate_for_network(CommContext& ctx, int* tag_ub) {
 // ring exists on every communicator, whatever its nodes' sizes.  Where the
 // times fit no model (a noisy machine), every call keeps UCX.  Collective.
 void Runtime::measure_networks(CommContext& ctx) {
-    // The network's segments on every hop, as a call's ring across nodes
-    // has them (connect_shm sizes the slots for them).
-    const RingOptions opt = inter_ring_options(config_);
+    // Each network's segments on every hop, as a call's ring has them
+    // (connect_shm sizes the slots for the larger).
     std::string error;
     CostModel u, m;
     FlatRings over_ucx(ctx, CommContext::Net::ucx), over_mpi(ctx, CommContext::Net::mpi);
     // Each status is the same on every rank (decide/cost_probe.h).
-    const Status over_ucx_ran = probe_costs(over_ucx, opt, &u, &error);
+    const Status over_ucx_ran =
+        probe_costs(over_ucx, inter_ring_options(config_, CommContext::Net::ucx), &u, &error);
     if (over_ucx_ran == Status::transport_error) {
         ctx.mark_failed();  // its endpoints may be out of step
         NEXAR_WARN("communicator context %u: timing the links failed (%s); its calls pass through to MPI", ctx.id(),
@@ -845,7 +848,8 @@ void Runtime::measure_networks(CommContext& ctx) {
         return;
     }
     std::string mpi_error;
-    const Status over_mpi_ran = probe_costs(over_mpi, opt, &m, &mpi_error);
+    const Status over_mpi_ran =
+        probe_costs(over_mpi, inter_ring_options(config_, CommContext::Net::mpi), &m, &mpi_error);
     if (over_mpi_ran == Status::transport_error) {  // the MPI's point-to-point is not used
         NEXAR_WARN("communicator context %u: the rings over the MPI's point-to-point failed (%s); calls take UCX",
                    ctx.id(), mpi_error.c_str());
