@@ -9,7 +9,7 @@
 // lands where MPI says it belongs all the same, since an allreduce leaves
 // every chunk on every rank.
 //
-// Pure: built from the node of each rank, which runtime/runtime.cc learns with
+// Pure: built from the node of each rank, which runtime/context_setup.cc learns with
 // MPI_Comm_split_type and an allgather.  Nothing else works out ring
 // neighbours.
 #pragma once

@@ -21,7 +21,7 @@ CostModel default_cost_model();
 
 // The rings the probe times: this rank's ring of its local index across the
 // nodes, on a communicator's own links.  The communicator's state provides
-// them (runtime/runtime.cc), so that deciding needs nothing from the layers
+// them (runtime/context_setup.cc), so that deciding needs nothing from the layers
 // above it.
 class InterRingProbe {
 public:

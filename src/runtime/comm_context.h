@@ -92,7 +92,7 @@ public:
     // where every rank reached its ring neighbours through it; the MPI's
     // point-to-point on a private duplicate of the communicator
     // (transport/mpi_channel.h); or none, where only shared-memory rings,
-    // the one-shot and IPC run (runtime/runtime.cc, connect_network).
+    // the one-shot and IPC run (runtime/context_setup.cc, connect_network).
     enum class Net { none, ucx, mpi };
     Net network() const { return net_; }
     bool network_ready() const { return net_ != Net::none; }
