@@ -123,15 +123,32 @@ Lines build_lines() {
 // What UCX moves itself, asked of a context as the library makes one
 // (NEXAR_UCX_* settings apply), and so which path device buffers take
 // (`api`: the GPU's, null without one).
+// What a job's hops between nodes take with these settings and this UCX
+// (runtime/context_setup.cc, connect_network).
+std::string network_line(nexar::NetSetting net, bool ucx_up) {
+    switch (net) {
+        case nexar::NetSetting::mpi: return "the MPI's point-to-point between nodes (NEXAR_NET=mpi: jobs start no UCX)";
+        case nexar::NetSetting::ucx:
+            return ucx_up ? "UCX between nodes (NEXAR_NET=ucx)"
+                          : "none: NEXAR_NET=ucx and no UCX (calls whose ring crosses nodes go to the MPI)";
+        case nexar::NetSetting::automatic: break;
+    }
+    return ucx_up ? "UCX and the MPI's point-to-point between nodes: each call on the one timed faster for its "
+                    "size (NEXAR_NET=auto)"
+                  : "the MPI's point-to-point between nodes (no UCX)";
+}
+
 void ucx_lines(const nexar_device_api* api, Lines* out) {
     Lines& machine = *out;
     std::unique_ptr<nexar::UcxContext> ucx;
     std::string ucx_error;
     const nexar::UcxLibrary& library = nexar::ucx_library();
     const std::string version = library.version;
+    const nexar::Config cfg = nexar::parse_config([](const char* name) -> const char* { return getenv(name); }, nullptr);
     if (!ok(nexar::UcxContext::create(false, &ucx, &ucx_error))) {
         // Inside a node nexar needs no UCX: shared memory, and IPC for device buffers.
         machine.emplace_back("ucx", library.loaded ? "could not start (" + ucx_error + ")" : library.why);
+        machine.emplace_back("network", network_line(cfg.net, false));
         machine.emplace_back("ucx_moves_cuda", "unknown: no UCX");
         machine.emplace_back("device_path", api ? "without UCX: GPU to GPU through IPC inside a node; across nodes "
                                                   "the MPI's point-to-point, staged unless the MPI is CUDA-aware"
@@ -139,6 +156,7 @@ void ucx_lines(const nexar_device_api* api, Lines* out) {
         return;
     }
     machine.emplace_back("ucx", "loaded (UCX " + version + ", " + library.path + ")");
+    machine.emplace_back("network", network_line(cfg.net, true));
     const bool cuda = nexar::ucx_moves(*ucx, NEXAR_UCX_MEMORY_CUDA);
     machine.emplace_back("ucx_moves_cuda", cuda ? "yes (UCX " + version + ")"
                                                 : "no: UCX " + version + " lists no CUDA memory type (built without "
@@ -148,7 +166,6 @@ void ucx_lines(const nexar_device_api* api, Lines* out) {
         return;
     }
     const bool moves_device = nexar::ucx_moves(*ucx, api->ucx_memory_type);
-    nexar::Config cfg = nexar::parse_config([](const char* name) -> const char* { return getenv(name); }, nullptr);
     bool direct = false;
     machine.emplace_back("device_path", nexar::choose_device_path(cfg.cuda_path, moves_device, &direct)
                                             ? nexar::device_path_name(direct)

@@ -41,7 +41,7 @@ info="$root$prefix/bin/nexar-info"
 [ -x "$info" ] || fail "make install did not install $prefix/bin/nexar-info"
 "$info" | grep -aq "^nexar-pmpi build" || fail "nexar-info printed no report"
 kv=$("$info" -p) || fail "nexar-info -p failed"
-for key in version mpi_built_for ucx_version cpu_reduce_path gpu ucx_moves_cuda device_path cma thp dev_shm_bytes fd_limit \
+for key in version mpi_built_for ucx_version cpu_reduce_path gpu network ucx_moves_cuda device_path cma thp dev_shm_bytes fd_limit \
            setting.NEXAR_THRESHOLD_BYTES setting.NEXAR_HOST_BUFFERS setting.NEXAR_CUDA_PLUGIN stats_fields settings \
            in_a_job_without_gpus in_a_job_with_a_gpu gpu_job; do
     echo "$kv" | grep -aq "^$key=." || fail "nexar-info -p has no $key= line"

@@ -4,7 +4,8 @@
 # absent: an overlay over the folder that holds them, with a whiteout for
 # each, in a private mount namespace (nothing on the machine changes, and
 # the mount goes with the namespace).  Then:
-#   - nexar-info runs and says ucx=not found;
+#   - nexar-info runs and says ucx=not found, and that the MPI's
+#     point-to-point serves between nodes;
 #   - a plain MPI program that knows nothing of nexar starts with nexar
 #     preloaded, gets the right results, and takes nexar's shared-memory
 #     paths (ring, one-shot; no UCX byte);
@@ -43,6 +44,8 @@ info=$(without_ucx "$NEXAR_BUILDDIR/nexar-info" -p) || fail "nexar-info failed w
 echo "$info" | grep -E '^(ucx|ucx_version|device_path)='
 echo "$info" | grep -q '^ucx=not found (' || fail "nexar-info does not say ucx=not found"
 echo "$info" | grep -qx 'ucx_version=none' || fail "nexar-info names a UCX version where none is"
+echo "$info" | grep -qx "network=the MPI's point-to-point between nodes (no UCX)" ||
+    fail "nexar-info does not say that the MPI's point-to-point serves between nodes without UCX"
 
 # run NAME NP [VAR=VALUE...] -- [--rank-env VAR=VALUE] PROG ARGS...: under
 # nexar_mpirun where UCX is absent, with NEXAR_STATS and NEXAR_LOG=info,
