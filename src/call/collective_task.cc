@@ -564,8 +564,8 @@ RingCallRun* CollectiveTask::build_run() {
     const DataType type = element_.type;
     const ReduceOp op = element_.op;
     if (ipc_ && ctx_->topology().nodes() > 1) {
-        ipc_hier_run_.emplace(*ctx_, net_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type,
-                              op, opt_);
+        ipc_hier_run_.emplace(*ctx_, net_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_,
+                              type, op, opt_);
         return ipc_hier_run_->valid() ? &*ipc_hier_run_ : nullptr;
     }
     if (ipc_ && call_.kind == Collective::allreduce)

@@ -144,7 +144,8 @@ void ucx_lines(const nexar_device_api* api, Lines* out) {
     std::string ucx_error;
     const nexar::UcxLibrary& library = nexar::ucx_library();
     const std::string version = library.version;
-    const nexar::Config cfg = nexar::parse_config([](const char* name) -> const char* { return getenv(name); }, nullptr);
+    const nexar::Config cfg =
+        nexar::parse_config([](const char* name) -> const char* { return getenv(name); }, nullptr);
     if (!ok(nexar::UcxContext::create(false, &ucx, &ucx_error))) {
         // Inside a node nexar needs no UCX: shared memory, and IPC for device buffers.
         machine.emplace_back("ucx", library.loaded ? "could not start (" + ucx_error + ")" : library.why);
