@@ -105,8 +105,10 @@ TOPICS = {
                 "nexar's (above 1: nexar faster). The bound is the link rate: each node's link carries "
                 "2(P−1)/P × S each way in a ring over P nodes, so t ≥ 2(P−1)/P × S / rate; `tc` counts "
                 "TCP/IP headers too, so about 96 % of it is the most the payload can get. Ring calls 0: "
-                "nexar passed that size to the MPI. One VM's cores run every node's ranks: read the "
-                "ratios and the shares of the link, not the absolute numbers.",
+                "nexar passed that size to the MPI. nexar runs with no setting: between the nodes it times "
+                "UCX and the MPI's point-to-point when a communicator is set up and each call takes the "
+                "faster for its size. One VM's cores run every node's ranks: read the ratios and the "
+                "shares of the link, not the absolute numbers.",
     },
     "without-ucx": {
         "title": "One node without UCX: allreduce",
