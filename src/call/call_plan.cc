@@ -133,7 +133,7 @@ bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes,
 }
 
 size_t network_segment(const Config& cfg, CommContext::Net net) {
-    return net == CommContext::Net::mpi ? cfg.mpi_segment_bytes() : cfg.ucx_segment_bytes();
+    return cfg.network_segment_bytes(net == CommContext::Net::mpi);
 }
 
 // This rank's proposal for how the call's same-node hops move segments:
@@ -245,14 +245,11 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
     // Over the MPI's point-to-point, device memory goes to the MPI itself
     // only where it knows CUDA; else staged through pinned host memory.
     // Over UCX, directly where UCX moves it.
-    if (net == CommContext::Net::mpi) {
-        bool direct = false;
-        if (!choose_device_path(rt.config().cuda_path, rt.mpi_cuda_aware(), &direct))
-            return p.why = "NEXAR_CUDA_PATH=direct, and the MPI does not take device memory", p;
-        p.mode = direct ? DeviceEngine::Mode::direct : DeviceEngine::Mode::staged;
-    } else if (!rt.device_path(&p.mode)) {
-        return p.why = "device buffers cannot go to the ring on this rank", p;
-    }
+    const bool over_mpi = net == CommContext::Net::mpi;
+    if (!rt.device_path(over_mpi, &p.mode))
+        return p.why = over_mpi ? "NEXAR_CUDA_PATH=direct, and the MPI does not take device memory"
+                                : "device buffers cannot go to the ring on this rank",
+               p;
     // Managed memory is not UCX's CUDA memory type (cuda_ipc cannot export
     // it): it takes the staged path, whose copies the driver serves.
     if (p.memory == MemoryType::managed) p.mode = DeviceEngine::Mode::staged;

@@ -320,10 +320,9 @@ TaskStep CollectiveTask::plan() {
         plan_ = classify_buffers(rt_, src_, call_.recvbuf);
         return TaskStep::fall_back;
     }
-    // nexar's progress thread may call the MPI only under
-    // MPI_THREAD_MULTIPLE: a nonblocking call it moves takes UCX where the
-    // context has both networks (else it goes to the MPI: agreed()).
-    net_ = ctx_->network_for(bytes_, !(nonblocking_ && cfg_.progress == ProgressMode::thread && !rt_.multi_thread()));
+    // A call whose ring may not call the MPI takes UCX where the context
+    // has both networks (else it goes to the MPI: agreed()).
+    net_ = ctx_->network_for(bytes_, !ring_may_not_call_mpi());
     opt_.segment_bytes = network_segment(cfg_, net_);
     opt_.depth = cfg_.pipeline_depth;
     // Nonblocking calls moved only inside MPI calls (NEXAR_PROGRESS=calls)
@@ -397,8 +396,7 @@ TaskStep CollectiveTask::agreed() {
     // MPI_THREAD_MULTIPLE: elsewhere a nonblocking call whose ring takes
     // the MPI's point-to-point goes to the MPI (on every rank: the thread
     // level was agreed at start-up).
-    if (nonblocking_ && cfg_.progress == ProgressMode::thread && !rt_.multi_thread() &&
-        net_ == CommContext::Net::mpi && !runs_without_network(false)) {
+    if (ring_may_not_call_mpi() && net_ == CommContext::Net::mpi && !runs_without_network(false)) {
         static std::atomic<bool> said{false};
         if (!said.exchange(true))
             NEXAR_INFO("nonblocking calls whose ring takes the MPI's point-to-point go to the MPI: nexar's "

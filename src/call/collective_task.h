@@ -95,6 +95,11 @@ public:
     // The agreed call needs no network hop (the context may have none);
     // `ipc_set_up`: only IPC the context has set up counts.
     bool runs_without_network(bool ipc_set_up) const;
+    // nexar's progress thread moves this call and may not call the MPI
+    // (no MPI_THREAD_MULTIPLE; alike on every rank: agreed at start-up).
+    bool ring_may_not_call_mpi() const {
+        return nonblocking_ && cfg_.progress == ProgressMode::thread && !rt_.multi_thread();
+    }
     // A persistent call, its IPC set up: each start can run on the
     // context's channels (else its starts go to the MPI).
     bool every_start_can_run() const;

@@ -110,35 +110,23 @@ const SendChannel* NetHop::out() const {
     return ucx_out_ ? &*ucx_out_ : nullptr;
 }
 
-Status run_inter_ring(CommContext& ctx, CommContext::Net net, uint32_t sequence, void* buf, size_t count,
-                      DataType type, ReduceOp op, const RingOptions& opt, std::string* error) {
-    const RingPeers peers = ctx.inter_peers();
-    HostEngine engine(type, op, ctx.scratch(), true);
-    NetHop hop(net);
-    SendChannel* out = hop.send_to(ctx, ctx.inter_next(), peers.next_rank, opt.depth, engine, false);
-    RecvChannel* in = hop.receive_from(ctx, ctx.inter_prev(), peers.prev_rank, opt.depth, engine, 0);
-    if (!out || !in) {
-        *error = "no network between the nodes";
-        return Status::unavailable;
-    }
-    return ring_allreduce(peers, sequence, buf, buf, count, type, opt, *out, *in, error);
-}
-
-Status run_flat_ring(CommContext& ctx, CommContext::Net net, uint32_t sequence, float* buf, size_t count,
-                     const RingOptions& opt, std::string* error) {
+Status run_probe_ring(CommContext& ctx, ProbeRing ring, CommContext::Net net, uint32_t sequence, float* buf,
+                      size_t count, const RingOptions& opt, std::string* error) {
+    const bool flat = ring == ProbeRing::flat;
     const RingLinks links = ctx.links();
-    const RingPeers& peers = links.peers;
+    const RingPeers peers = flat ? links.peers : ctx.inter_peers();
+    UcxEndpoint* to = flat ? links.next : ctx.inter_next();
+    UcxEndpoint* from = flat ? links.prev : ctx.inter_prev();
+    const bool shm_send = flat && ctx.send_shm(), shm_recv = flat && ctx.recv_shm();
     HostEngine engine(DataType::f32, ReduceOp::sum, ctx.scratch(), true);
     NetHop hop(net);
     std::optional<ShmSendChannel> shm_out;
     std::optional<ShmRecvChannel> shm_in;
-    SendChannel* out = ctx.send_shm() ? &shm_out.emplace(*ctx.next_inbox(), peers.next_rank)
-                                      : hop.send_to(ctx, links.next, peers.next_rank, opt.depth, engine,
-                                                    ctx.recv_shm());
+    SendChannel* out = shm_send ? &shm_out.emplace(*ctx.next_inbox(), peers.next_rank)
+                                : hop.send_to(ctx, to, peers.next_rank, opt.depth, engine, shm_recv);
     RecvChannel* in =
-        ctx.recv_shm()
-            ? &shm_in.emplace(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), DataType::f32, ReduceOp::sum)
-            : hop.receive_from(ctx, links.prev, peers.prev_rank, opt.depth, engine, 0);
+        shm_recv ? &shm_in.emplace(*ctx.inbox(), peers.prev_rank, ctx.local_prev_pid(), DataType::f32, ReduceOp::sum)
+                 : hop.receive_from(ctx, from, peers.prev_rank, opt.depth, engine, 0);
     if (!out || !in) {
         *error = "no network for the ring's hops off shared memory";
         return Status::unavailable;

@@ -382,16 +382,14 @@ private:
     std::optional<MpiRecvChannel> mpi_in_;
 };
 
-// This local index's ring across the nodes alone, over network `net`, in
-// place on host memory (buf); the context's scratch must hold its slots.
-// The cost probe's rings (decide/cost_probe.h, InterRingProbe).
-Status run_inter_ring(CommContext& ctx, CommContext::Net net, uint32_t sequence, void* buf, size_t count,
-                      DataType type, ReduceOp op, const RingOptions& opt, std::string* error);
-// The flat ring over the whole communicator, one sum of `count` floats in
-// place on `buf`: its same-node hops in shared memory, the others over
-// network `net`; the context's scratch must hold its slots.  The rings
-// that time the two networks (Runtime::measure_networks).
-Status run_flat_ring(CommContext& ctx, CommContext::Net net, uint32_t sequence, float* buf, size_t count,
-                     const RingOptions& opt, std::string* error);
+// The rings that time the networks (decide/cost_probe.h, InterRingProbe):
+// one sum of `count` floats in place on host memory (buf), with network
+// `net` on the hops off shared memory; the context's scratch must hold its
+// slots.  `inter`: this local index's ring across the nodes alone (the
+// hierarchical allreduce's); `flat`: the whole communicator's ring, its
+// same-node hops in shared memory (Runtime::measure_networks).
+enum class ProbeRing { inter, flat };
+Status run_probe_ring(CommContext& ctx, ProbeRing ring, CommContext::Net net, uint32_t sequence, float* buf,
+                      size_t count, const RingOptions& opt, std::string* error);
 
 }  // namespace nexar

@@ -313,8 +313,9 @@ bool choose_device_path(CudaPath setting, bool ucx_moves_device, bool* direct) {
     return false;
 }
 
-const char* device_path_name(bool direct) {
-    return direct ? "direct (CUDA-aware UCX)" : "staged through pinned host memory";
+const char* device_path_name(bool direct, bool over_mpi) {
+    if (!direct) return "staged through pinned host memory";
+    return over_mpi ? "direct (CUDA-aware MPI)" : "direct (CUDA-aware UCX)";
 }
 
 std::string describe_gpu_job(const Config& c, const char* device_path, int mpi_cuda_aware) {

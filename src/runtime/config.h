@@ -28,7 +28,7 @@ const char* cuda_path_name(CudaPath p);
 bool choose_device_path(CudaPath setting, bool ucx_moves_device, bool* direct);
 // How NEXAR_LOG=info and nexar-info name the path: "direct (CUDA-aware UCX)"
 // or "staged through pinned host memory".
-const char* device_path_name(bool direct);
+const char* device_path_name(bool direct, bool over_mpi = false);
 
 // Device allreduces of one node (or of each node's ranks) GPU to GPU
 // through IPC (NEXAR_CUDA_IPC): where every rank can (1), never (0: the
@@ -165,6 +165,8 @@ struct Config {
     uint64_t shm_address_segment_bytes() const { return segment_bytes ? segment_bytes : kShmAddressSegmentBytes; }
     uint64_t ucx_segment_bytes() const { return segment_bytes ? segment_bytes : kUcxSegmentBytes; }
     uint64_t mpi_segment_bytes() const { return segment_bytes ? segment_bytes : kMpiSegmentBytes; }
+    // The hops off shared memory: the MPI's point-to-point's, or UCX's.
+    uint64_t network_segment_bytes(bool over_mpi) const { return over_mpi ? mpi_segment_bytes() : ucx_segment_bytes(); }
     uint64_t device_segment_bytes() const { return segment_bytes ? segment_bytes : kDeviceSegmentBytes; }
 };
 static_assert(std::is_trivially_copyable<Config>::value, "Config is broadcast as bytes");

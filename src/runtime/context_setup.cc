@@ -188,45 +188,29 @@ void Runtime::connect_boards(CommContext& ctx) {
 
 namespace {
 
-// The cost probe's rings (decide/cost_probe.h) on a context's links.
-class ContextInterRings final : public InterRingProbe {
+// The cost probe's rings (decide/cost_probe.h) on a context's links, over
+// one network.  ProbeRing::inter: this local index's ring across the nodes
+// (P nodes of L ranks); ProbeRing::flat: the whole communicator's ring,
+// its n ranks as "nodes" of one rank, so that the fit is the flat ring's
+// 2(n-1) steps of 2(n-1)/n of the bytes (channel_ring_seconds).
+class ContextRings final : public InterRingProbe {
 public:
-    ContextInterRings(CommContext& ctx, CommContext::Net net) : ctx_(ctx), net_(net) {}
+    ContextRings(CommContext& ctx, ProbeRing ring, CommContext::Net net) : ctx_(ctx), ring_(ring), net_(net) {}
     MPI_Comm comm() const override { return ctx_.comm(); }
-    int nodes() const override { return ctx_.topology().nodes(); }
-    int local_size() const override { return ctx_.topology().local_size(ctx_.rank()); }
+    int nodes() const override { return ring_ == ProbeRing::flat ? ctx_.size() : ctx_.topology().nodes(); }
+    int local_size() const override {
+        return ring_ == ProbeRing::flat ? 1 : ctx_.topology().local_size(ctx_.rank());
+    }
     Status reserve(size_t count, const RingOptions& opt) override {
         return ctx_.scratch().reserve(ring_slot_bytes(count, nodes(), sizeof(float), opt.segment_bytes), opt.depth);
     }
     Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) override {
-        return run_inter_ring(ctx_, net_, ctx_.next_sequence(), buf, count, DataType::f32, ReduceOp::sum, opt,
-                              error);
+        return run_probe_ring(ctx_, ring_, net_, ctx_.next_sequence(), buf, count, opt, error);
     }
 
 private:
     CommContext& ctx_;
-    CommContext::Net net_;
-};
-
-// The flat ring as the probe's rings over one network: n = the
-// communicator's ranks as "nodes" of one rank, so that the fit is the flat
-// ring's 2(n-1) steps of 2(n-1)/n of the bytes (channel_ring_seconds).
-class FlatRings final : public InterRingProbe {
-public:
-    FlatRings(CommContext& ctx, CommContext::Net net) : ctx_(ctx), net_(net) {}
-    MPI_Comm comm() const override { return ctx_.comm(); }
-    int nodes() const override { return ctx_.size(); }
-    int local_size() const override { return 1; }
-    Status reserve(size_t count, const RingOptions& opt) override {
-        return ctx_.scratch().reserve(ring_slot_bytes(count, ctx_.size(), sizeof(float), opt.segment_bytes),
-                                      opt.depth);
-    }
-    Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) override {
-        return run_flat_ring(ctx_, net_, ctx_.next_sequence(), buf, count, opt, error);
-    }
-
-private:
-    CommContext& ctx_;
+    ProbeRing ring_;
     CommContext::Net net_;
 };
 
@@ -234,7 +218,7 @@ private:
 // as the calls': call/call_plan.h, network_segment).
 RingOptions inter_ring_options(const Config& cfg, CommContext::Net net) {
     RingOptions opt;
-    opt.segment_bytes = net == CommContext::Net::mpi ? cfg.mpi_segment_bytes() : cfg.ucx_segment_bytes();
+    opt.segment_bytes = cfg.network_segment_bytes(net == CommContext::Net::mpi);
     opt.depth = cfg.pipeline_depth;
     opt.timeout_s = cfg.timeout_s;
     return opt;
@@ -270,7 +254,7 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
     CostModel model = default_cost_model();
     bool measured = false;
     if (config_.algorithm == Algorithm::automatic) {
-        ContextInterRings rings(ctx, ctx.network());
+        ContextRings rings(ctx, ProbeRing::inter, ctx.network());
         Status probed = probe_costs(rings, inter_ring_options(config_, ctx.network()), &model, &error);
         measured = ok(probed);
         if (probed == Status::transport_error) {  // the same on every rank
@@ -291,7 +275,7 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
         if (!when.empty()) when += ", ";
         const size_t bytes = size_t(mib << 20);
         const bool mpi = ctx.network_for(bytes) == CommContext::Net::mpi;
-        bool hier = ctx.hierarchical_is_faster(bytes, mpi ? config_.mpi_segment_bytes() : config_.ucx_segment_bytes());
+        bool hier = ctx.hierarchical_is_faster(bytes, config_.network_segment_bytes(mpi));
         when += format_bytes(mib << 20) + (hier ? " hier" : " ring");
     }
     NEXAR_INFO("communicator context %u: %d nodes x %d ranks; hierarchical allreduce ready; cost model (%s): "
@@ -365,7 +349,8 @@ void Runtime::measure_networks(CommContext& ctx) {
     // (connect_shm sizes the slots for the larger).
     std::string error;
     CostModel u, m;
-    FlatRings over_ucx(ctx, CommContext::Net::ucx), over_mpi(ctx, CommContext::Net::mpi);
+    ContextRings over_ucx(ctx, ProbeRing::flat, CommContext::Net::ucx);
+    ContextRings over_mpi(ctx, ProbeRing::flat, CommContext::Net::mpi);
     // Each status is the same on every rank (decide/cost_probe.h).
     const Status over_ucx_ran =
         probe_costs(over_ucx, inter_ring_options(config_, CommContext::Net::ucx), &u, &error);

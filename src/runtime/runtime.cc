@@ -264,18 +264,13 @@ void Runtime::start_device() {
     }
     DeviceEngine::Mode mode;
     const char* path = nullptr;
-    bool direct = false;
-    if (device_api_ && config_.net == NetSetting::mpi) {  // the MPI moves them between ranks (call/call_plan.cc)
-        if (!choose_device_path(config_.cuda_path, mpi_cuda_aware_, &direct))
-            NEXAR_WARN("NEXAR_CUDA_PATH=direct, but the MPI does not take device memory; device buffers pass "
-                       "through to MPI");
-        else
-            NEXAR_INFO("device buffers: %s path", path = direct ? "direct (CUDA-aware MPI)" : device_path_name(false));
-    } else if (device_api_ && !device_path(&mode)) {
-        NEXAR_WARN("NEXAR_CUDA_PATH=direct, but this UCX cannot move CUDA memory; device buffers pass through to MPI");
-    } else if (device_api_) {
-        NEXAR_INFO("device buffers: %s path", path = device_path_name(mode == DeviceEngine::Mode::direct));
-    }
+    const bool over_mpi = config_.net == NetSetting::mpi;  // NEXAR_NET=mpi: the MPI moves them between ranks
+    if (device_api_ && !device_path(over_mpi, &mode))
+        NEXAR_WARN("NEXAR_CUDA_PATH=direct, but %s; device buffers pass through to MPI",
+                   over_mpi ? "the MPI does not take device memory" : "this UCX cannot move CUDA memory");
+    else if (device_api_)
+        NEXAR_INFO("device buffers: %s path",
+                   path = device_path_name(mode == DeviceEngine::Mode::direct, over_mpi));
     int mine = device_api_ ? 1 : 0, any = 0;
     pmpi::allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     device_possible_ = any != 0;
@@ -288,10 +283,11 @@ void Runtime::start_device() {
                config_.host_buffers ? "take the ring" : "pass through");
 }
 
-bool Runtime::device_path(DeviceEngine::Mode* mode) const {
+bool Runtime::device_path(bool over_mpi, DeviceEngine::Mode* mode) const {
     if (!device_api_) return false;
     bool direct = false;
-    if (!choose_device_path(config_.cuda_path, ucx_moves_device_, &direct)) return false;
+    if (!choose_device_path(config_.cuda_path, over_mpi ? mpi_cuda_aware_ : ucx_moves_device_, &direct))
+        return false;
     *mode = direct ? DeviceEngine::Mode::direct : DeviceEngine::Mode::staged;
     return true;
 }

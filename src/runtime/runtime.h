@@ -75,7 +75,9 @@ public:
     // a call for the MPI looks where its buffers live first (call/pass_through.h).
     bool stages_device_buffers() const { return device_api_ && !mpi_cuda_aware_; }
     // How this rank moves device buffers, or false when it cannot.
-    bool device_path(DeviceEngine::Mode* mode) const;
+    // over_mpi: the MPI's point-to-point moves them between ranks (directly
+    // where the MPI is CUDA-aware), else UCX (directly where it moves them).
+    bool device_path(bool over_mpi, DeviceEngine::Mode* mode) const;
 
     // Shared-memory inboxes of every context of this process together stay
     // within this many bytes: when a context sets its inboxes up, idle

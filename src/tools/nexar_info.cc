@@ -120,9 +120,6 @@ Lines build_lines() {
     return build;
 }
 
-// What UCX moves itself, asked of a context as the library makes one
-// (NEXAR_UCX_* settings apply), and so which path device buffers take
-// (`api`: the GPU's, null without one).
 // What a job's hops between nodes take with these settings and this UCX
 // (runtime/context_setup.cc, connect_network).
 std::string network_line(nexar::NetSetting net, bool ucx_up) {
@@ -138,6 +135,9 @@ std::string network_line(nexar::NetSetting net, bool ucx_up) {
                   : "the MPI's point-to-point between nodes (no UCX)";
 }
 
+// What UCX moves itself, asked of a context as the library makes one
+// (NEXAR_UCX_* settings apply), and so which path device buffers take
+// (`api`: the GPU's, null without one).
 void ucx_lines(const nexar_device_api* api, Lines* out) {
     Lines& machine = *out;
     std::unique_ptr<nexar::UcxContext> ucx;
