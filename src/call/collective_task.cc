@@ -64,9 +64,9 @@ TaskStep CollectiveTask::check_call() {
 bool CollectiveTask::learnt_mpi() {
     if (nonblocking_ || !cfg_.learn || ctx_->disabled()) return false;
     const LearnShape shape = learn_shape_ = ctx_->learner().shape_of(call_.kind, asked_in_place_, bytes_);
-    route_ = ctx_->learner().route(shape, bytes_, copy_trial_calls(cfg_, *ctx_, shape.kind, shape.in_place));
-    if (route_.trial) call_t0_ = std::chrono::steady_clock::now();
-    return route_.path == CallPath::mpi;
+    learnt_ = ctx_->learner().route(shape, bytes_, copy_trial_calls(cfg_, *ctx_, shape.kind, shape.in_place));
+    if (learnt_.trial) call_t0_ = std::chrono::steady_clock::now();
+    return learnt_.path == CallPath::mpi;
 }
 
 // Where each part of the vector lies: equal chunks for the allreduce, each
@@ -274,11 +274,11 @@ void CollectiveTask::set_up_agreed_ipc() {
 Status CollectiveTask::take_work_memory() {
     if (!work_memory_at_turn() || call_.kind != Collective::reduce_scatter || bytes_ == 0) return Status::ok;
     DeviceBuffers& dev = ctx_->device_buffers(rt_.device_api());
-    if (ipc_ && in_place_) {
+    if (ipc() && in_place_) {
         ipc_scratch_ = dev.device_work(plan_.device_id, bytes_, &error_);
         return ipc_scratch_ ? Status::ok : Status::no_memory;
     }
-    if (ipc_ || in_place_ || size_ <= 2) return Status::ok;
+    if (ipc() || in_place_ || size_ <= 2) return Status::ok;
     ring_recv_ = dev.device_work(plan_.device_id, bytes_, &error_);
     return ring_recv_ ? Status::ok : Status::no_memory;
 }
@@ -305,6 +305,14 @@ void CollectiveTask::set_up_ipc() {
 TaskStep CollectiveTask::plan() {
     const TaskStep checked = check_call();
     if (checked != TaskStep::agree) return checked;
+    // A nonblocking call on a communicator without a context passes
+    // through: setting one up would wait for the other ranks.
+    // (MPI_COMM_WORLD's is set up at MPI_Init; a persistent call's
+    // initialization may wait.)
+    if (nonblocking_ && !persistent_ && !rt_.has_context(call_.comm)) {
+        Runtime::say_once_no_context();
+        return TaskStep::pass_through;
+    }
     ctx_ = rt_.context_for(call_.comm, &error_);
     if (learnt_mpi()) return TaskStep::pass_through;
     // A blocking call that may take the ring first completes the
@@ -312,7 +320,7 @@ TaskStep CollectiveTask::plan() {
     // first in MPI's order, in the context's ring sequence, and in the use
     // of its scratch.
     if (!nonblocking_) drain_nonblocking(ctx_);
-    call_timed_ = route_.trial || (!nonblocking_ && job_report());
+    call_timed_ = learnt_.trial || (!nonblocking_ && job_report());
     if (call_timed_) call_t0_ = std::chrono::steady_clock::now();
     src_ = call_.sendbuf == MPI_IN_PLACE ? call_.recvbuf : call_.sendbuf;
     if (ctx_->disabled()) {
@@ -368,9 +376,9 @@ TaskStep CollectiveTask::agreed() {
     // agreed to be in (decide/path_learner.h): the next call of this size
     // routes by that kind's class.  A trial of the other kind times
     // nothing for this class.
-    if (route_.slot >= 0 && (a.device || a.host)) {
+    if (learnt_.slot >= 0 && (a.device || a.host)) {
         const LearnMemory agreed = a.device ? LearnMemory::device : LearnMemory::host;
-        trial_other_memory_ = route_.trial && agreed != learn_shape_.memory;
+        trial_other_memory_ = learnt_.trial && agreed != learn_shape_.memory;
         if (ctx_->learner().switch_memory(learn_shape_, bytes_, agreed))
             NEXAR_DEBUG("communicator context %u: %s of %s: every rank's buffers are %s memory now; this size is "
                         "learnt and routed as such",
@@ -388,39 +396,94 @@ TaskStep CollectiveTask::agreed() {
         plan_here();
         return TaskStep::agree;
     }
-    if (!a.ready) return TaskStep::fall_back;
-    // Without the network only shared memory and IPC run: a call that
-    // would take a ring hop off them goes to the MPI, on every rank.
-    if (!ctx_->network_ready() && !runs_without_network(false)) return TaskStep::fall_back;
+    return decide_route();
+}
+
+const char* ring_algorithm_name(RingAlgorithm a) {
+    switch (a) {
+        case RingAlgorithm::flat: return "the flat ring";
+        case RingAlgorithm::one_shot: return "the one-shot allreduce";
+        case RingAlgorithm::hierarchical: return "the hierarchical allreduce";
+        case RingAlgorithm::ipc: return "GPU to GPU through IPC";
+        case RingAlgorithm::ipc_hierarchical: return "the hierarchical allreduce, IPC inside each node";
+    }
+    return "?";
+}
+
+TaskStep CollectiveTask::route_to_mpi(const char* why) {
+    NEXAR_DEBUG("%s of %zu bytes on communicator context %u goes to the MPI: %s", call_.name, bytes_, ctx_->id(), why);
+    return TaskStep::fall_back;
+}
+
+// The call's route after the agreement: the MPI's call or one of nexar's
+// algorithms, and the network its hops off shared memory and IPC take
+// (net_, chosen in plan() by the call's size).  Every input is alike on
+// every rank: the agreement, the settings (rank 0's), the context's state
+// (set up collectively) and the cost model (agreed at set-up).
+TaskStep CollectiveTask::decide_route() {
+    const CallAgreement& a = agreement_;
+    if (!a.ready) return route_to_mpi("some rank's buffers or state cannot take nexar's algorithms");
+    // Device buffers of one node, every rank able: GPU to GPU through IPC;
+    // across nodes, the hierarchical allreduce with its node phases there.
+    // Setting IPC up waits for every rank: a blocking or a persistent
+    // call's agreement does it; a nonblocking call took IPC only where the
+    // context had it at its plan (ipc_possible).  Every rank knows whether
+    // any buffer is exported as a descriptor (the agreement), and the
+    // context whether they reach the peers.
+    if (a.ipc && (!nonblocking_ || persistent_)) set_up_agreed_ipc();
+    const bool ipc = a.ipc && ctx_->ipc() && (a.ipc == kIpcPlain || ctx_->ipc()->fd_handles());
+    if (a.ipc && !ipc && *ipc_why_ == '\0')
+        ipc_why_ = ctx_->ipc() ? "the ranks cannot take each other's descriptors (virtual-memory-API memory)"
+                               : "setting IPC up failed";
+    // NEXAR_CUDA_IPC=require: where every rank's buffers are device memory,
+    // a call that cannot take IPC fails (not a nonblocking one's: the
+    // user guide's fault table).  Nothing ran: the communicator stays good.
+    if (!ipc && cfg_.cuda_ipc == CudaIpc::require && a.device && !nonblocking_) {
+        const char* what = call_.kind == Collective::allreduce        ? "allreduce"
+                           : call_.kind == Collective::reduce_scatter ? "reduce-scatter"
+                                                                      : "allgather";
+        NEXAR_ERROR("%s of %zu bytes on communicator context %u: NEXAR_CUDA_IPC=require, and this device %s cannot go "
+                    "GPU to GPU through IPC: %s",
+                    call_.name, bytes_, ctx_->id(), what,
+                    *ipc_why_ ? ipc_why_ : "another rank's buffers or GPU cannot (its NEXAR_LOG=info says why)");
+        return fail(MPI_ERR_OTHER);
+    }
+    // Without the network only shared memory and IPC on one node run
+    // (UCX, or the MPI's point-to-point, is a reason for network hops only).
+    const bool needs_network = !(a.shm && ctx_->all_hops_shm()) && !(ipc && ctx_->topology().nodes() == 1);
+    if (needs_network && !ctx_->network_ready())
+        return route_to_mpi("a hop of its ring is off shared memory, and the communicator has no network");
     // nexar's progress thread may call the MPI only under
     // MPI_THREAD_MULTIPLE: elsewhere a nonblocking call whose ring takes
     // the MPI's point-to-point goes to the MPI (on every rank: the thread
     // level was agreed at start-up).
-    if (ring_may_not_call_mpi() && net_ == CommContext::Net::mpi && !runs_without_network(false)) {
+    if (needs_network && net_ == CommContext::Net::mpi && ring_may_not_call_mpi()) {
         static std::atomic<bool> said{false};
         if (!said.exchange(true))
             NEXAR_INFO("nonblocking calls whose ring takes the MPI's point-to-point go to the MPI: nexar's "
                        "progress thread may call the MPI only under MPI_THREAD_MULTIPLE (or NEXAR_PROGRESS=calls)");
-        return TaskStep::fall_back;
+        return route_to_mpi("its ring would take the MPI's point-to-point on nexar's progress thread");
     }
+    // Host buffers everywhere (shared memory agreed): a small allreduce on
+    // one node takes the one-shot, a larger one the hierarchical allreduce
+    // where it is ready and chosen, else the flat ring with its same-node
+    // hops in shared memory.  Otherwise the flat ring on the network only.
+    // The one-shot's limit is on what each rank reads from the others'
+    // boards, which grows with the ranks.
+    const bool allreduce = call_.kind == Collective::allreduce;
+    if (ipc)
+        algorithm_ = ctx_->topology().nodes() > 1 ? RingAlgorithm::ipc_hierarchical : RingAlgorithm::ipc;
+    else if (allreduce && a.shm && ctx_->boards_ready() && uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes)
+        algorithm_ = RingAlgorithm::one_shot;
+    else if (allreduce && a.shm && a.hier && wants_hierarchical(cfg_, *ctx_, bytes_, net_))
+        algorithm_ = RingAlgorithm::hierarchical;
+    else
+        algorithm_ = RingAlgorithm::flat;
+    NEXAR_DEBUG("%s of %zu bytes on communicator context %u: %s%s%s", call_.name, bytes_, ctx_->id(),
+                ring_algorithm_name(algorithm_), needs_network ? ", network " : "",
+                needs_network ? CommContext::network_name(net_) : "");
     return TaskStep::run;
 }
-
-// The agreed call runs with no network hop: a ring with every hop in
-// shared memory, the one-shot, or IPC on one node.  IPC not set up yet
-// counts where `ipc_set_up` is false (a blocking call sets it up in
-// start_run, and falls back there if that fails; a nonblocking call takes
-// IPC only where the context has it, and then exactly where this says).
-// Every input is alike on every rank.
-bool CollectiveTask::runs_without_network(bool ipc_set_up) const {
-    const CallAgreement& a = agreement_;
-    if (a.shm && ctx_->all_hops_shm()) return true;
-    const IpcContext* ipc = ctx_->ipc();
-    if (!ipc && ipc_set_up) return false;
-    return a.ipc && ctx_->topology().nodes() == 1 && (!ipc || a.ipc == kIpcPlain || ipc->fd_handles());
-}
-
-bool CollectiveTask::every_start_can_run() const { return ctx_->network_ready() || runs_without_network(true); }
 
 // Out of place, the allgather's ring on host memory sends this rank's
 // block from sendbuf and copies each segment into place as it leaves
@@ -448,9 +511,9 @@ Status CollectiveTask::place_own_block() {
                       call_.sendbuf, own, &error_);
 }
 
-// Every rank agreed on the ring: the chooser's round, the segment size, the
-// algorithm and the copy mode; then the run is built (it takes its
-// sequence numbers now).
+// The routed algorithm starts (decide_route): the chooser's round, the
+// segment size and the copy mode every rank agreed; then the run is built
+// (it takes its sequence numbers now).
 TaskStep CollectiveTask::start_run() {
     if (agreement_.neg_new_round < 0 && chooses_copy_) {
         ctx_->copy_chooser().start_new_round(bytes_, variant_);
@@ -464,16 +527,6 @@ TaskStep CollectiveTask::start_run() {
         error_ = "an earlier ring on this communicator failed";
         return result_ = finish_ring(Status::peer_failure), TaskStep::done;
     }
-    // Host buffers everywhere (shared memory agreed): a small allreduce on
-    // one node takes the one-shot, a larger one the hierarchical allreduce
-    // where it is ready and chosen, else the flat ring with its same-node
-    // hops in shared memory.  Otherwise the flat ring on UCX only.  (Every
-    // input here is alike on every rank: the boards are ready on all or
-    // none, the count is agreed.)  The one-shot's limit is on what each
-    // rank reads from the others' boards, which grows with the ranks.  It
-    // needs no scratch, and takes its sequence number whatever happens
-    // here: no rank falls out of step with the others' boards.
-    const bool allreduce = call_.kind == Collective::allreduce;
     // The ring's scratch, host or GPU: a call planned beside others in
     // flight reserves it at its turn; a persistent call at each start,
     // since the calls between two starts may have reserved it for their
@@ -484,49 +537,22 @@ TaskStep CollectiveTask::start_run() {
         error_ = "no memory for the ring's scratch";
         return false;
     };
-    // Device buffers of one node, every rank able: GPU to GPU through IPC.
-    // Across nodes, the hierarchical allreduce with its node phases there.
-    if (agreement_.ipc) {
-        if (!nonblocking_) set_up_agreed_ipc();
-        // Every rank knows whether any buffer is exported as a descriptor
-        // (the agreement), and the context whether they reach the peers.
-        ipc_ = ctx_->ipc() && (agreement_.ipc == kIpcPlain || ctx_->ipc()->fd_handles());
-        if (!ipc_ && *ipc_why_ == '\0')
-            ipc_why_ = ctx_->ipc() ? "the ranks cannot take each other's descriptors (virtual-memory-API memory)"
-                                   : "setting IPC up failed";
-        if (ipc_) {
-            opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the rings across nodes'
-            // (whose scratch is the context's, as the device ring's)
-            if ((ctx_->topology().nodes() > 1 && !reserve_at_turn()) || !ok(take_work_memory()))
-                return result_ = finish_ring(Status::no_memory), TaskStep::done;
-            run_ = build_run();
-            return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
-        }
-    }
-    // NEXAR_CUDA_IPC=require: where every rank's buffers are device memory,
-    // a call that cannot take IPC fails (every rank knows: the agreement).
-    if (!ipc_ && cfg_.cuda_ipc == CudaIpc::require && agreement_.device && !nonblocking_) {
-        const char* what = allreduce                                      ? "allreduce"
-                           : call_.kind == Collective::reduce_scatter ? "reduce-scatter"
-                                                                      : "allgather";
-        // Nothing ran: the communicator stays good for the calls after it.
-        NEXAR_ERROR("%s of %zu bytes on communicator context %u: NEXAR_CUDA_IPC=require, and this device %s cannot go "
-                    "GPU to GPU through IPC: %s",
-                    call_.name, bytes_, ctx_->id(), what,
-                    *ipc_why_ ? ipc_why_ : "another rank's buffers or GPU cannot (its NEXAR_LOG=info says why)");
-        return result_ = raise_error(MPI_ERR_OTHER), TaskStep::done;
-    }
-    // IPC agreed but not set up (blocking calls only: runs_without_network)
-    // leaves the device ring, which needs the network.
-    if (!ctx_->network_ready() && !(agreement_.shm && ctx_->all_hops_shm()) && !nonblocking_)
-        return TaskStep::fall_back;
-    one_shot_ = allreduce && agreement_.shm && ctx_->boards_ready() &&
-                uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
-    if (one_shot_) {
+    const auto built = [&] {
         run_ = build_run();
         return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
+    };
+    switch (algorithm_) {
+        case RingAlgorithm::one_shot: return built();  // no scratch; its sequence number is taken whatever happens
+        case RingAlgorithm::ipc:
+        case RingAlgorithm::ipc_hierarchical:
+            opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the rings across nodes'
+            // (whose scratch is the context's, as the device ring's)
+            if ((algorithm_ == RingAlgorithm::ipc_hierarchical && !reserve_at_turn()) || !ok(take_work_memory()))
+                return result_ = finish_ring(Status::no_memory), TaskStep::done;
+            return built();
+        case RingAlgorithm::hierarchical:
+        case RingAlgorithm::flat: break;
     }
-    hierarchical_ = allreduce && agreement_.shm && agreement_.hier && wants_hierarchical(cfg_, *ctx_, bytes_, net_);
     // Every rank's slots hold a segment of the size it proposed, so the least.
     opt_.segment_bytes = size_t(agreement_.ucx_segment);
     if (!reserve_at_turn() || !ok(take_work_memory())) return result_ = finish_ring(Status::no_memory), TaskStep::done;
@@ -534,21 +560,20 @@ TaskStep CollectiveTask::start_run() {
         Status w = ctx_->device_buffers(rt_.device_api()).wait_for_application(&error_);
         if (!ok(w)) return result_ = finish_ring(w), TaskStep::done;
     }
+    const bool hierarchical = algorithm_ == RingAlgorithm::hierarchical;
     used_.mode = ShmCopy(agreement_.shm_copy);
     // The copy chooser times the flat ring's whole call, this rank's
     // allgather block included; a persistent call runs in the mode the
     // blocking calls of its shape agreed last (ShmCopyChooser::agreed_or).
-    timed_ = agreement_.shm && chooses_copy_ && !hierarchical_;
+    timed_ = agreement_.shm && chooses_copy_ && !hierarchical;
     if (timed_) ctx_->copy_chooser().note_agreed(bytes_, variant_, used_.mode);
-    if (persistent_ && agreement_.shm && !hierarchical_ && cfg_.shm_copy == ShmCopySetting::automatic)
+    if (persistent_ && agreement_.shm && !hierarchical && cfg_.shm_copy == ShmCopySetting::automatic)
         used_.mode = ctx_->copy_chooser().agreed_or(bytes_, variant_, used_.mode);
     used_.own_block_with_slots = used_.mode == ShmCopy::slots && proposal_.own_block_with_slots;
     if (timed_) t0_ = std::chrono::steady_clock::now();
     Status s = place_own_block();
     if (!ok(s)) return result_ = finish_ring(s), TaskStep::done;
-    run_ = build_run();
-    if (!run_) return result_ = finish_ring(Status::invalid_argument), TaskStep::done;
-    return TaskStep::run;
+    return built();
 }
 
 // The engine of a ring over device buffers (the agreed device path).
@@ -561,34 +586,35 @@ DeviceEngine& CollectiveTask::new_device_engine() {
 RingCallRun* CollectiveTask::build_run() {
     const DataType type = element_.type;
     const ReduceOp op = element_.op;
-    if (ipc_ && ctx_->topology().nodes() > 1) {
-        ipc_hier_run_.emplace(*ctx_, net_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_,
-                              type, op, opt_);
-        return ipc_hier_run_->valid() ? &*ipc_hier_run_ : nullptr;
-    }
-    if (ipc_ && call_.kind == Collective::allreduce)
-        return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_);
-    if (ipc_) {
-        // The MPI's blocks, by rank; the reduce-scatter's result goes to
-        // recvbuf, the allgather's own block comes from sendbuf.
-        IpcLayout blocks;
-        blocks.displs = blocks_->displs.data(), blocks.counts = blocks_->counts.data();
-        const bool scatter = call_.kind == Collective::reduce_scatter;
-        if (scatter) blocks.own_out = static_cast<char*>(call_.recvbuf);
-        if (scatter && in_place_) blocks.own_out = ipc_scratch_, blocks.final_out = static_cast<char*>(call_.recvbuf);
-        if (!scatter && !in_place_) blocks.own_in = static_cast<const char*>(call_.sendbuf);
-        return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_,
-                                 scatter ? IpcPart::reduce_scatter : IpcPart::allgather, blocks);
-    }
-    if (one_shot_) {
-        one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
-        return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;
-    }
-    if (hierarchical_) {
-        RingOptions local_opt = opt_;
-        local_opt.segment_bytes = cfg_.shm_segment_bytes();
-        hier_.emplace(*ctx_, net_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_);
-        return hier_->valid() ? &*hier_ : nullptr;
+    switch (algorithm_) {
+        case RingAlgorithm::ipc_hierarchical:
+            ipc_hier_run_.emplace(*ctx_, net_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_,
+                                  ring_count_, type, op, opt_);
+            return ipc_hier_run_->valid() ? &*ipc_hier_run_ : nullptr;
+        case RingAlgorithm::ipc: {
+            if (call_.kind == Collective::allreduce)
+                return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_);
+            // The MPI's blocks, by rank; the reduce-scatter's result goes to
+            // recvbuf, the allgather's own block comes from sendbuf.
+            IpcLayout blocks;
+            blocks.displs = blocks_->displs.data(), blocks.counts = blocks_->counts.data();
+            const bool scatter = call_.kind == Collective::reduce_scatter;
+            if (scatter) blocks.own_out = static_cast<char*>(call_.recvbuf);
+            if (scatter && in_place_) blocks.own_out = ipc_scratch_, blocks.final_out = static_cast<char*>(call_.recvbuf);
+            if (!scatter && !in_place_) blocks.own_in = static_cast<const char*>(call_.sendbuf);
+            return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_,
+                                     scatter ? IpcPart::reduce_scatter : IpcPart::allgather, blocks);
+        }
+        case RingAlgorithm::one_shot:
+            one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
+            return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;
+        case RingAlgorithm::hierarchical: {
+            RingOptions local_opt = opt_;
+            local_opt.segment_bytes = cfg_.shm_segment_bytes();
+            hier_.emplace(*ctx_, net_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_);
+            return hier_->valid() ? &*hier_ : nullptr;
+        }
+        case RingAlgorithm::flat: break;
     }
     if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, net_, call_.kind, used_.mode);
     SegmentEngine* engine = nullptr;
@@ -606,7 +632,7 @@ RingCallRun* CollectiveTask::build_run() {
 // host memory where the two overlap.)
 Status CollectiveTask::move_own_block() {
     // (The IPC reduce-scatter puts it there itself, GPU to GPU: final_out.)
-    if (call_.kind != Collective::reduce_scatter || !in_place_ || ipc_) return Status::ok;
+    if (call_.kind != Collective::reduce_scatter || !in_place_ || ipc()) return Status::ok;
     char* block = ring_recv_ + blocks_->displs[size_t(me_)] * esz_;
     const size_t own = blocks_->counts[size_t(me_)] * esz_;
     const bool overlap = block != call_.recvbuf && block < static_cast<char*>(call_.recvbuf) + own;
@@ -657,10 +683,10 @@ int CollectiveTask::finish_ring(Status s) {
 }
 
 void CollectiveTask::report_run(JobReport& report) const {
-    const ReportPath path = ipc_            ? ReportPath::ipc
-                            : hierarchical_ ? ReportPath::hierarchical
-                            : one_shot_     ? ReportPath::one_shot
-                                            : ReportPath::ring;
+    const ReportPath path = ipc()                                         ? ReportPath::ipc
+                            : algorithm_ == RingAlgorithm::hierarchical ? ReportPath::hierarchical
+                            : algorithm_ == RingAlgorithm::one_shot     ? ReportPath::one_shot
+                                                                        : ReportPath::ring;
     const CallMode mode = !nonblocking_ ? CallMode::blocking : persistent_ ? CallMode::persistent : CallMode::nonblocking;
     const double seconds =
         call_timed_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - call_t0_).count() : -1;

@@ -5,10 +5,18 @@
 //                 what this rank can do with its buffers; local, never waits.
 //   2. agreed():  after the driver has reduced agreement() with MIN over the
 //                 communicator: mismatched counts and NULL buffers become
-//                 errors on every rank together; the ring or a fallback is
-//                 chosen for all; the run is built.
-//   3. run():     the flat ring, the hierarchical allreduce or the one-shot
-//                 allreduce, polled by the driver until it finishes.
+//                 errors on every rank together; then decide_route() gives
+//                 the call its whole route, the same on every rank: the
+//                 MPI's or nexar's, which algorithm, which network.
+//   3. start_run(), run(): the run of that algorithm is built, and polled
+//                 by the driver until it finishes.
+//
+// The route is decided in two places only, each once: plan() alone says
+// what one rank knows without the others (the call is not nexar's: it
+// passes through; the learner sent it to the MPI; or the ranks must
+// agree), and decide_route() everything after the agreement.  Whether the
+// MPI's path stages device buffers through host memory is that path's own
+// question, asked once in needs_staging (call/mpi_staging.h).
 //   4. finish():  the last local copy, the copy chooser's timing, the stats,
 //                 and errors through the communicator's handler.
 //
@@ -35,6 +43,16 @@
 #include "runtime/runtime.h"
 
 namespace nexar {
+
+// Which of nexar's algorithms runs an agreed call (decide_route).
+enum class RingAlgorithm {
+    flat,              // the ring over every rank: same-node hops in shared memory, the others on the network
+    one_shot,          // a small allreduce on one node: every rank reads every rank's board
+    hierarchical,      // allreduce: rings inside each node, rings across nodes, rings inside again
+    ipc,               // device buffers on one node: GPU to GPU through CUDA IPC
+    ipc_hierarchical,  // device allreduce across nodes: IPC inside each node, the device ring across
+};
+const char* ring_algorithm_name(RingAlgorithm a);
 
 // What the driver does after a step.
 enum class TaskStep {
@@ -77,32 +95,27 @@ public:
     // before them, so they wait for peers that start later
     // (RingOptions::patient_start); its initialization may set IPC up.
     void make_persistent() { persistent_ = true, opt_.patient_start = true; }
-    // Collective, after agreed() said run: where every rank agreed on IPC
-    // and the context has none yet, sets it up (a blocking call at its
-    // ring's start; a persistent one at its initialization: a nonblocking
-    // call's steps cannot wait for the other ranks).
-    void set_up_agreed_ipc();
     // This rank's part of the agreement, to be reduced in place.
     CallAgreement& agreement() { return agreement_; }
     static constexpr int agreement_fields() { return kCallAgreementFields; }
-    // Step 2.  agree (again: some rank had released its inboxes, and every
-    // rank set them up again), run, fall_back or done.
+    // Step 2: agree (again: some rank had released its inboxes, and every
+    // rank set them up again), run, fall_back or done (decide_route).  A
+    // blocking or persistent call may set IPC up here (collective).
     TaskStep agreed();
-    // Step 3, after agreed() said run: the ring is built (it takes its
-    // sequence numbers and the context's scratch now: a nonblocking call
-    // waits for its turn on the context first).  run or done.
+    // Step 3, after agreed() said run: the run of the routed algorithm is
+    // built (it takes its sequence numbers and the context's scratch now: a
+    // nonblocking call waits for its turn on the context first; a
+    // persistent call does this at each start).  run or done.
     TaskStep start_run();
-    // The agreed call needs no network hop (the context may have none);
-    // `ipc_set_up`: only IPC the context has set up counts.
-    bool runs_without_network(bool ipc_set_up) const;
     // nexar's progress thread moves this call and may not call the MPI
     // (no MPI_THREAD_MULTIPLE; alike on every rank: agreed at start-up).
     bool ring_may_not_call_mpi() const {
         return nonblocking_ && cfg_.progress == ProgressMode::thread && !rt_.multi_thread();
     }
-    // A persistent call, its IPC set up: each start can run on the
-    // context's channels (else its starts go to the MPI).
-    bool every_start_can_run() const;
+    // After agreed() said run: the algorithm, and the network its hops off
+    // shared memory and IPC take.
+    RingAlgorithm algorithm() const { return algorithm_; }
+    CommContext::Net network() const { return net_; }
     // Valid after start_run() said run.  Its errors go to error().
     RingCallRun& run() { return *run_; }
     std::string* error() { return &error_; }
@@ -114,7 +127,7 @@ public:
     // one), from when it was routed (a nexar trial: from when the calls
     // before it on the communicator were done); the driver hands the
     // learner its time.
-    const Route* trial() const { return route_.trial ? &route_ : nullptr; }
+    const Route* trial() const { return learnt_.trial ? &learnt_ : nullptr; }
     // The vector's bytes, in ring elements (after plan()).
     size_t bytes() const { return bytes_; }
     // The learner's class of the call (with bytes()), once routed.
@@ -123,7 +136,7 @@ public:
     // its class's: its time is not the class's (the class switches kind).
     bool trial_of_other_memory() const { return trial_other_memory_; }
     // The learner routed it (NEXAR_THRESHOLD_BYTES=auto), to the MPI or to nexar.
-    bool routed() const { return route_.slot >= 0; }
+    bool routed() const { return learnt_.slot >= 0; }
     // A trial's time: from the call's start to the MPI's return (end_call()),
     // or to now.
     void end_call() { call_t1_ = std::chrono::steady_clock::now(), call_ended_ = true; }
@@ -140,6 +153,8 @@ public:
 private:
     TaskStep check_call();
     bool learnt_mpi();
+    TaskStep decide_route();
+    TaskStep route_to_mpi(const char* why);
     void lay_out_blocks();
     void check_own_buffers();
     void place_ring_buffers();
@@ -156,6 +171,11 @@ private:
     // given back once the call is over (its peers opened them during it).
     void release_ipc_exports();
     DeviceEngine& new_device_engine();
+    // Collective: where every rank agreed on IPC and the context has none
+    // yet, sets it up (a blocking call at its agreement; a persistent one
+    // at its initialization: a nonblocking call's steps cannot wait for
+    // the other ranks).
+    void set_up_agreed_ipc();
     void set_up_ipc();
     RingCallRun* build_run();
     Status place_own_block();
@@ -211,7 +231,7 @@ private:
     CopyProposal proposal_;
     CallAgreement agreement_;
     bool reconnected_ = false;
-    Route route_;  // NEXAR_THRESHOLD_BYTES=auto's choice for a blocking call
+    Route learnt_;  // NEXAR_THRESHOLD_BYTES=auto's choice for a blocking call (MPI or nexar)
     LearnShape learn_shape_;
     bool trial_other_memory_ = false;
     // When the call's own time began: a trial's (for the learner), or any
@@ -219,11 +239,10 @@ private:
     std::chrono::steady_clock::time_point call_t0_, call_t1_;
     bool call_timed_ = false, call_ended_ = false;
 
-    // Step 2: what runs.
+    // Step 2: what runs (decide_route).
+    RingAlgorithm algorithm_ = RingAlgorithm::flat;
+    bool ipc() const { return algorithm_ == RingAlgorithm::ipc || algorithm_ == RingAlgorithm::ipc_hierarchical; }
     CopyProposal used_;
-    bool hierarchical_ = false;
-    bool one_shot_ = false;
-    bool ipc_ = false;
     bool timed_ = false;
     std::chrono::steady_clock::time_point t0_;
     std::optional<HostEngine> host_engine_;  // before the runs: their channels use it

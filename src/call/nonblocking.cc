@@ -689,18 +689,12 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
     if (!rt) rt = Runtime::start_late(given.comm);
     if (!rt || !rt->config().enable || !rt->config().nonblocking || !request)
         return pass_through_or_staged(rt, own_block_as_in_place(given), request);
-    // A communicator without a context passes through: setting one up would
-    // wait for the other ranks.  (MPI_COMM_WORLD's is set up at MPI_Init.)
-    if (given.comm == MPI_COMM_NULL || !rt->has_context(given.comm)) {
-        Runtime::say_once_no_context();
-        return pass_through_or_staged(rt, own_block_as_in_place(given), request);
-    }
     auto call = std::make_shared<NonblockingCall>(*rt, given, true);
     NonblockingCall& c = *call;
     switch (c.task.plan()) {
         case TaskStep::agree: break;
         case TaskStep::done: return raise_mpi_error(given.comm, c.task.result());
-        default: return pass_through_or_staged(rt, c.task.call(), request);  // a disabled context's, too
+        default: return pass_through_or_staged(rt, c.task.call(), request);  // a disabled context's, or none
     }
     c.ctx = c.task.context();
     c.device = c.task.buffers().device();
@@ -780,20 +774,16 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     auto call = std::make_shared<NonblockingCall>(*rt, given, mpi_each_start);
     NonblockingCall& c = *call;
     c.task.make_persistent();
-    // Initialization is collective (and may wait): the plan and the
-    // agreement are made here, once, as a blocking call's; the context is
-    // set up here if the communicator has none yet, and its IPC where every
-    // rank's buffers can take it.
+    // Initialization is collective (and may wait): the plan, the agreement
+    // and the route are made here, once, as a blocking call's; the context
+    // is set up here if the communicator has none yet, and its IPC where
+    // every rank's buffers can take it (CollectiveTask::decide_route).
     TaskStep step = c.task.plan();
     if (step == TaskStep::agree) {
         pmpi::allreduce(MPI_IN_PLACE, &c.task.agreement(), c.task.agreement_fields(), MPI_INT64_T, MPI_MIN,
                         c.task.call().comm);
         step = c.task.agreed();
     }
-    if (step == TaskStep::run) c.task.set_up_agreed_ipc();
-    // IPC that could not be set up leaves a ring, which a context without
-    // a network cannot run: every rank alike, the MPI's (or staged) call.
-    if (step == TaskStep::run && !c.task.every_start_can_run()) step = TaskStep::fall_back;
     if (step == TaskStep::done) return raise_mpi_error(given.comm, c.task.result());
     if (step != TaskStep::run && !mpi_each_start) return mpi_own();  // every rank alike: the MPI's own persistent collective
     const int tag = take_carrier_tag();

@@ -94,6 +94,8 @@ public:
     // (transport/mpi_channel.h); or none, where only shared-memory rings,
     // the one-shot and IPC run (runtime/context_setup.cc, connect_network).
     enum class Net { none, ucx, mpi };
+    // As NEXAR_NET spells it.
+    static const char* network_name(Net n) { return n == Net::ucx ? "ucx" : n == Net::mpi ? "mpi" : "none"; }
     Net network() const { return net_; }
     bool network_ready() const { return net_ != Net::none; }
     void use_ucx_network() { net_ = Net::ucx; }

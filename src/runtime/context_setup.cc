@@ -387,7 +387,7 @@ void Runtime::measure_networks(CommContext& ctx) {
     std::string when;
     for (uint64_t bytes = 4 << 10; bytes <= (uint64_t(1) << 30); bytes <<= 2) {
         if (!when.empty()) when += ", ";
-        when += format_bytes(bytes) + (ctx.network_for(size_t(bytes)) == CommContext::Net::mpi ? " mpi" : " ucx");
+        when += format_bytes(bytes) + " " + CommContext::network_name(ctx.network_for(size_t(bytes)));
     }
     NEXAR_INFO("communicator context %u: networks measured on its ring of %d: UCX alpha=%.1fus beta=%.3fGB/s, "
                "the MPI's point-to-point alpha=%.1fus beta=%.3fGB/s; NEXAR_NET=auto picks: %s",

@@ -60,6 +60,16 @@ min_ring=1
 # small vectors turn the one-shot off (NEXAR_ONE_SHOT_BYTES=0).
 path=shm run 2 -- --cases 400 --max-count 20000 --big-every 25 --seed 11
 check_bytes "$log" one_shot_calls nonzero
+# Each call's route, decided once after its agreement
+# (CollectiveTask::decide_route), is the same on every rank, call by call.
+path=shm run 2 NEXAR_LOG=debug -- --cases 60 --max-count 20000 --big-every 10 --seed 10
+routes() { grep -a "^nexar\[rank $1\]: MPI_[A-Za-z_]* of [0-9]* bytes on communicator context [0-9]*: " "$log" | sed 's/^nexar\[rank [0-9]*\]: //'; }
+ring_calls=$(grep -ao 'ring_calls(all ranks)=[0-9]*' "$log" | tail -n 1 | cut -d= -f2)
+[ "$(( $(routes 0 | wc -l) * 2 ))" = "${ring_calls:-none}" ] ||
+    fail "NEXAR_LOG=debug printed $(routes 0 | wc -l) routes on rank 0 for ${ring_calls:-no} ring calls of 2 ranks"
+[ "$(routes 0)" = "$(routes 1)" ] || fail "the two ranks routed their calls differently"
+routes 0 | grep -q ": the one-shot allreduce$" || fail "no small allreduce took the one-shot"
+routes 0 | grep -q ": the flat ring$" || fail "no large allreduce took the flat ring"
 run 2 NEXAR_SEGMENT_BYTES=4K NEXAR_PIPELINE_DEPTH=2 NEXAR_ONE_SHOT_BYTES=0 -- --cases 120 --max-count 20000 --big-every 20 --seed 12
 check_bytes "$log" one_shot_calls zero
 run 3 -- --cases 240 --max-count 5000 --big-every 60 --seed 13
