@@ -34,6 +34,9 @@
 //     blocking call's does.
 // Calls that the ring would never take (small, ineligible, a communicator
 // without a context yet) go to PMPI_I* at once.
+//
+// Here the calls start (call/nonblocking.cc); call/nonblocking_engine.h
+// holds a call in flight and the engine that moves the calls along.
 #pragma once
 
 #include <mpi.h>
