@@ -1,39 +1,74 @@
 #include "algo/one_shot.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "reduce/host_reduce.h"
 
 namespace nexar {
 
-OneShotAllreduce::OneShotAllreduce(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence,
-                                   const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op)
-    : boards_(boards), me_(me), seq_(sequence), send_(static_cast<const char*>(sendbuf)),
-      recv_(static_cast<char*>(recvbuf)), count_(count), bytes_(count * datatype_size(type)), type_(type), op_(op) {
-    valid_ = boards.size() >= 2 && me >= 0 && size_t(me) < boards.size() && sequence > 0 && op_supported(type, op);
+BoardCall::BoardCall(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, size_t input_bytes)
+    : boards_(boards), me_(me), seq_(sequence) {
+    valid_ = boards.size() >= 2 && me >= 0 && size_t(me) < boards.size() && sequence > 0;
     for (const OneShotBoard& b : boards)
-        valid_ = valid_ && b.published && b.slots[0] && b.slots[1] && bytes_ <= b.slot_bytes;
+        valid_ = valid_ && b.published && b.slots[0] && b.slots[1] && b.notes[0] && b.notes[1] &&
+                 input_bytes <= b.slot_bytes;
 }
 
-int OneShotAllreduce::waiting_for() const {
+int BoardCall::waiting_for() const {
     for (size_t r = 0; r < boards_.size(); ++r)
         if (boards_[r].published->load(std::memory_order_acquire) < seq_) return int(r);
     return -1;
 }
 
-bool OneShotAllreduce::any_peer_arrived() const {
+bool BoardCall::any_peer_arrived() const {
     for (size_t r = 0; r < boards_.size(); ++r)
         if (int(r) != me_ && boards_[r].published->load(std::memory_order_acquire) >= seq_) return true;
     return false;
 }
 
+BoardMeeting::BoardMeeting(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, int64_t* note,
+                           int fields, const void* input, size_t input_bytes)
+    : BoardCall(boards, me, sequence, input_bytes), note_(note), fields_(fields), input_(input),
+      input_bytes_(input_bytes) {
+    valid_ = valid_ && fields > 0 && size_t(fields) * sizeof(int64_t) <= kBoardNoteBytes && (input || input_bytes == 0);
+}
+
+Status BoardMeeting::poll(bool* moved, std::string*) {
+    if (finished_) return Status::ok;
+    if (!published_) {
+        memcpy(own().notes[slot()], note_, size_t(fields_) * sizeof(int64_t));
+        if (input_bytes_ > 0) memcpy(own().slots[slot()], input_, input_bytes_);
+        own().published->store(seq_, std::memory_order_release);
+        published_ = true;
+        *moved = true;
+    }
+    if (waiting_for() >= 0) return Status::ok;
+    for (size_t r = 0; r < boards_.size(); ++r) {
+        if (int(r) == me_) continue;
+        const int64_t* theirs = boards_[r].notes[slot()];
+        for (int f = 0; f < fields_; ++f) note_[f] = std::min(note_[f], theirs[f]);
+    }
+    finished_ = true;
+    *moved = true;
+    return Status::ok;
+}
+
+OneShotAllreduce::OneShotAllreduce(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence,
+                                   const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
+                                   bool input_on_board)
+    : BoardCall(boards, me, sequence, count * datatype_size(type)), send_(static_cast<const char*>(sendbuf)),
+      recv_(static_cast<char*>(recvbuf)), count_(count), bytes_(count * datatype_size(type)), type_(type), op_(op) {
+    valid_ = valid_ && op_supported(type, op);
+    published_ = input_on_board;
+}
+
 Status OneShotAllreduce::poll(bool* moved, std::string* error) {
     if (finished_) return Status::ok;
-    const size_t slot = size_t(seq_ % 2);
+    const size_t slot = this->slot();
     if (!published_) {
-        const OneShotBoard& own = boards_[size_t(me_)];
-        memcpy(own.slots[slot], send_, bytes_);
-        own.published->store(seq_, std::memory_order_release);
+        memcpy(own().slots[slot], send_, bytes_);
+        own().published->store(seq_, std::memory_order_release);
         published_ = true;
         *moved = true;
     }

@@ -15,6 +15,12 @@
 //
 // Polled, like RingOperation: the first poll copies the input in and
 // publishes it; later polls reduce once every board holds the call.
+//
+// The boards also carry the ranks' agreement (BoardMeeting): each slot
+// starts with a note, what the rank says about the call (the caller's
+// vector, reduced with MIN), so that a call meets the other ranks once:
+// its input goes onto the board with its note, and where every note says
+// the one-shot, the one-shot reduces it with no second meeting.
 // Liveness (a peer that exited, a timeout) is the caller's (it knows the
 // processes): waiting_for() names the rank not yet there.
 #pragma once
@@ -30,39 +36,78 @@
 
 namespace nexar {
 
+// Bytes of a board slot's note (at least the caller's agreement vector),
+// before its input.
+constexpr size_t kBoardNoteBytes = 128;
+
 // One rank's board as the one-shot sees it.
 struct OneShotBoard {
-    std::atomic<uint64_t>* published = nullptr;  // the latest call whose input is on it
+    std::atomic<uint64_t>* published = nullptr;  // the latest call whose input (or note) is on it
     char* slots[2] = {nullptr, nullptr};          // call s's input in slots[s % 2]
-    size_t slot_bytes = 0;
+    int64_t* notes[2] = {nullptr, nullptr};       // call s's note in notes[s % 2] (kBoardNoteBytes)
+    size_t slot_bytes = 0;                        // of input
 };
 
-class OneShotAllreduce {
+// A call on the boards: the boards by rank (this rank's at `me`), valid
+// while it lives, the call's sequence (> 0, one more than the
+// communicator's previous call on them), and where it stands.
+class BoardCall {
 public:
-    // `boards` by rank (this rank's at `me`), valid while this lives;
-    // `sequence` > 0, one more than this communicator's previous one-shot
-    // call.  sendbuf may equal recvbuf.  Check valid() first: the vector
-    // must fit a slot and the op the type.
-    OneShotAllreduce(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, const void* sendbuf,
-                     void* recvbuf, size_t count, DataType type, ReduceOp op);
     bool valid() const { return valid_; }
-    Status poll(bool* moved, std::string* error);
     bool finished() const { return finished_; }
     // The first rank whose board does not hold this call yet (-1: none).
     int waiting_for() const;
     // Whether any other rank has published this call (it started it).
     bool any_peer_arrived() const;
 
-private:
+protected:
+    // `input_bytes`: what this call puts in a slot (it must fit).
+    BoardCall(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, size_t input_bytes);
+    size_t slot() const { return size_t(seq_ % 2); }
+    const OneShotBoard& own() const { return boards_[size_t(me_)]; }
+
     const std::vector<OneShotBoard>& boards_;
     const int me_;
     const uint64_t seq_;
+    bool valid_ = false, published_ = false, finished_ = false;
+};
+
+// One meeting of the ranks on their boards: each publishes its note
+// (`fields` int64, at most kBoardNoteBytes) and, where `input_bytes` > 0,
+// its input in the same slot; once every board holds the call, `note`
+// holds the least of each field over the ranks, on every rank the same.
+// A one-shot of the same sequence may then reduce the inputs
+// (OneShotAllreduce's input_on_board).  Every rank of the communicator
+// must take every meeting, in the same order, with the same `sequence`
+// counter as the one-shots.
+class BoardMeeting final : public BoardCall {
+public:
+    BoardMeeting(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, int64_t* note, int fields,
+                 const void* input, size_t input_bytes);
+    Status poll(bool* moved, std::string* error);
+
+private:
+    int64_t* note_;
+    const int fields_;
+    const void* input_;
+    const size_t input_bytes_;
+};
+
+class OneShotAllreduce final : public BoardCall {
+public:
+    // sendbuf may equal recvbuf.  Check valid() first: the vector must fit
+    // a slot and the op the type.  input_on_board: every rank's
+    // BoardMeeting of this sequence put its input on its board already.
+    OneShotAllreduce(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, const void* sendbuf,
+                     void* recvbuf, size_t count, DataType type, ReduceOp op, bool input_on_board = false);
+    Status poll(bool* moved, std::string* error);
+
+private:
     const char* send_;
     char* recv_;
     const size_t count_, bytes_;
     const DataType type_;
     const ReduceOp op_;
-    bool valid_ = false, published_ = false, finished_ = false;
 };
 
 }  // namespace nexar

@@ -356,6 +356,24 @@ TaskStep CollectiveTask::plan() {
     return TaskStep::agree;
 }
 
+RingCallRun* CollectiveTask::board_meeting() {
+    if (nonblocking_ || !ctx_->boards_ready()) return nullptr;
+    // The input goes along where this rank could take the one-shot: where
+    // every rank could, decide_route picks it, and every input is there.
+    input_on_board_ = call_.kind == Collective::allreduce && plan_.ready && plan_.shm && !plan_.device() &&
+                      uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes &&
+                      bytes_ <= ctx_->boards()[size_t(me_)].slot_bytes;
+    meeting_.emplace(*ctx_, opt_, reinterpret_cast<int64_t*>(&agreement_), agreement_fields(),
+                     input_on_board_ ? src_ : nullptr, input_on_board_ ? bytes_ : 0);
+    return meeting_->valid() ? &*meeting_ : nullptr;  // (valid on every rank: the boards and sizes are alike)
+}
+
+TaskStep CollectiveTask::met(Status s) {
+    if (!ok(s)) return result_ = finish_ring(s), TaskStep::done;
+    meeting_->account();
+    return agreed();
+}
+
 TaskStep CollectiveTask::agreed() {
     const CallAgreement& a = agreement_;
     if (!a.buffers) {
@@ -606,7 +624,9 @@ RingCallRun* CollectiveTask::build_run() {
                                      scatter ? IpcPart::reduce_scatter : IpcPart::allgather, blocks);
         }
         case RingAlgorithm::one_shot:
-            one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_);
+            // After a board meeting, every rank's input is on its board (board_meeting).
+            one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_,
+                                  meeting_ && input_on_board_ ? &*meeting_ : nullptr);
             return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;
         case RingAlgorithm::hierarchical: {
             RingOptions local_opt = opt_;

@@ -95,9 +95,19 @@ public:
     // before them, so they wait for peers that start later
     // (RingOptions::patient_start); its initialization may set IPC up.
     void make_persistent() { persistent_ = true, opt_.patient_start = true; }
-    // This rank's part of the agreement, to be reduced in place.
+    // This rank's part of the agreement, to be reduced in place: by the
+    // driver with the MPI, or on the context's boards (board_meeting).
     CallAgreement& agreement() { return agreement_; }
     static constexpr int agreement_fields() { return kCallAgreementFields; }
+    // After plan() or agreed() said agree: a blocking call on a communicator
+    // whose ranks share one node with the one-shot's boards (alike on every
+    // rank) meets on them: its agreement, and where the call may take the
+    // one-shot its input too, in one meeting (null: the driver reduces the
+    // agreement with the MPI).  The driver polls it to its end, then calls
+    // met().
+    RingCallRun* board_meeting();
+    // Step 2 after a board meeting, with its status: as agreed().
+    TaskStep met(Status meeting_status);
     // Step 2: agree (again: some rank had released its inboxes, and every
     // rank set them up again), run, fall_back or done (decide_route).  A
     // blocking or persistent call may set IPC up here (collective).
@@ -245,6 +255,8 @@ private:
     CopyProposal used_;
     bool timed_ = false;
     std::chrono::steady_clock::time_point t0_;
+    std::optional<AgreementRun> meeting_;    // the agreement on the boards (board_meeting)
+    bool input_on_board_ = false;            // ...carried this rank's input for the one-shot
     std::optional<HostEngine> host_engine_;  // before the runs: their channels use it
     std::optional<DeviceEngine> device_engine_;
     std::optional<FlatRingRun> flat_;

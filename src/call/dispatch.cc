@@ -109,16 +109,9 @@ void remember(const Runtime& rt, CollectiveTask& task, const CollectiveCall& c) 
     if (task.routed()) k.comm = c.comm, k.ctx = task.context(), k.generation = rt.context_generation();
 }
 
-// The agreement: a blocking reduction on every rank, whatever is in
-// flight here (MPI matches a blocking collective only with blocking ones;
-// nexar's nonblocking calls move along on its progress thread meanwhile).
-void agree(CollectiveTask& task) {
-    pmpi::allreduce(MPI_IN_PLACE, &task.agreement(), task.agreement_fields(), MPI_INT64_T, MPI_MIN, task.call().comm);
-}
-
 // The run polled to its end; nonblocking calls in flight move along too.
-Status run(CollectiveTask& task) {
-    if (!nonblocking_in_flight()) return poll_to_end(task.run(), task.error());
+Status run(RingCallRun& task_run, std::string* error) {
+    if (!nonblocking_in_flight()) return poll_to_end(task_run, error);
     // The others' moves keep the loop busy, not this call's clock running
     // (IdleClock::idle_since_or).
     struct WithOthers {
@@ -136,8 +129,18 @@ Status run(CollectiveTask& task) {
         Status check_stall(std::chrono::steady_clock::time_point since, std::string* error) {
             return run.check_stall(own.idle_since_or(since), error);
         }
-    } both{task.run(), IdleClock()};
-    return poll_to_end(both, task.error());
+    } both{task_run, IdleClock()};
+    return poll_to_end(both, error);
+}
+
+// The agreement, on every rank: a meeting on the context's boards where it
+// has them, else a blocking reduction of the MPI's, whatever is in flight
+// here (MPI matches a blocking collective only with blocking ones; nexar's
+// nonblocking calls move along on its progress thread meanwhile).
+TaskStep agree(CollectiveTask& task) {
+    if (RingCallRun* meeting = task.board_meeting()) return task.met(run(*meeting, task.error()));
+    pmpi::allreduce(MPI_IN_PLACE, &task.agreement(), task.agreement_fields(), MPI_INT64_T, MPI_MIN, task.call().comm);
+    return task.agreed();
 }
 
 // The MPI's path for a task's call (call/pass_through.h).  A learner's
@@ -153,13 +156,10 @@ int mpi_path_of(Runtime& rt, CollectiveTask& task, std::atomic<uint64_t>& counte
 
 // The steps after the plan, to the call's return code.
 int complete(Runtime& rt, CollectiveTask& task, TaskStep step) {
-    while (step == TaskStep::agree) {
-        agree(task);
-        step = task.agreed();
-    }
+    while (step == TaskStep::agree) step = agree(task);
     if (step == TaskStep::run) step = task.start_run();
     switch (step) {
-        case TaskStep::run: return task.finish(run(task));
+        case TaskStep::run: return task.finish(run(task.run(), task.error()));
         case TaskStep::pass_through: return mpi_path_of(rt, task, process_stats().passthrough_calls);
         case TaskStep::fall_back: return mpi_path_of(rt, task, process_stats().fallback_calls);
         default: return task.result();

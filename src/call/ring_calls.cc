@@ -79,10 +79,10 @@ Status failed_peer(const BoardGroup& group, const std::function<ShmInbox&(int)>&
 }
 
 Status board_stall(const BoardGroup& group, const std::function<ShmInbox&(int)>& board, int late, bool patient,
-                   const RingOptions& opt, std::chrono::steady_clock::time_point idle_since, const char* what,
-                   std::string* error) {
+                   bool fails_on_broken_peer, const RingOptions& opt, std::chrono::steady_clock::time_point idle_since,
+                   const char* what, std::string* error) {
     char buf[256];
-    Status s = failed_peer(group, board, error);
+    Status s = fails_on_broken_peer ? failed_peer(group, board, error) : Status::ok;
     if (!ok(s)) return s;
     // Only the rank waited for: with every peer there (late < 0) a peer
     // may have finished and exited in good order.
@@ -115,6 +115,7 @@ Status BoardRun<Operation>::fail(Status s) {
 
 template <class Operation>
 Status BoardRun<Operation>::check_peers(std::string* error) {
+    if (!fails_on_broken_peer()) return Status::ok;
     Status s = failed_peer(group(), [this](int i) -> ShmInbox& { return board(i); }, error);
     return ok(s) ? s : fail(s);
 }
@@ -134,18 +135,29 @@ Status BoardRun<Operation>::check_stall(std::chrono::steady_clock::time_point id
     // its own work (peers may have finished and even exited meanwhile).
     const int late = op_.waiting_for();
     if (late < 0 && !waits_for_own_work()) return check_peers(error);
-    Status s = board_stall(group(), [this](int i) -> ShmInbox& { return board(i); }, late, patient(), opt_,
-                           idle_since, what_, error);
+    Status s = board_stall(group(), [this](int i) -> ShmInbox& { return board(i); }, late, patient(),
+                           fails_on_broken_peer(), opt_, idle_since, what_, error);
     return ok(s) ? s : fail(s);
 }
 
 template class BoardRun<OneShotAllreduce>;
 template class BoardRun<IpcAllreduce>;
+template class BoardRun<BoardMeeting>;
+
+AgreementRun::AgreementRun(CommContext& ctx, const RingOptions& opt, int64_t* note, int fields, const void* input,
+                           size_t input_bytes)
+    : BoardRun(ctx, opt, "the agreement on a call", ctx.boards(), ctx.rank(), ctx.next_one_shot(), note, fields,
+               input, input_bytes),
+      sequence_(ctx.one_shot_sequence()) {}
+
+void AgreementRun::account() const {
+    process_stats().board_agreements.fetch_add(1, std::memory_order_relaxed);
+}
 
 OneShotRun::OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-                       const RingOptions& opt)
-    : BoardRun(ctx, opt, "a one-shot allreduce", ctx.boards(), ctx.rank(), ctx.next_one_shot(), src, recvbuf, count,
-               type, op),
+                       const RingOptions& opt, const AgreementRun* met)
+    : BoardRun(ctx, opt, "a one-shot allreduce", ctx.boards(), ctx.rank(), met ? met->sequence() : ctx.next_one_shot(),
+               src, recvbuf, count, type, op, met != nullptr),
       bytes_(count * datatype_size(type)) {}
 
 void OneShotRun::account() const {

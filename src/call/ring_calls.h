@@ -132,6 +132,10 @@ protected:
     virtual bool patient() const { return false; }
     // Can stall with every peer there (waiting for its own work: the GPU's).
     virtual bool waits_for_own_work() const { return false; }
+    // A peer whose board says its communicator failed fails the call (it
+    // may be out of step); false: the call reads what that peer published
+    // (a meeting, whose notes say so).
+    virtual bool fails_on_broken_peer() const { return true; }
     Status fail(Status s);
     Status check_peers(std::string* error);
 
@@ -142,13 +146,37 @@ protected:
     bool checked_peers_ = false;
 };
 
+// A blocking call's agreement on the context's boards (algo/one_shot.h,
+// BoardMeeting): `note` (the agreement vector, `fields` int64) reduced
+// with MIN in place, and `input` (null: none) put on this rank's board
+// for a one-shot of the same sequence (sequence()).  Requires
+// ctx.boards_ready(); takes the context's next one-shot sequence.  Every
+// rank publishes before it checks anything, so that the ranks stay in
+// step whatever the meeting decides; a peer whose communicator failed
+// before takes part (its note says it cannot run); a peer that exited,
+// or no move for NEXAR_TIMEOUT_S, fails it.
+class AgreementRun final : public BoardRun<BoardMeeting> {
+public:
+    AgreementRun(CommContext& ctx, const RingOptions& opt, int64_t* note, int fields, const void* input,
+                 size_t input_bytes);
+    bool valid() const { return op_.valid(); }
+    uint64_t sequence() const { return sequence_; }
+    void account() const override;
+
+private:
+    ShmInbox& board(int rank) override { return ctx_.board(rank); }
+    bool fails_on_broken_peer() const override { return false; }
+    uint64_t sequence_;
+};
+
 // The one-shot allreduce (algo/one_shot.h) on the context's boards.
-// Requires ctx.boards_ready(); takes the context's next one-shot sequence.
+// Requires ctx.boards_ready(); takes the context's next one-shot sequence,
+// or `met`'s, where that AgreementRun put every rank's input on the boards.
 class OneShotRun final : public BoardRun<OneShotAllreduce> {
 public:
     // Check `valid` before the first poll.
     OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-               const RingOptions& opt);
+               const RingOptions& opt, const AgreementRun* met = nullptr);
     bool valid() const { return op_.valid(); }
     void account() const override;
 

@@ -293,6 +293,7 @@ public:
     ShmInbox& board(int rank) { return *boards_[size_t(rank)]; }
     // The next one-shot call's sequence number (from 1; every rank counts alike).
     uint64_t next_one_shot() { return ++one_shot_sequence_; }
+    uint64_t one_shot_sequence() const { return one_shot_sequence_; }  // the latest taken
     // The IPC allreduce's state (runtime/ipc_context.h): set up collectively at
     // the first device call that agreed on IPC; null until then, and for
     // good where that set-up failed (ipc_unavailable()).

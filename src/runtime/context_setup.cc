@@ -153,7 +153,8 @@ void Runtime::connect_boards(CommContext& ctx) {
     // A call takes the one-shot where its vector x (ranks - 1) is at most
     // one_shot_bytes (call/collective_task.cc): its slots need no more.
     const size_t largest = size_t(config_.one_shot_bytes) / size_t(ctx.size() - 1);
-    const size_t slot_bytes = (largest + 63) & ~size_t(63);
+    // Each slot: the rank's note on the call (its agreement, BoardMeeting), then its input.
+    const size_t slot_bytes = kBoardNoteBytes + ((largest + 63) & ~size_t(63));
     const int me = ctx.rank();
     std::string error;
     std::vector<std::unique_ptr<ShmInbox>> boards(size_t(ctx.size()));
@@ -176,14 +177,17 @@ void Runtime::connect_boards(CommContext& ctx) {
     for (std::unique_ptr<ShmInbox>& b : boards) {
         OneShotBoard v;
         v.published = &b->produced();
-        v.slots[0] = b->slot(0);
-        v.slots[1] = b->slot(1);
-        v.slot_bytes = b->slot_bytes();
+        for (uint32_t k = 0; k < 2; ++k) {
+            v.notes[k] = reinterpret_cast<int64_t*>(b->slot(k));
+            v.slots[k] = b->slot(k) + kBoardNoteBytes;
+        }
+        v.slot_bytes = b->slot_bytes() - kBoardNoteBytes;
         views.push_back(v);
     }
     ctx.set_boards(std::move(boards), std::move(views));
-    NEXAR_INFO("communicator context %u: allreduces up to %s take the one-shot allreduce", ctx.id(),
-               format_bytes(largest).c_str());
+    NEXAR_INFO("communicator context %u: allreduces up to %s take the one-shot allreduce; every blocking call's "
+               "agreement meets on the boards",
+               ctx.id(), format_bytes(largest).c_str());
 }
 
 namespace {

@@ -24,6 +24,7 @@ const StatsField kStatsFields[] = {
     {"staged_calls", &Stats::staged_calls},
     {"direct_calls", &Stats::direct_calls},
     {"mpi_bytes", &Stats::mpi_bytes},
+    {"board_agreements", &Stats::board_agreements},
 };
 const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
 

@@ -40,6 +40,9 @@ struct Stats {
     // NEXAR_CUDA_PATH; also in ring_calls).
     std::atomic<uint64_t> direct_calls{0};
     std::atomic<uint64_t> mpi_bytes{0};  // payload sent over the MPI's point-to-point channel
+    // Blocking calls whose agreement met on the one-shot's boards (one
+    // meeting of the ranks, with the input where the call is small).
+    std::atomic<uint64_t> board_agreements{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
@@ -56,7 +59,7 @@ struct StatsField {
 extern const StatsField kStatsFields[];
 extern const size_t kStatsFieldCount;
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D mpi_bytes=M"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D mpi_bytes=M board_agreements=A"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

@@ -361,6 +361,36 @@ void mode_kill_small() {
 #endif
 }
 
+// A blocking small allreduce on one node whose peer died or stopped
+// before it: the call's agreement meets on the one-shot's boards
+// (BoardMeeting), and no PMPI collective comes before the wait.
+void mode_meet(int sig, const char* name) {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    std::vector<float> a(256, 1.0f), b(256, 0.0f);
+    // One call that both ranks make: the boards are in use and in step.
+    int rc = MPI_Allreduce(a.data(), b.data(), int(a.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (rc == MPI_SUCCESS && b[0] != float(g_size)) {
+        fprintf(stderr, "fault_check %s: rank %d: the first allreduce gave %g, not %d\n", name, g_rank, double(b[0]),
+                g_size);
+        rc = MPI_ERR_OTHER;
+        ++g_failures;
+    }
+    if (g_rank == 1) {
+        fault_report_stop(g_rank, sig);
+        raise(sig);
+    }
+    const FaultClock called;
+    const double t0 = MPI_Wtime();
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(a.data(), b.data(), int(a.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0) {
+        report_error(name, rc, MPI_Wtime() - t0, called, FaultClock());
+        fflush(stderr);
+        usleep(1000000);  // 0.3 s lost a report now and then under load
+        MPI_Abort(MPI_COMM_WORLD, rc == MPI_SUCCESS ? 3 : 42);
+    }
+    pause();
+}
+
 void mode_kill(int sig) { ring_with_victims(g_rank == 1, sig, sig == SIGKILL ? "kill" : "stall"); }
 void mode_nonblocking_kill(int sig, How how, const char* name) { ring_with_victims(g_rank == 1, sig, name, how); }
 
@@ -495,8 +525,10 @@ int main(int argc, char** argv) {
     else if (mode == "istall") mode_nonblocking_kill(SIGSTOP, How::nonblocking, "istall");
     else if (mode == "pstall") mode_nonblocking_kill(SIGSTOP, How::persistent, "pstall");
     else if (mode == "kill-small") mode_kill_small();
+    else if (mode == "kill-meet") mode_meet(SIGKILL, "kill-meet");
+    else if (mode == "stall-meet") mode_meet(SIGSTOP, "stall-meet");
     else {
-        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|istall-node|pstall-node|oom|threads|shared-endpoint|ikill|istall|pstall|kill-small\n");
+        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|istall-node|pstall-node|oom|threads|shared-endpoint|ikill|istall|pstall|kill-small|kill-meet|stall-meet\n");
         ++g_failures;
     }
     int total = 0;

@@ -79,10 +79,12 @@ fi
 # The same for a nonblocking call (i*) and a persistent one (pstall),
 # completed by an MPI_Waitall beside requests that must complete; and a
 # one-shot allreduce (a small vector) whose peer died before its part
-# (kill-small).
-modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall kill-small kill-mpi stall-mpi"
+# (kill-small); a blocking small allreduce whose peer died or stopped
+# before the meeting on the boards that carries its agreement (kill-meet,
+# stall-meet).
+modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall kill-small kill-meet stall-meet kill-mpi stall-mpi"
 if [ "$NEXAR_MPI_FAMILY" = mpich ]; then
-    modes="stall stall-ucx istall-ucx pstall stall-mpi"
+    modes="stall stall-ucx istall-ucx pstall stall-meet stall-mpi"
     echo "(kill, kill-ucx and ikill not run: MPICH ends the job itself when a process dies)"
 fi
 for mode in $(for _ in $(seq "$repeat"); do echo $modes; done); do
@@ -101,6 +103,12 @@ for mode in $(for _ in $(seq "$repeat"); do echo $modes; done); do
         grep -aq "has exited in the middle of a one-shot allreduce" "$log" ||
             fail "kill-small: the error did not come from the one-shot allreduce"
     fi
+    case $mode in
+        kill-meet) grep -aq "has exited in the middle of the agreement on a call" "$log" ||
+                       fail "kill-meet: the error did not come from the meeting on the boards" ;;
+        stall-meet) grep -aq "the agreement on a call waits for rank 1" "$log" ||
+                        fail "stall-meet: the error did not come from the meeting on the boards" ;;
+    esac
 done
 # The check must not pass what it cannot read: this lane's own last report,
 # with its class, its time or the victim's stop broken on purpose, fails it.

@@ -70,8 +70,18 @@ ring_calls=$(grep -ao 'ring_calls(all ranks)=[0-9]*' "$log" | tail -n 1 | cut -d
 [ "$(routes 0)" = "$(routes 1)" ] || fail "the two ranks routed their calls differently"
 routes 0 | grep -q ": the one-shot allreduce$" || fail "no small allreduce took the one-shot"
 routes 0 | grep -q ": the flat ring$" || fail "no large allreduce took the flat ring"
+# One meeting per call (algo/one_shot.h, BoardMeeting): on one node every
+# blocking call's agreement meets on the one-shot's boards, the one-shot's
+# input with it, so each rank counts as many meetings as calls it agreed.
+for r in 0 1; do
+    line=$(grep -a "^nexar: rank $r: " "$log")
+    field() { printf '%s\n' "$line" | grep -o " $1=[0-9]*" | cut -d= -f2; }
+    [ "$(field board_agreements)" = "$(( $(field ring_calls) + $(field fallback_calls) ))" ] ||
+        fail "rank $r: board_agreements=$(field board_agreements) for ring_calls=$(field ring_calls) fallback_calls=$(field fallback_calls)"
+done
 run 2 NEXAR_SEGMENT_BYTES=4K NEXAR_PIPELINE_DEPTH=2 NEXAR_ONE_SHOT_BYTES=0 -- --cases 120 --max-count 20000 --big-every 20 --seed 12
 check_bytes "$log" one_shot_calls zero
+check_bytes "$log" board_agreements zero  # no boards: the agreement is the MPI's reduction
 run 3 -- --cases 240 --max-count 5000 --big-every 60 --seed 13
 check_bytes "$log" one_shot_calls nonzero
 run 4 NEXAR_ONE_SHOT_BYTES=0 -- --cases 200 --max-count 3000 --big-every 100 --seed 14

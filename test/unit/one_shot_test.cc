@@ -15,11 +15,16 @@ namespace {
 struct Boards {
     explicit Boards(int ranks, size_t slot_bytes) : published(size_t(ranks)), memory(size_t(ranks)) {
         for (int r = 0; r < ranks; ++r) {
-            memory[size_t(r)].assign(2 * slot_bytes, char(0x5a));
+            // Each slot: its note, then its input (as Runtime::connect_boards lays them out).
+            const size_t whole = kBoardNoteBytes + slot_bytes;
+            memory[size_t(r)].assign(2 * whole, char(0x5a));
             OneShotBoard b;
             b.published = &published[size_t(r)];
-            b.slots[0] = memory[size_t(r)].data();
-            b.slots[1] = memory[size_t(r)].data() + slot_bytes;
+            for (size_t k = 0; k < 2; ++k) {
+                char* at = memory[size_t(r)].data() + k * whole;
+                b.notes[k] = reinterpret_cast<int64_t*>(at);
+                b.slots[k] = at + kBoardNoteBytes;
+            }
             b.slot_bytes = slot_bytes;
             views.push_back(b);
         }
@@ -154,6 +159,77 @@ TEST(OneShot, AFastRankAheadLeavesTheSlowOnesCallAlone) {
         EXPECT_EQ(out_a2[i], a2[i] + b2[i]);
         EXPECT_EQ(out_b2[i], a2[i] + b2[i]);
     }
+}
+
+// One meeting: every rank's note reduced with MIN, the same on every rank,
+// and no rank finishes before the last has published.
+TEST(BoardMeeting, EveryRankReadsTheLeastOfEveryNote) {
+    const int ranks = 3;
+    Boards boards(ranks, 64);
+    int64_t notes[ranks][3] = {{5, 1, -7}, {4, 1, -9}, {6, 0, -8}};
+    std::vector<std::unique_ptr<BoardMeeting>> meetings;
+    for (int r = 0; r < ranks; ++r) {
+        meetings.emplace_back(new BoardMeeting(boards.views, r, 1, notes[r], 3, nullptr, 0));
+        ASSERT_TRUE(meetings.back()->valid());
+    }
+    std::string error;
+    bool moved = false;
+    ASSERT_EQ(meetings[0]->poll(&moved, &error), Status::ok);
+    ASSERT_EQ(meetings[1]->poll(&moved, &error), Status::ok);
+    EXPECT_FALSE(meetings[0]->finished());
+    EXPECT_EQ(meetings[0]->waiting_for(), 2);
+    EXPECT_TRUE(meetings[2]->any_peer_arrived());
+    for (int round = 0; round < 2; ++round)
+        for (auto& m : meetings) ASSERT_EQ(m->poll(&moved, &error), Status::ok);
+    for (int r = 0; r < ranks; ++r) {
+        ASSERT_TRUE(meetings[size_t(r)]->finished());
+        EXPECT_EQ(notes[r][0], 4);
+        EXPECT_EQ(notes[r][1], 0);
+        EXPECT_EQ(notes[r][2], -9);
+    }
+}
+
+// The input goes onto the board with the note; the one-shot of the same
+// sequence then reduces it without publishing again, and a rank that runs
+// ahead into the next meeting leaves the slower one's call alone.
+TEST(BoardMeeting, TheOneShotAfterItReducesTheInputsItCarried) {
+    Boards boards(2, 64);
+    float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40}, out_a[4] = {}, out_b[4] = {};
+    int64_t note_a[1] = {1}, note_b[1] = {1};
+    BoardMeeting meet_a(boards.views, 0, 7, note_a, 1, a, sizeof a);
+    BoardMeeting meet_b(boards.views, 1, 7, note_b, 1, b, sizeof b);
+    std::string error;
+    bool moved = false;
+    ASSERT_EQ(meet_a.poll(&moved, &error), Status::ok);
+    ASSERT_EQ(meet_b.poll(&moved, &error), Status::ok);
+    ASSERT_EQ(meet_a.poll(&moved, &error), Status::ok);
+    ASSERT_TRUE(meet_a.finished() && meet_b.finished());
+    OneShotAllreduce fast(boards.views, 0, 7, a, out_a, 4, DataType::f32, ReduceOp::sum, true);
+    ASSERT_EQ(fast.poll(&moved, &error), Status::ok);
+    ASSERT_TRUE(fast.finished());
+    // Rank 0 meets again (call 8, the other slot) before rank 1 reduces call 7.
+    float c[4] = {100, 100, 100, 100};
+    int64_t note_c[1] = {0};
+    BoardMeeting next(boards.views, 0, 8, note_c, 1, c, sizeof c);
+    ASSERT_EQ(next.poll(&moved, &error), Status::ok);
+    EXPECT_FALSE(next.finished());
+    OneShotAllreduce slow(boards.views, 1, 7, b, out_b, 4, DataType::f32, ReduceOp::sum, true);
+    ASSERT_EQ(slow.poll(&moved, &error), Status::ok);
+    ASSERT_TRUE(slow.finished());
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(out_a[i], a[i] + b[i]);
+        EXPECT_EQ(out_b[i], a[i] + b[i]);
+    }
+}
+
+TEST(BoardMeeting, RefusesANoteOrInputThatDoesNotFit) {
+    Boards boards(2, 64);
+    int64_t note[17] = {};
+    char input[65] = {};
+    EXPECT_TRUE(BoardMeeting(boards.views, 0, 1, note, 16, input, 64).valid());
+    EXPECT_FALSE(BoardMeeting(boards.views, 0, 1, note, 17, nullptr, 0).valid());
+    EXPECT_FALSE(BoardMeeting(boards.views, 0, 1, note, 1, input, 65).valid());
+    EXPECT_FALSE(BoardMeeting(boards.views, 0, 0, note, 1, nullptr, 0).valid());
 }
 
 }  // namespace
