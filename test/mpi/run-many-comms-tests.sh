@@ -7,6 +7,8 @@
 #     allreduce: every call takes the ring (NEXAR_STATS), no descriptor is
 #     added, results are exact; through shared memory and with NEXAR_SHM=0
 #     (the UCX ring, which also adds almost no memory);
+#   - 200 live communicators through shared memory: at most 128 MiB more
+#     per rank;
 #   - churn: 200 communicators created, used and freed: descriptors and
 #     memory back to where they started, nothing left in /dev/shm;
 #   - more communicators than the shared-memory budget keeps inboxes for,
@@ -64,6 +66,11 @@ leftovers() {
 left_before=$(leftovers | sort)
 run 100 256 -- -s 8388608
 at_most extra_fds 0
+# 200 live communicators through shared memory, each with its inboxes, its
+# one-shot boards and one large allreduce: within 128 MiB per rank (the
+# shared-memory budget releases idle contexts' inboxes).
+run 200 1024 -- -s 8388608
+at_most extra_rss_mib 128
 run 100 256 NEXAR_SHM=0 -- -s 8388608
 at_most extra_fds 0
 at_most extra_rss_mib 128
