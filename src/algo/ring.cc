@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -143,10 +144,19 @@ unsigned IdleClock::after_round(bool moved) {
     return idle_;
 }
 
+namespace {
+std::atomic<unsigned> g_spins_before_yield{kIdleSpinsBeforeYield};
+}  // namespace
+
+void set_idle_yield(bool often) {
+    g_spins_before_yield.store(often ? kIdleSpinsBeforeYield : kIdleSpinsBeforeRareYield, std::memory_order_relaxed);
+}
+bool idle_yield_often() { return g_spins_before_yield.load(std::memory_order_relaxed) == kIdleSpinsBeforeYield; }
+
 bool IdleBackoff::after_round(bool moved) {
     const unsigned idle = clock_.after_round(moved);
     if (idle == 0) return false;
-    if (idle % kIdleSpinsBeforeYield == 0) sched_yield();
+    if (idle % g_spins_before_yield.load(std::memory_order_relaxed) == 0) sched_yield();
     if (idle % check_every_ != 0) return false;
     const auto now = std::chrono::steady_clock::now();
     if (now - std::max(clock_.idle_since(), last_check_) < interval_) return false;

@@ -39,6 +39,16 @@ namespace nexar {
 // than cores, pure spinning ran 4-8x slower (the peer a ring waits for needs
 // the core), and at one rank per core yielding costs nothing.
 constexpr unsigned kIdleSpinsBeforeYield = 64;
+// ...but where the node holds no more ranks than CPUs, a yield hands the
+// core to whatever else runs there, not to a peer: with a busy process
+// beside 2 ranks on 2 cores, yields every 64 polls took a 16 KiB allreduce
+// 15-260 us, every 2^20 polls 3-5 us (the MPI's: 14-26 us).  Waits there
+// yield this rarely.
+constexpr unsigned kIdleSpinsBeforeRareYield = 1u << 20;
+// Which of the two idle waits give: set by the runtime at start-up
+// (NEXAR_YIELD, runtime/config.h); often until then.
+void set_idle_yield(bool often);
+bool idle_yield_often();
 // Idle polls between looks at the clock for a check for stalls.
 constexpr unsigned kIdleSpinsBetweenChecks = 1024;
 // A check for stalls reads the peers' state (/proc) and costs a few

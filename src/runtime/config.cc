@@ -15,16 +15,16 @@ bool operator==(const Config& a, const Config& b) {
            a.segment_bytes == b.segment_bytes && a.pipeline_depth == b.pipeline_depth &&
            a.host_setting == b.host_setting && a.host_buffers == b.host_buffers && a.learn == b.learn && a.shm == b.shm && a.timeout_s == b.timeout_s && a.stats == b.stats && a.report == b.report &&
            a.log_level == b.log_level && a.cuda_path == b.cuda_path && a.cuda_ipc == b.cuda_ipc &&
-           a.algorithm == b.algorithm && a.net == b.net && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
+           a.algorithm == b.algorithm && a.net == b.net && a.yield == b.yield && a.shm_copy == b.shm_copy && a.gpu_profile == b.gpu_profile &&
            a.stream_bytes == b.stream_bytes && a.nonblocking == b.nonblocking && a.progress == b.progress &&
            a.one_shot_bytes == b.one_shot_bytes;
 }
 
-const char* host_buffers_name(HostBuffers h) {
-    switch (h) {
-        case HostBuffers::off: return "0";
-        case HostBuffers::on: return "1";
-        case HostBuffers::automatic: return "auto";
+const char* auto_bool_name(AutoBool a) {
+    switch (a) {
+        case AutoBool::off: return "0";
+        case AutoBool::on: return "1";
+        case AutoBool::automatic: return "auto";
     }
     return "?";
 }
@@ -78,11 +78,11 @@ bool parse_size_or_auto(const char* text, uint64_t* out, bool* automatic) {
     return *automatic = false, true;
 }
 
-bool parse_host_buffers(const char* text, HostBuffers* out) {
+bool parse_auto_bool(const char* text, AutoBool* out) {
     bool on = false;
-    if (is_auto(text)) return *out = HostBuffers::automatic, true;
+    if (is_auto(text)) return *out = AutoBool::automatic, true;
     if (!parse_bool(text, &on)) return false;
-    return *out = on ? HostBuffers::on : HostBuffers::off, true;
+    return *out = on ? AutoBool::on : AutoBool::off, true;
 }
 
 bool parse_cuda_ipc(const char* text, CudaIpc* out) {
@@ -247,7 +247,7 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         else
             complain("NEXAR_PIPELINE_DEPTH", v, "an integer from 1 to 64", std::to_string(c.pipeline_depth));
     }
-    if ((v = lookup("NEXAR_HOST_BUFFERS")) && !parse_host_buffers(v, &c.host_setting))
+    if ((v = lookup("NEXAR_HOST_BUFFERS")) && !parse_auto_bool(v, &c.host_setting))
         complain("NEXAR_HOST_BUFFERS", v, "auto, 1 or 0", "auto");
     c.host_buffers = c.host_setting != HostBuffers::off;
     c.learn = c.threshold_auto;
@@ -267,6 +267,8 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
         complain("NEXAR_ALGORITHM", v, "auto, ring or hier", "auto");
     if ((v = lookup("NEXAR_NET")) && !parse_net(v, &c.net))
         complain("NEXAR_NET", v, "auto, ucx or mpi", "auto");
+    if ((v = lookup("NEXAR_YIELD")) && !parse_auto_bool(v, &c.yield))
+        complain("NEXAR_YIELD", v, "auto, 1 or 0", "auto");
     if ((v = lookup("NEXAR_SHM_COPY")) && !parse_shm_copy(v, &c.shm_copy))
         complain("NEXAR_SHM_COPY", v, "auto, slots, mixed, cma or push", "auto");
     if ((v = lookup("NEXAR_GPU_PROFILE")) && !parse_bool(v, &c.gpu_profile))
@@ -292,12 +294,12 @@ std::string describe(const Config& c) {
     char buf[512];
     snprintf(buf, sizeof buf,
              "enable=%d threshold=%s segment=%s depth=%u host_buffers=%s shm=%d timeout=%gs stats=%d report=%s cuda_path=%s "
-             "cuda_ipc=%s algorithm=%s net=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
+             "cuda_ipc=%s algorithm=%s net=%s yield=%s shm_copy=%s gpu_profile=%d stream=%s nonblocking=%d progress=%s one_shot=%s",
              c.enable ? 1 : 0, c.threshold_auto ? "auto" : format_bytes(c.threshold_bytes).c_str(),
              c.segment_bytes ? format_bytes(c.segment_bytes).c_str() : "auto",
-             c.pipeline_depth, host_buffers_name(c.host_setting), c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0,
+             c.pipeline_depth, auto_bool_name(c.host_setting), c.shm ? 1 : 0, c.timeout_s, c.stats ? 1 : 0,
              c.report == ReportSetting::off ? "0" : c.report == ReportSetting::print ? "1" : "file", cuda_path_name(c.cuda_path),
-             cuda_ipc_name(c.cuda_ipc), algorithm_name(c.algorithm), net_setting_name(c.net),
+             cuda_ipc_name(c.cuda_ipc), algorithm_name(c.algorithm), net_setting_name(c.net), auto_bool_name(c.yield),
              shm_copy_setting_name(c.shm_copy), c.gpu_profile ? 1 : 0,
              format_bytes(c.stream_bytes).c_str(), c.nonblocking ? 1 : 0, progress_mode_name(c.progress),
              format_bytes(c.one_shot_bytes).c_str());

@@ -111,11 +111,22 @@ constexpr uint64_t kAutoFloorBytes = 2ull << 10;
 // "The learnt threshold").
 constexpr uint64_t kAutoNonblockingBytes = 4ull << 10;
 
+// A setting of 1, 0 or auto.
+enum class AutoBool : int { off = 0, on = 1, automatic = 2 };
+const char* auto_bool_name(AutoBool a);
+
 // NEXAR_HOST_BUFFERS: whether host buffers may take the ring.  auto and 1:
 // yes, in every job, where the learner (or a fixed threshold) decides each
 // size; 0: device buffers only.
-enum class HostBuffers : int { off = 0, on = 1, automatic = 2 };
-const char* host_buffers_name(HostBuffers h);
+using HostBuffers = AutoBool;
+
+// NEXAR_YIELD: whether a wait gives its core away now and then
+// (sched_yield).  auto: only where the node holds more of the job's ranks
+// than the CPUs they may run on, as MPIs do when oversubscribed: there the
+// peer a wait waits for needs the core, and elsewhere a yield hands it to
+// whatever else runs there (a busy process beside the ranks kept it for
+// milliseconds: algo/ring.h, set_idle_yield).
+using YieldSetting = AutoBool;
 
 // Who moves nonblocking calls along (NEXAR_PROGRESS, call/nonblocking.h):
 // a thread of nexar's, or only the application's MPI calls.
@@ -150,6 +161,7 @@ struct Config {
     CudaIpc cuda_ipc = CudaIpc::on;               // NEXAR_CUDA_IPC: device buffers of one node GPU to GPU
     Algorithm algorithm = Algorithm::automatic;   // NEXAR_ALGORITHM
     NetSetting net = NetSetting::automatic;       // NEXAR_NET
+    YieldSetting yield = YieldSetting::automatic;  // NEXAR_YIELD
     ShmCopySetting shm_copy = ShmCopySetting::automatic;  // NEXAR_SHM_COPY
     bool gpu_profile = false;                     // NEXAR_GPU_PROFILE: time the device ring's stages
     uint64_t stream_bytes = 4ull << 20;           // NEXAR_STREAM_BYTES: calls from here stream settled results
@@ -184,7 +196,8 @@ bool parse_size(const char* text, uint64_t* out);
 // parse_size's, or "auto" (*automatic set).
 bool parse_size_or_auto(const char* text, uint64_t* out, bool* automatic);
 // "auto", or parse_bool's.
-bool parse_host_buffers(const char* text, HostBuffers* out);
+// "auto", or a boolean (1, 0, yes, no, ...).
+bool parse_auto_bool(const char* text, AutoBool* out);
 // "1"/"0", "yes"/"no", "true"/"false", "on"/"off" (any case).
 bool parse_bool(const char* text, bool* out);
 // A plain non-negative decimal integer ("4").

@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <mpi.h>
+#include <sched.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -174,6 +175,7 @@ void Runtime::init(int thread_level) {
     pmpi::allreduce(MPI_IN_PLACE, &multiple, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     multi_thread_ = multiple != 0;
     const bool spans = job_spans_nodes();
+    choose_idle_yield();
     // NEXAR_NET=mpi: no hop takes UCX, so none is started (a UCX that
     // misbehaves on this fabric is never touched).
     if (config_.net == NetSetting::mpi)
@@ -181,6 +183,55 @@ void Runtime::init(int thread_level) {
     else
         start_ucx(spans);
     start_device();
+}
+
+namespace {
+
+// The running kernel's identity (a boot's random id): processes in
+// different network namespaces on one machine, as the simulated nodes of
+// test/cluster/ are, share it, and share its CPUs.  0 where unknown.
+int kernel_color() {
+    FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f) return 0;
+    char id[64] = {};
+    const bool got = fgets(id, sizeof id, f) != nullptr;
+    fclose(f);
+    uint32_t h = 2166136261u;
+    for (const char* c = id; got && *c && *c != '\n'; ++c) h = (h ^ uint8_t(*c)) * 16777619u;
+    return got ? int(h & 0x7fffffff) : 0;
+}
+
+}  // namespace
+
+// How idle waits give their core away (NEXAR_YIELD): often only where this
+// machine runs more of the job's ranks than the CPUs they may run on (the
+// union of their affinity masks), as MPIs yield when oversubscribed.
+// Collective.
+void Runtime::choose_idle_yield() const {
+    MPI_Comm machine = MPI_COMM_NULL;
+    int ranks = 0, my_index = 0, all_known = 0;
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    all_known = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? 1 : 0;
+    if (pmpi::comm_split(MPI_COMM_WORLD, kernel_color(), world_rank_, &machine) == MPI_SUCCESS &&
+        machine != MPI_COMM_NULL) {
+        PMPI_Comm_size(machine, &ranks);
+        PMPI_Comm_rank(machine, &my_index);
+        pmpi::allreduce(MPI_IN_PLACE, &cpus, int(sizeof cpus), MPI_BYTE, MPI_BOR, machine);
+        pmpi::allreduce(MPI_IN_PLACE, &all_known, 1, MPI_INT, MPI_MIN, machine);
+        PMPI_Comm_free(&machine);
+    } else {
+        all_known = 0;
+    }
+    const int machine_cpus = all_known ? CPU_COUNT(&cpus) : 0;
+    const bool oversubscribed = machine_cpus > 0 && ranks > machine_cpus;
+    const bool often = config_.yield == YieldSetting::on || (config_.yield == YieldSetting::automatic && oversubscribed);
+    set_idle_yield(often);
+    if (my_index == 0)
+        NEXAR_INFO("%d of the job's ranks on this machine, on %d CPUs: waits %s (NEXAR_YIELD=%s)", ranks, machine_cpus,
+                   often ? "give the core away every 64 idle polls"
+                         : "keep their core (a yield would give it to another process, not to a peer)",
+                   auto_bool_name(config_.yield));
 }
 
 // Whether some node holds only part of MPI_COMM_WORLD.  Collective.

@@ -120,6 +120,7 @@ private:
     ~Runtime();
     void init(int thread_level);
     bool job_spans_nodes() const;
+    void choose_idle_yield() const;
     void start_ucx(bool spans);
     void start_device();
     struct UcxAddresses {

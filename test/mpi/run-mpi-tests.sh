@@ -52,6 +52,20 @@ run() {  # run NP [env...] -- ARGS...
     return 0
 }
 min_ring=1
+# Idle waits give their core away often only where the node holds more
+# ranks than the CPUs they may run on (NEXAR_YIELD=auto, algo/ring.h).
+check_yield() {  # check_yield RANKS SETTING
+    local line ranks cpus
+    line=$(grep -a "of the job's ranks on this machine, on" "$log")
+    [ "$(printf '%s\n' "$line" | grep -c .)" = 1 ] || fail "not one line on how waits yield: $line"
+    ranks=$(printf '%s\n' "$line" | sed 's/.*: \([0-9]*\) of the job.*/\1/')
+    cpus=$(printf '%s\n' "$line" | sed 's/.* on \([0-9]*\) CPUs.*/\1/')
+    [ "$ranks" = "$1" ] || fail "the yield line counts $ranks ranks on the machine, not $1: $line"
+    case "$2:$((ranks > cpus))" in
+        auto:1 | 1:*) printf '%s\n' "$line" | grep -q "give the core away" || fail "waits should yield: $line" ;;
+        *) printf '%s\n' "$line" | grep -q "keep their core" || fail "waits should keep their core: $line" ;;
+    esac
+}
 
 # More ranks than cores busy-poll against each other: fewer and smaller
 # cases as the rank count grows.
@@ -70,6 +84,7 @@ ring_calls=$(grep -ao 'ring_calls(all ranks)=[0-9]*' "$log" | tail -n 1 | cut -d
 [ "$(routes 0)" = "$(routes 1)" ] || fail "the two ranks routed their calls differently"
 routes 0 | grep -q ": the one-shot allreduce$" || fail "no small allreduce took the one-shot"
 routes 0 | grep -q ": the flat ring$" || fail "no large allreduce took the flat ring"
+check_yield 2 auto
 # One meeting per call (algo/one_shot.h, BoardMeeting): on one node every
 # blocking call's agreement meets on the one-shot's boards, the one-shot's
 # input with it, so each rank counts as many meetings as calls it agreed.
@@ -84,8 +99,10 @@ check_bytes "$log" one_shot_calls zero
 check_bytes "$log" board_agreements zero  # no boards: the agreement is the MPI's reduction
 run 3 -- --cases 240 --max-count 5000 --big-every 60 --seed 13
 check_bytes "$log" one_shot_calls nonzero
-run 4 NEXAR_ONE_SHOT_BYTES=0 -- --cases 200 --max-count 3000 --big-every 100 --seed 14
+check_yield 3 auto
+run 4 NEXAR_ONE_SHOT_BYTES=0 NEXAR_YIELD=1 -- --cases 200 --max-count 3000 --big-every 100 --seed 14
 check_bytes "$log" one_shot_calls zero
+check_yield 4 1
 path=shm run 5 NEXAR_SEGMENT_BYTES=1K NEXAR_ONE_SHOT_BYTES=0 -- --cases 160 --max-count 2000 --big-every 0 --seed 15
 # Same-node hops that pass segments by address, read by the receiver with
 # CMA: both phases, and the allgather alone (NEXAR_SHM_COPY=mixed); and

@@ -210,6 +210,21 @@ TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
     EXPECT_NE(problems[3].find("NEXAR_PIPELINE_DEPTH"), std::string::npos);
 }
 
+TEST(ParseConfig, YieldIsAutoOneOrZero) {
+    std::vector<std::string> problems;
+    EXPECT_EQ(Config().yield, YieldSetting::automatic);
+    EXPECT_EQ(parse({{"NEXAR_YIELD", "1"}}, &problems).yield, YieldSetting::on);
+    EXPECT_EQ(parse({{"NEXAR_YIELD", "no"}}, &problems).yield, YieldSetting::off);
+    EXPECT_EQ(parse({{"NEXAR_YIELD", "AUTO"}}, &problems).yield, YieldSetting::automatic);
+    EXPECT_TRUE(problems.empty());
+    EXPECT_NE(describe(parse({{"NEXAR_YIELD", "0"}}, &problems)).find("yield=0"), std::string::npos);
+    const Config c = parse({{"NEXAR_YIELD", "often"}}, &problems);
+    EXPECT_EQ(c.yield, YieldSetting::automatic);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_NE(problems[0].find("NEXAR_YIELD='often'"), std::string::npos) << problems[0];
+    EXPECT_NE(problems[0].find("auto, 1 or 0"), std::string::npos) << problems[0];
+}
+
 TEST(ParseConfig, DepthAboveLimitIsRejected) {
     std::vector<std::string> problems;
     Config c = parse({{"NEXAR_PIPELINE_DEPTH", "65"}, {"NEXAR_SEGMENT_BYTES", "2G"}}, &problems);
