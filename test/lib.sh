@@ -4,6 +4,14 @@
 : "${NEXAR_BUILDDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 # Wall-clock limit of one mpirun: a hang fails the test instead of CI.
 : "${NEXAR_TEST_TIMEOUT:=600}"
+# nexar's waits give their core away every 64 polls in the tests, unless a
+# test sets NEXAR_YIELD itself.  With NEXAR_YIELD=auto, 2 ranks on a 2-core
+# machine keep their cores while they wait, and Open MPI 4.1's mpirun then
+# forwarded pieces of the ranks' lines interleaved (2 of 8 runs of
+# learn_check under NEXAR_LOG=debug, none with NEXAR_YIELD=1): checks
+# that read the log line by line could not count them.
+: "${NEXAR_YIELD:=1}"
+export NEXAR_YIELD
 
 # Which launcher $MPIRUN is (orte: Open MPI 4.x; prrte: Open MPI 5.x; hydra:
 # MPICH's mpiexec), from its --version, by the same function as the

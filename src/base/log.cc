@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "base/status.h"
 
 namespace nexar {
@@ -32,10 +34,17 @@ void log_message(LogLevel level, const char* fmt, ...) {
     else
         snprintf(rank, sizeof rank, "?");
     const char* lvl = level == LogLevel::warn || level == LogLevel::error ? kLevelNames[static_cast<int>(level)] : nullptr;
-    if (lvl)
-        fprintf(stderr, "nexar[rank %s]: %s: %s\n", rank, lvl, body);
-    else
-        fprintf(stderr, "nexar[rank %s]: %s\n", rank, body);
+    // The whole line in one write(2): stdio may split it, and the launcher
+    // that forwards every rank's stderr then interleaves pieces of lines
+    // (seen under NEXAR_LOG=debug with 2 ranks).
+    char line[1200];
+    int n = lvl ? snprintf(line, sizeof line, "nexar[rank %s]: %s: %s\n", rank, lvl, body)
+                : snprintf(line, sizeof line, "nexar[rank %s]: %s\n", rank, body);
+    if (n < 0) return;
+    if (size_t(n) >= sizeof line) n = int(sizeof line) - 1, line[n - 1] = '\n';
+    fflush(stderr);  // what the application printed before comes first
+    for (ssize_t at = 0, w; at < n; at += w)
+        if ((w = write(STDERR_FILENO, line + at, size_t(n - at))) <= 0) break;
 }
 
 const char* status_string(Status s) {

@@ -7,7 +7,7 @@
 
 namespace nexar {
 
-enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3, trace = 4 };  // trace: a line per call
 
 // Messages above this level are dropped.  Set from NEXAR_LOG at start-up.
 void set_log_level(LogLevel level);
@@ -31,3 +31,4 @@ std::string format_bytes(uint64_t bytes);
 #define NEXAR_WARN(...) NEXAR_LOG(::nexar::LogLevel::warn, __VA_ARGS__)
 #define NEXAR_INFO(...) NEXAR_LOG(::nexar::LogLevel::info, __VA_ARGS__)
 #define NEXAR_DEBUG(...) NEXAR_LOG(::nexar::LogLevel::debug, __VA_ARGS__)
+#define NEXAR_TRACE(...) NEXAR_LOG(::nexar::LogLevel::trace, __VA_ARGS__)

@@ -429,7 +429,7 @@ const char* ring_algorithm_name(RingAlgorithm a) {
 }
 
 TaskStep CollectiveTask::route_to_mpi(const char* why) {
-    NEXAR_DEBUG("%s of %zu bytes on communicator context %u goes to the MPI: %s", call_.name, bytes_, ctx_->id(), why);
+    NEXAR_TRACE("%s of %zu bytes on communicator context %u goes to the MPI: %s", call_.name, bytes_, ctx_->id(), why);
     return TaskStep::fall_back;
 }
 
@@ -497,7 +497,7 @@ TaskStep CollectiveTask::decide_route() {
         algorithm_ = RingAlgorithm::hierarchical;
     else
         algorithm_ = RingAlgorithm::flat;
-    NEXAR_DEBUG("%s of %zu bytes on communicator context %u: %s%s%s", call_.name, bytes_, ctx_->id(),
+    NEXAR_TRACE("%s of %zu bytes on communicator context %u: %s%s%s", call_.name, bytes_, ctx_->id(),
                 ring_algorithm_name(algorithm_), needs_network ? ", network " : "",
                 needs_network ? CommContext::network_name(net_) : "");
     return TaskStep::run;

@@ -132,7 +132,7 @@ bool parse_log_level(const char* text, LogLevel* out) {
     if (!text) return false;
     struct { const char* name; LogLevel level; } const names[] = {
         {"error", LogLevel::error}, {"warn", LogLevel::warn}, {"warning", LogLevel::warn},
-        {"info", LogLevel::info},   {"debug", LogLevel::debug}};
+        {"info", LogLevel::info},   {"debug", LogLevel::debug}, {"trace", LogLevel::trace}};
     for (const auto& n : names)
         if (strcasecmp(text, n.name) == 0) return *out = n.level, true;
     return false;
@@ -260,7 +260,7 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
     if ((v = lookup("NEXAR_REPORT")) && !parse_report(v, &c.report))
         complain("NEXAR_REPORT", v, "1, 0, or a file's name for a CSV copy, with a '/', a '.' or a %j", "0");
     if ((v = lookup("NEXAR_LOG")) && !parse_log_level(v, &c.log_level))
-        complain("NEXAR_LOG", v, "error, warn, info or debug", "warn");
+        complain("NEXAR_LOG", v, "error, warn, info, debug or trace", "warn");
     if ((v = lookup("NEXAR_CUDA_PATH")) && !parse_cuda_path(v, &c.cuda_path))
         complain("NEXAR_CUDA_PATH", v, "auto, direct or staged", "auto");
     if ((v = lookup("NEXAR_ALGORITHM")) && !parse_algorithm(v, &c.algorithm))

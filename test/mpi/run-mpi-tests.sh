@@ -72,19 +72,19 @@ check_yield() {  # check_yield RANKS SETTING
 # Small allreduces on one node take the one-shot (algo/one_shot.h) by
 # default, larger ones the ring; runs that exercise the ring's segments on
 # small vectors turn the one-shot off (NEXAR_ONE_SHOT_BYTES=0).
-path=shm run 2 -- --cases 400 --max-count 20000 --big-every 25 --seed 11
+path=shm run 2 NEXAR_YIELD=auto -- --cases 400 --max-count 20000 --big-every 25 --seed 11
 check_bytes "$log" one_shot_calls nonzero
+check_yield 2 auto
 # Each call's route, decided once after its agreement
 # (CollectiveTask::decide_route), is the same on every rank, call by call.
-path=shm run 2 NEXAR_LOG=debug -- --cases 60 --max-count 20000 --big-every 10 --seed 10
+path=shm run 2 NEXAR_LOG=trace -- --cases 60 --max-count 20000 --big-every 10 --seed 10
 routes() { grep -a "^nexar\[rank $1\]: MPI_[A-Za-z_]* of [0-9]* bytes on communicator context [0-9]*: " "$log" | sed 's/^nexar\[rank [0-9]*\]: //'; }
 ring_calls=$(grep -ao 'ring_calls(all ranks)=[0-9]*' "$log" | tail -n 1 | cut -d= -f2)
 [ "$(( $(routes 0 | wc -l) * 2 ))" = "${ring_calls:-none}" ] ||
-    fail "NEXAR_LOG=debug printed $(routes 0 | wc -l) routes on rank 0 for ${ring_calls:-no} ring calls of 2 ranks"
+    fail "NEXAR_LOG=trace printed $(routes 0 | wc -l) routes on rank 0 for ${ring_calls:-no} ring calls of 2 ranks"
 [ "$(routes 0)" = "$(routes 1)" ] || fail "the two ranks routed their calls differently"
 routes 0 | grep -q ": the one-shot allreduce$" || fail "no small allreduce took the one-shot"
 routes 0 | grep -q ": the flat ring$" || fail "no large allreduce took the flat ring"
-check_yield 2 auto
 # One meeting per call (algo/one_shot.h, BoardMeeting): on one node every
 # blocking call's agreement meets on the one-shot's boards, the one-shot's
 # input with it, so each rank counts as many meetings as calls it agreed.
@@ -97,7 +97,7 @@ done
 run 2 NEXAR_SEGMENT_BYTES=4K NEXAR_PIPELINE_DEPTH=2 NEXAR_ONE_SHOT_BYTES=0 -- --cases 120 --max-count 20000 --big-every 20 --seed 12
 check_bytes "$log" one_shot_calls zero
 check_bytes "$log" board_agreements zero  # no boards: the agreement is the MPI's reduction
-run 3 -- --cases 240 --max-count 5000 --big-every 60 --seed 13
+run 3 NEXAR_YIELD=auto -- --cases 240 --max-count 5000 --big-every 60 --seed 13
 check_bytes "$log" one_shot_calls nonzero
 check_yield 3 auto
 run 4 NEXAR_ONE_SHOT_BYTES=0 NEXAR_YIELD=1 -- --cases 200 --max-count 3000 --big-every 100 --seed 14
