@@ -1,6 +1,7 @@
 #include "base/log.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -34,17 +35,20 @@ void log_message(LogLevel level, const char* fmt, ...) {
     else
         snprintf(rank, sizeof rank, "?");
     const char* lvl = level == LogLevel::warn || level == LogLevel::error ? kLevelNames[static_cast<int>(level)] : nullptr;
-    // The whole line in one write(2): stdio may split it, and the launcher
-    // that forwards every rank's stderr then interleaves pieces of lines
-    // (seen under NEXAR_LOG=debug with 2 ranks).
+    // The whole line in one write(2): a pipe takes a write of up to
+    // PIPE_BUF bytes whole, so lines of threads or ranks sharing it do not
+    // mix (stdio promises no such thing).
     char line[1200];
     int n = lvl ? snprintf(line, sizeof line, "nexar[rank %s]: %s: %s\n", rank, lvl, body)
                 : snprintf(line, sizeof line, "nexar[rank %s]: %s\n", rank, body);
     if (n < 0) return;
     if (size_t(n) >= sizeof line) n = int(sizeof line) - 1, line[n - 1] = '\n';
     fflush(stderr);  // what the application printed before comes first
-    for (ssize_t at = 0, w; at < n; at += w)
-        if ((w = write(STDERR_FILENO, line + at, size_t(n - at))) <= 0) break;
+    for (ssize_t at = 0, w; at < n; at += w) {
+        w = write(STDERR_FILENO, line + at, size_t(n - at));
+        if (w < 0 && errno == EINTR) w = 0;
+        else if (w <= 0) break;
+    }
 }
 
 const char* status_string(Status s) {
