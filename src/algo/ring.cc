@@ -151,7 +151,6 @@ std::atomic<unsigned> g_spins_before_yield{kIdleSpinsBeforeYield};
 void set_idle_yield(bool often) {
     g_spins_before_yield.store(often ? kIdleSpinsBeforeYield : kIdleSpinsBeforeRareYield, std::memory_order_relaxed);
 }
-bool idle_yield_often() { return g_spins_before_yield.load(std::memory_order_relaxed) == kIdleSpinsBeforeYield; }
 
 bool IdleBackoff::after_round(bool moved) {
     const unsigned idle = clock_.after_round(moved);

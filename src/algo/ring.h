@@ -48,7 +48,6 @@ constexpr unsigned kIdleSpinsBeforeRareYield = 1u << 20;
 // Which of the two idle waits give: set by the runtime at start-up
 // (NEXAR_YIELD, runtime/config.h); often until then.
 void set_idle_yield(bool often);
-bool idle_yield_often();
 // Idle polls between looks at the clock for a check for stalls.
 constexpr unsigned kIdleSpinsBetweenChecks = 1024;
 // A check for stalls reads the peers' state (/proc) and costs a few

@@ -360,9 +360,8 @@ RingCallRun* CollectiveTask::board_meeting() {
     if (nonblocking_ || !ctx_->boards_ready()) return nullptr;
     // The input goes along where this rank could take the one-shot: where
     // every rank could, decide_route picks it, and every input is there.
-    input_on_board_ = call_.kind == Collective::allreduce && plan_.ready && plan_.shm && !plan_.device() &&
-                      uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes &&
-                      bytes_ <= ctx_->boards()[size_t(me_)].slot_bytes;
+    // (Its slot holds any vector within the one-shot's limit.)
+    input_on_board_ = call_.kind == Collective::allreduce && plan_.ready && plan_.shm && one_shot_size();
     meeting_.emplace(*ctx_, opt_, reinterpret_cast<int64_t*>(&agreement_), agreement_fields(),
                      input_on_board_ ? src_ : nullptr, input_on_board_ ? bytes_ : 0);
     return meeting_->valid() ? &*meeting_ : nullptr;  // (valid on every rank: the boards and sizes are alike)
@@ -491,7 +490,7 @@ TaskStep CollectiveTask::decide_route() {
     const bool allreduce = call_.kind == Collective::allreduce;
     if (ipc)
         algorithm_ = ctx_->topology().nodes() > 1 ? RingAlgorithm::ipc_hierarchical : RingAlgorithm::ipc;
-    else if (allreduce && a.shm && ctx_->boards_ready() && uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes)
+    else if (allreduce && a.shm && ctx_->boards_ready() && one_shot_size())
         algorithm_ = RingAlgorithm::one_shot;
     else if (allreduce && a.shm && a.hier && wants_hierarchical(cfg_, *ctx_, bytes_, net_))
         algorithm_ = RingAlgorithm::hierarchical;

@@ -164,6 +164,9 @@ private:
     TaskStep check_call();
     bool learnt_mpi();
     TaskStep decide_route();
+    // The vector is within the one-shot's limit, on what each rank reads
+    // from the others' boards (NEXAR_ONE_SHOT_BYTES).
+    bool one_shot_size() const { return uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes; }
     TaskStep route_to_mpi(const char* why);
     void lay_out_blocks();
     void check_own_buffers();

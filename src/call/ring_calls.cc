@@ -78,12 +78,11 @@ Status failed_peer(const BoardGroup& group, const std::function<ShmInbox&(int)>&
     return Status::ok;
 }
 
+// (A peer whose board is broken: failed_peer, which the caller asks first.)
 Status board_stall(const BoardGroup& group, const std::function<ShmInbox&(int)>& board, int late, bool patient,
-                   bool fails_on_broken_peer, const RingOptions& opt, std::chrono::steady_clock::time_point idle_since,
-                   const char* what, std::string* error) {
+                   const RingOptions& opt, std::chrono::steady_clock::time_point idle_since, const char* what,
+                   std::string* error) {
     char buf[256];
-    Status s = fails_on_broken_peer ? failed_peer(group, board, error) : Status::ok;
-    if (!ok(s)) return s;
     // Only the rank waited for: with every peer there (late < 0) a peer
     // may have finished and exited in good order.
     if (late >= 0 && late != group.me && process_gone(board(late).owner_pid())) {
@@ -134,9 +133,10 @@ Status BoardRun<Operation>::check_stall(std::chrono::steady_clock::time_point id
     // Every peer there: the next poll finishes, unless the call waits for
     // its own work (peers may have finished and even exited meanwhile).
     const int late = op_.waiting_for();
-    if (late < 0 && !waits_for_own_work()) return check_peers(error);
-    Status s = board_stall(group(), [this](int i) -> ShmInbox& { return board(i); }, late, patient(),
-                           fails_on_broken_peer(), opt_, idle_since, what_, error);
+    Status s = check_peers(error);
+    if (!ok(s) || (late < 0 && !waits_for_own_work())) return s;
+    s = board_stall(group(), [this](int i) -> ShmInbox& { return board(i); }, late, patient(), opt_, idle_since,
+                    what_, error);
     return ok(s) ? s : fail(s);
 }
 
