@@ -16,12 +16,19 @@ new_log
 unset NEXAR_THRESHOLD_BYTES NEXAR_HOST_BUFFERS NEXAR_ENABLE NEXAR_REPORT NEXAR_LOG
 export NEXAR_STATS=1
 
-# run NAME PROG ARGS... (NEXAR_* settings from the environment)
+# run NAME PROG ARGS... (NEXAR_* settings from the environment).  Each
+# rank's stdout and stderr go to files of their own, put together into $log
+# afterwards: the checks count nexar's log lines, and a program's buffered
+# stdout, flushed in blocks that end mid-line, would otherwise put a line
+# of the program's in front of one of nexar's (seen in CI).
 run() {
     local name=$1; shift
     echo "== $name: $*"
-    nexar_mpirun 2 "$@" >"$log" 2>&1
+    rm -f "$tmp"/rank-*.out "$tmp"/rank-*.err
+    nexar_mpirun 2 sh -c 'r=${OMPI_COMM_WORLD_RANK:-$PMI_RANK}; exec "$@" >"$0/rank-$r.out" 2>"$0/rank-$r.err"' \
+        "$tmp" "$@" >"$log" 2>&1
     local rc=$?
+    cat "$tmp"/rank-*.out "$tmp"/rank-*.err >>"$log" 2>/dev/null
     grep -a "^nexar report" "$log"
     [ $rc = 0 ] || { tail -n 40 "$log"; fail "$name: the job exited with $rc"; }
 }
