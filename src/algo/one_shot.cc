@@ -7,23 +7,34 @@
 
 namespace nexar {
 
+namespace {
+// Every rank's input (input(r)) reduced into recv in rank order, rank 0's
+// and 1's first, then the rest: every rank gets the same bits.
+template <class InputOf>
+Status reduce_in_rank_order(char* recv, size_t ranks, InputOf input, size_t count, DataType type, ReduceOp op) {
+    Status s = host_reduce(recv, input(0), input(1), count, type, op);
+    for (size_t r = 2; ok(s) && r < ranks; ++r) s = host_reduce(recv, recv, input(r), count, type, op);
+    return s;
+}
+}  // namespace
+
 BoardCall::BoardCall(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, size_t input_bytes)
     : boards_(boards), me_(me), seq_(sequence) {
     valid_ = boards.size() >= 2 && me >= 0 && size_t(me) < boards.size() && sequence > 0;
     for (const OneShotBoard& b : boards)
-        valid_ = valid_ && b.published && b.slots[0] && b.slots[1] && b.notes[0] && b.notes[1] &&
+        valid_ = valid_ && b.heads[0] && b.heads[1] && b.slots[0] && b.slots[1] && b.notes[0] && b.notes[1] &&
                  input_bytes <= b.slot_bytes;
 }
 
 int BoardCall::waiting_for() const {
     for (size_t r = 0; r < boards_.size(); ++r)
-        if (boards_[r].published->load(std::memory_order_acquire) < seq_) return int(r);
+        if (!boards_[r].holds(seq_)) return int(r);
     return -1;
 }
 
 bool BoardCall::any_peer_arrived() const {
     for (size_t r = 0; r < boards_.size(); ++r)
-        if (int(r) != me_ && boards_[r].published->load(std::memory_order_acquire) >= seq_) return true;
+        if (int(r) != me_ && boards_[r].holds(seq_)) return true;
     return false;
 }
 
@@ -39,18 +50,49 @@ Status BoardMeeting::poll(bool* moved, std::string*) {
     if (!published_) {
         memcpy(own().notes[slot()], note_, size_t(fields_) * sizeof(int64_t));
         if (input_bytes_ > 0) memcpy(own().slots[slot()], input_, input_bytes_);
-        own().published->store(seq_, std::memory_order_release);
-        published_ = true;
+        publish(kBoardHoldsNote);
         *moved = true;
     }
     if (waiting_for() >= 0) return Status::ok;
-    for (size_t r = 0; r < boards_.size(); ++r) {
+    for (size_t r = 0; r < boards_.size(); ++r)
+        voided_ = voided_ || boards_[r].heads[slot()]->key != kBoardHoldsNote;
+    for (size_t r = 0; !voided_ && r < boards_.size(); ++r) {
         if (int(r) == me_) continue;
         const int64_t* theirs = boards_[r].notes[slot()];
         for (int f = 0; f < fields_; ++f) note_[f] = std::min(note_[f], theirs[f]);
     }
     finished_ = true;
     *moved = true;
+    return Status::ok;
+}
+
+KnownOneShot::KnownOneShot(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, uint64_t key,
+                                     const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op)
+    : BoardCall(boards, me, sequence, count * datatype_size(type)), key_(key | kKnownOneShotKeyBit),
+      send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)), count_(count),
+      bytes_(count * datatype_size(type)), type_(type), op_(op) {
+    valid_ = valid_ && count > 0 && op_supported(type, op);
+}
+
+Status KnownOneShot::poll(bool* moved, std::string* error) {
+    if (finished_) return Status::ok;
+    if (!published_) {
+        memcpy(input(own()), send_, bytes_);
+        publish(key_);
+        *moved = true;
+    }
+    if (waiting_for() >= 0) return Status::ok;
+    finished_ = true;
+    *moved = true;
+    for (const OneShotBoard& b : boards_)
+        if (b.heads[slot()]->key != key_) return Status::ok;  // not taken, on every rank
+    const Status s = reduce_in_rank_order(
+        recv_, boards_.size(), [this](size_t r) { return input(boards_[r]); }, count_, type_, op_);
+    if (!ok(s)) {
+        *error = "the one-shot allreduce's reduction failed";
+        return s;
+    }
+    taken_ = true;
     return Status::ok;
 }
 
@@ -68,14 +110,13 @@ Status OneShotAllreduce::poll(bool* moved, std::string* error) {
     const size_t slot = this->slot();
     if (!published_) {
         memcpy(own().slots[slot], send_, bytes_);
-        own().published->store(seq_, std::memory_order_release);
-        published_ = true;
+        publish(kBoardHoldsInput);
         *moved = true;
     }
     if (waiting_for() >= 0) return Status::ok;
-    // Every board holds this call: rank 0's and 1's into recvbuf, then the rest.
-    Status s = host_reduce(recv_, boards_[0].slots[slot], boards_[1].slots[slot], count_, type_, op_);
-    for (size_t r = 2; ok(s) && r < boards_.size(); ++r) s = host_reduce(recv_, recv_, boards_[r].slots[slot], count_, type_, op_);
+    // Every board holds this call.
+    const Status s = reduce_in_rank_order(
+        recv_, boards_.size(), [&](size_t r) { return boards_[r].slots[slot]; }, count_, type_, op_);
     if (!ok(s)) {
         *error = "the one-shot allreduce's reduction failed";
         return s;

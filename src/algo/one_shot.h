@@ -36,16 +36,37 @@
 
 namespace nexar {
 
+// The cache line at the head of each board slot: the call's sequence,
+// stored last, with what the rank says about the call and, for the
+// smallest calls, their input, so that a peer learns all of it from one
+// line.  A slot's head holds call s, s + 2, ... (s % 2 == its slot).
+struct alignas(64) BoardHead {
+    std::atomic<uint64_t> sequence{0};  // the latest call published in this slot (release)
+    uint64_t key = 0;                   // what the slot holds (kBoardHolds*, or a known one-shot's key)
+    char input[48];                     // a known one-shot's input, where it fits (kBoardHeadInputBytes)
+};
+static_assert(sizeof(BoardHead) == 64, "one cache line");
+constexpr size_t kBoardHeadInputBytes = sizeof(BoardHead::input);
+// A one-shot's input (its ranks agreed beforehand), or a meeting's note.
+// A known one-shot's key (KnownOneShot) has its top bit set.
+constexpr uint64_t kBoardHoldsInput = 1, kBoardHoldsNote = 2;
+constexpr uint64_t kKnownOneShotKeyBit = uint64_t(1) << 63;
+
 // Bytes of a board slot's note (at least the caller's agreement vector),
-// before its input.
+// after its head and before its input.
 constexpr size_t kBoardNoteBytes = 128;
 
-// One rank's board as the one-shot sees it.
+// One rank's board as the one-shot sees it: per slot, its head, its note
+// and its input.
 struct OneShotBoard {
-    std::atomic<uint64_t>* published = nullptr;  // the latest call whose input (or note) is on it
-    char* slots[2] = {nullptr, nullptr};          // call s's input in slots[s % 2]
-    int64_t* notes[2] = {nullptr, nullptr};       // call s's note in notes[s % 2] (kBoardNoteBytes)
-    size_t slot_bytes = 0;                        // of input
+    BoardHead* heads[2] = {nullptr, nullptr};  // call s's head in heads[s % 2]
+    int64_t* notes[2] = {nullptr, nullptr};    // call s's note in notes[s % 2] (kBoardNoteBytes)
+    char* slots[2] = {nullptr, nullptr};       // call s's input in slots[s % 2]
+    size_t slot_bytes = 0;                     // of input
+    // Whether this board holds call `sequence` (or a later one).
+    bool holds(uint64_t sequence) const {
+        return heads[sequence % 2]->sequence.load(std::memory_order_acquire) >= sequence;
+    }
 };
 
 // A call on the boards: the boards by rank (this rank's at `me`), valid
@@ -65,6 +86,13 @@ protected:
     BoardCall(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, size_t input_bytes);
     size_t slot() const { return size_t(seq_ % 2); }
     const OneShotBoard& own() const { return boards_[size_t(me_)]; }
+    BoardHead& own_head() const { return *own().heads[slot()]; }
+    // Publishes this rank's slot, which holds `key`'s kind of content.
+    void publish(uint64_t key) {
+        own_head().key = key;
+        own_head().sequence.store(seq_, std::memory_order_release);
+        published_ = true;
+    }
 
     const std::vector<OneShotBoard>& boards_;
     const int me_;
@@ -80,17 +108,55 @@ protected:
 // (OneShotAllreduce's input_on_board).  Every rank of the communicator
 // must take every meeting, in the same order, with the same `sequence`
 // counter as the one-shots.
+//
+// A peer that took this sequence as a known one-shot (KnownOneShot) left
+// no note: the meeting is void on every rank (voided()), and every rank
+// meets again on the next sequence.
 class BoardMeeting final : public BoardCall {
 public:
     BoardMeeting(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, int64_t* note, int fields,
                  const void* input, size_t input_bytes);
     Status poll(bool* moved, std::string* error);
+    bool voided() const { return voided_; }
 
 private:
+    bool voided_ = false;
     int64_t* note_;
     const int fields_;
     const void* input_;
     const size_t input_bytes_;
+};
+
+// A known one-shot: a call every rank is expected to take as the one-shot without a
+// meeting: a blocking allreduce of a vector and type, on host memory, that
+// the same communicator took as the one-shot before (call/known_one_shot.h
+// says when).  Each rank publishes its input (in the head where it fits)
+// and the call's key (its count, type, op and in-place flag, alike on every
+// rank that calls the same) in one go.  Where every board holds the same
+// key, every rank reduces the inputs as the one-shot does; where any
+// differs (a rank took the call through its task and meeting, or a rank
+// passed another count), no rank reduces anything (taken() is false
+// everywhere) and every rank goes through its task, whose meeting then
+// takes the next sequence.
+class KnownOneShot final : public BoardCall {
+public:
+    KnownOneShot(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, uint64_t key,
+                      const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+    Status poll(bool* moved, std::string* error);
+    // Finished: whether every rank took it (recvbuf holds the result).
+    bool taken() const { return taken_; }
+
+private:
+    char* input(const OneShotBoard& b) const {
+        return bytes_ <= kBoardHeadInputBytes ? b.heads[slot()]->input : b.slots[slot()];
+    }
+    const uint64_t key_;
+    const char* send_;
+    char* recv_;
+    const size_t count_, bytes_;
+    const DataType type_;
+    const ReduceOp op_;
+    bool taken_ = false;
 };
 
 class OneShotAllreduce final : public BoardCall {

@@ -88,7 +88,7 @@ bool statically_eligible(const Runtime& rt, const CollectiveCall& c, int size, u
     } else if (!map_mpi_call(c.datatype, c.op, element)) {
         return false;
     }
-    if (items * element->per_item * datatype_size(element->type) < cfg.threshold_bytes) return false;
+    if (items * element->per_item * datatype_size(element->type) < threshold_bytes_for(cfg, c.kind)) return false;
     int inter = 0;
     PMPI_Comm_test_inter(c.comm, &inter);
     if (inter) return false;

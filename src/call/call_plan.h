@@ -28,7 +28,8 @@ namespace nexar {
 // Most allreduces are small: they pass through before any table lookup
 // (the cost every pass-through pays).  Null buffers take the later checks.
 inline bool small_allreduce(const Config& cfg, int64_t count, const void* sendbuf, const void* recvbuf) {
-    return count >= 0 && sendbuf && recvbuf && uint64_t(count) * max_ring_item_bytes() < cfg.threshold_bytes;
+    return count >= 0 && sendbuf && recvbuf &&
+           uint64_t(count) * max_ring_item_bytes() < threshold_bytes_for(cfg, Collective::allreduce);
 }
 
 // An allgather whose send buffer is its own block of the receive buffer

@@ -14,6 +14,10 @@
 
 namespace nexar {
 
+class CommContext;
+struct LearnShape;
+struct Route;
+
 struct CollectiveCall {
     Collective kind = Collective::allreduce;
     const char* name = "MPI_Allreduce";  // for messages
@@ -73,5 +77,12 @@ int intercept_collective(const CollectiveCall& call);
 // through before a description is built.
 int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype datatype, MPI_Op op,
                         MPI_Comm comm, bool large_count = false);
+
+// NEXAR_THRESHOLD_BYTES=auto: after a round's last trial of a blocking
+// call (`name` on `comm`, `bytes` of class `shape`), every rank reduces
+// its best times, and the class settles alike on every rank (every rank
+// counted the same calls, so every rank comes here at the same call).
+void end_learning_round(CommContext& ctx, const Route& trial, const LearnShape& shape, const char* name, size_t bytes,
+                        MPI_Comm comm);
 
 }  // namespace nexar

@@ -46,7 +46,7 @@ TaskStep CollectiveTask::check_call() {
         return fail(MPI_ERR_OP);
     }
     const uint64_t item_bytes = call_.kind == Collective::allgather ? 1 : max_ring_item_bytes();
-    if (!vector_items(call_, size_, &items_) || (!allreduce && items_ * item_bytes < cfg_.threshold_bytes))
+    if (!vector_items(call_, size_, &items_) || (!allreduce && items_ * item_bytes < threshold_bytes_for(cfg_, call_.kind)))
         return TaskStep::pass_through;
     if (!statically_eligible(rt_, call_, size_, items_, &element_)) return TaskStep::pass_through;
     esz_ = datatype_size(element_.type);
@@ -369,6 +369,8 @@ RingCallRun* CollectiveTask::board_meeting() {
 
 TaskStep CollectiveTask::met(Status s) {
     if (!ok(s)) return result_ = finish_ring(s), TaskStep::done;
+    // A peer took the sequence as a known one-shot: every rank meets again.
+    if (meeting_->voided()) return TaskStep::agree;
     meeting_->account();
     return agreed();
 }

@@ -125,6 +125,8 @@ public:
     // After agreed() said run: the algorithm, and the network its hops off
     // shared memory and IPC take.
     RingAlgorithm algorithm() const { return algorithm_; }
+    // After the driver: the call ran the one-shot, and it succeeded.
+    bool took_one_shot() const { return run_ && algorithm_ == RingAlgorithm::one_shot && result_ == MPI_SUCCESS; }
     CommContext::Net network() const { return net_; }
     // Valid after start_run() said run.  Its errors go to error().
     RingCallRun& run() { return *run_; }

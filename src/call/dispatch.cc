@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "call/collective.h"
 #include "call/collective_task.h"
+#include "call/known_one_shot.h"
 #include "call/nonblocking.h"
 #include "call/pass_through.h"
 #include "memory/device.h"
@@ -51,7 +52,7 @@ thread_local KnownCall t_known[kCollectives];
 // never takes.
 bool known_to_pass(const Runtime& rt, const KnownCall& k, Collective kind, bool in_place, MPI_Comm comm,
                    uint64_t bytes, int size = 0) {
-    if (bytes < rt.config().threshold_bytes) return true;
+    if (bytes < threshold_bytes_for(rt.config(), kind)) return true;
     if (comm == k.comm && k.generation == rt.context_generation()) {
         PathLearner& learner = k.ctx->learner();
         return learner.settled_on_mpi(learner.shape_of(kind, in_place, bytes), bytes);
@@ -193,21 +194,32 @@ void learn_from(CollectiveTask& task, bool succeeded) {
                         trial->cold ? " (cold, the first of its block: not in the report's estimate)" : "");
         }
     }
-    if (!trial->ends_round) return;
+    if (trial->ends_round)
+        end_learning_round(*task.context(), *trial, task.learn_shape(), task.call().name, task.bytes(),
+                           task.call().comm);
+}
+
+}  // namespace
+
+void end_learning_round(CommContext& ctx, const Route& trial, const LearnShape& shape, const char* name, size_t bytes,
+                        MPI_Comm comm) {
+    PathLearner& learner = ctx.learner();
     double slowest[2];
-    learner.best_times(*trial, slowest);
-    pmpi::allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, task.call().comm);
-    const bool changed = learner.settle(*trial, slowest);
-    const int size_class = PathLearner::size_class(task.bytes());
+    learner.best_times(trial, slowest);
+    pmpi::allreduce(MPI_IN_PLACE, slowest, 2, MPI_DOUBLE, MPI_MAX, comm);
+    const bool changed = learner.settle(trial, slowest);
+    const int size_class = PathLearner::size_class(bytes);
     CallPath path = CallPath::mpi;
-    learner.verdict(task.learn_shape(), size_class, &path, nullptr);
+    learner.verdict(shape, size_class, &path, nullptr);
     NEXAR_DEBUG("communicator context %u: %s %s from %s on %s buffers: %s%s (slowest rank's best: nexar %.1f us, "
                 "MPI %.1f us)",
-                task.context()->id(), task.call().name, task.learn_shape().in_place ? "in place" : "out of place",
-                format_bytes(uint64_t(1) << size_class).c_str(), learn_memory_name(task.learn_shape().memory),
+                ctx.id(), name, shape.in_place ? "in place" : "out of place",
+                format_bytes(uint64_t(1) << size_class).c_str(), learn_memory_name(shape.memory),
                 call_path_name(path), changed ? "" : " still", slowest[int(CallPath::nexar)] * 1e6,
                 slowest[int(CallPath::mpi)] * 1e6);
 }
+
+namespace {
 
 // Step after step on the caller's stack: what every blocking call does.
 // Every rank that routed a round's last trial reduces its times, even
@@ -247,12 +259,15 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_D
                                            op, comm, large_count),
                         process_stats().passthrough_calls);
     }
+    int rc = MPI_SUCCESS;
+    if (rt && rt->config().enable && run_known_one_shot(*rt, sendbuf, recvbuf, count, dt, op, comm, &rc)) return rc;
     CollectiveCall call =
         allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt, op, comm, large_count);
     if (!rt || !rt->config().enable) return intercept_collective(call);
     CollectiveTask task(*rt, call);
-    const int rc = drive_to_end(*rt, task);
+    rc = drive_to_end(*rt, task);
     if (rt->config().learn) remember(*rt, task, call);
+    remember_one_shot(*rt, task);
     return rc;
 }
 

@@ -143,6 +143,7 @@ Status BoardRun<Operation>::check_stall(std::chrono::steady_clock::time_point id
 template class BoardRun<OneShotAllreduce>;
 template class BoardRun<IpcAllreduce>;
 template class BoardRun<BoardMeeting>;
+template class BoardRun<KnownOneShot>;
 
 AgreementRun::AgreementRun(CommContext& ctx, const RingOptions& opt, int64_t* note, int fields, const void* input,
                            size_t input_bytes)
@@ -152,6 +153,20 @@ AgreementRun::AgreementRun(CommContext& ctx, const RingOptions& opt, int64_t* no
 
 void AgreementRun::account() const {
     process_stats().board_agreements.fetch_add(1, std::memory_order_relaxed);
+}
+
+KnownOneShotRun::KnownOneShotRun(CommContext& ctx, const RingOptions& opt, uint64_t key, const void* sendbuf, void* recvbuf,
+                           size_t count, DataType type, ReduceOp op)
+    : BoardRun(ctx, opt, "a known one-shot allreduce", ctx.boards(), ctx.rank(), ctx.next_one_shot(), key, sendbuf, recvbuf,
+               count, type, op),
+      bytes_(count * datatype_size(type)) {}
+
+void KnownOneShotRun::account() const {
+    Stats& stats = process_stats();
+    stats.board_agreements.fetch_add(1, std::memory_order_relaxed);
+    stats.known_one_shots.fetch_add(1, std::memory_order_relaxed);
+    stats.shm_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
+    stats.one_shot_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 OneShotRun::OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,

@@ -161,12 +161,35 @@ public:
                  size_t input_bytes);
     bool valid() const { return op_.valid(); }
     uint64_t sequence() const { return sequence_; }
+    // Finished: some rank took the sequence as a known one-shot; meet again.
+    bool voided() const { return op_.voided(); }
     void account() const override;
 
 private:
     ShmInbox& board(int rank) override { return ctx_.board(rank); }
     bool fails_on_broken_peer() const override { return false; }
     uint64_t sequence_;
+};
+
+// A known one-shot on the context's boards (algo/one_shot.h,
+// KnownOneShot; call/known_one_shot.h): the one-shot without a meeting
+// where every rank took it so, else nothing done on any rank.  Requires
+// ctx.boards_ready(); takes the context's next one-shot sequence.  A peer
+// whose communicator failed takes its call through its task: the keys
+// differ, and every rank goes there.
+class KnownOneShotRun final : public BoardRun<KnownOneShot> {
+public:
+    KnownOneShotRun(CommContext& ctx, const RingOptions& opt, uint64_t key, const void* sendbuf, void* recvbuf,
+                 size_t count, DataType type, ReduceOp op);
+    bool valid() const { return op_.valid(); }
+    bool taken() const { return op_.taken(); }
+    // Its stats as a one-shot's that met once (AgreementRun, OneShotRun).
+    void account() const override;
+
+private:
+    ShmInbox& board(int rank) override { return ctx_.board(rank); }
+    bool fails_on_broken_peer() const override { return false; }
+    size_t bytes_;
 };
 
 // The one-shot allreduce (algo/one_shot.h) on the context's boards.

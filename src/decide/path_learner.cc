@@ -27,7 +27,7 @@ Route PathLearner::route(const LearnShape& shape, uint64_t bytes, uint32_t nexar
     if (c.settled) return r.path = c.verdict, r;
     // nexar first: its first call on a communicator sets scratch up.  Its
     // trials beyond the MPI's come last.
-    r.path = i >= 2 * trials || (i / block) % 2 == 0 ? CallPath::nexar : CallPath::mpi;
+    r.path = trial_goes_to_nexar(i, sc) ? CallPath::nexar : CallPath::mpi;
     r.trial = true;
     r.ends_round = i + 1 == c.round_calls;
     r.cold = i % block == 0;

@@ -92,6 +92,11 @@ public:
     static uint32_t trial_block(int size_class) {
         return (uint64_t(1) << size_class) < kSmallBytes ? kSmallBlock : kBlock;
     }
+    // Trial i of a round of `size_class`: nexar's blocks first, alternating
+    // with the MPI's; nexar's trials beyond the MPI's come last.
+    static bool trial_goes_to_nexar(uint32_t i, int size_class) {
+        return i >= 2 * trials_per_path(size_class) || (i / trial_block(size_class)) % 2 == 0;
+    }
     static constexpr uint32_t kFirstRevisit = 256;
     static constexpr uint32_t kLongestRevisit = 16384;
     // nexar must be this much faster to be taken: where the two are within
@@ -133,6 +138,16 @@ public:
         Class& c = classes_[slot_of(shape, size_class(bytes))];
         if (!c.settled || c.verdict != CallPath::mpi || c.calls >= c.revisit) return false;
         return ++c.calls, true;
+    }
+    // Whether route() would send a call of `shape` and `bytes` to nexar
+    // (as its verdict or a trial); counts nothing (call/known_one_shot.h
+    // asks route() once the call ran so).  `settled`: with nothing to time.
+    bool next_goes_to_nexar(const LearnShape& shape, uint64_t bytes, bool* settled) const {
+        const int sc = size_class(bytes);
+        const Class& c = classes_[slot_of(shape, sc)];
+        *settled = c.settled && c.calls < c.revisit;
+        if (c.settled) return c.calls >= c.revisit || c.verdict == CallPath::nexar;  // a new round opens with nexar
+        return trial_goes_to_nexar(c.calls, sc);
     }
     // A trial's time on this rank.
     void record(const Route& r, double seconds);

@@ -320,10 +320,16 @@ const char* device_path_name(bool direct, bool over_mpi) {
     return over_mpi ? "direct (CUDA-aware MPI)" : "direct (CUDA-aware UCX)";
 }
 
+std::string learnt_sizes(const Config& c) {
+    const uint64_t allreduce = threshold_bytes_for(c, Collective::allreduce);
+    return (allreduce ? "allreduces from " + format_bytes(allreduce) : std::string("allreduces of every size")) +
+           ", reduce-scatters and allgathers from " + format_bytes(c.threshold_bytes);
+}
+
 std::string describe_gpu_job(const Config& c, const char* device_path, int mpi_cuda_aware) {
     if (!c.enable) return "nexar is off (NEXAR_ENABLE=0): every call goes to the MPI as it came";
-    std::string s = c.learn ? "host and device buffers learnt apart, per communicator, collective and size from " +
-                                  format_bytes(c.threshold_bytes)
+    std::string s = c.learn ? "host and device buffers learnt apart, per communicator, collective and size: " +
+                                  learnt_sizes(c)
                             : "host and device buffers on nexar from " + format_bytes(c.threshold_bytes) +
                                   " (NEXAR_THRESHOLD_BYTES)";
     if (!c.host_buffers) s += " (host buffers pass through: NEXAR_HOST_BUFFERS=0)";

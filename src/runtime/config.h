@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "algo/collective_kind.h"
 #include "base/log.h"
 #include "transport/shm_copy.h"
 
@@ -103,6 +104,12 @@ constexpr uint64_t kDeviceSegmentBytes = 4ull << 20;
 // Open MPI took 1.5 us at 1 KiB and nexar's one-shot 2.0; at 4 KiB 3.5
 // against 2.9 (docs/how-it-works.md, "Small calls").
 constexpr uint64_t kAutoFloorBytes = 2ull << 10;
+// ...but not the allreduce: a small allreduce that every rank of a node
+// makes alike takes the known one-shot (call/known_one_shot.h), one
+// meeting on the boards: 8 B in 0.17 us against Open MPI's 0.27, 4 KiB in
+// 0.62 against 1.05 (2 ranks, docs/results/small-calls.md).  The learner
+// decides every size.
+constexpr uint64_t kAutoAllreduceFloorBytes = 0;
 // Nonblocking and persistent calls cannot be timed (the application's
 // computation runs inside them): with NEXAR_THRESHOLD_BYTES=auto they take
 // the ring (or the one-shot) from this size.  They are measured against
@@ -181,6 +188,15 @@ struct Config {
     uint64_t network_segment_bytes(bool over_mpi) const { return over_mpi ? mpi_segment_bytes() : ucx_segment_bytes(); }
     uint64_t device_segment_bytes() const { return segment_bytes ? segment_bytes : kDeviceSegmentBytes; }
 };
+
+// Calls of `kind` below this many bytes pass through, neither learnt nor
+// taken: NEXAR_THRESHOLD_BYTES's number, or auto's floor.
+inline uint64_t threshold_bytes_for(const Config& c, Collective kind) {
+    return c.threshold_auto && kind == Collective::allreduce ? kAutoAllreduceFloorBytes : c.threshold_bytes;
+}
+// NEXAR_THRESHOLD_BYTES=auto's sizes, in words: "allreduces of every
+// size, reduce-scatters and allgathers from 2KiB".
+std::string learnt_sizes(const Config& c);
 static_assert(std::is_trivially_copyable<Config>::value, "Config is broadcast as bytes");
 
 bool operator==(const Config& a, const Config& b);

@@ -153,8 +153,10 @@ void Runtime::connect_boards(CommContext& ctx) {
     // A call takes the one-shot where its vector x (ranks - 1) is at most
     // one_shot_bytes (call/collective_task.cc): its slots need no more.
     const size_t largest = size_t(config_.one_shot_bytes) / size_t(ctx.size() - 1);
-    // Each slot: the rank's note on the call (its agreement, BoardMeeting), then its input.
-    const size_t slot_bytes = kBoardNoteBytes + ((largest + 63) & ~size_t(63));
+    // Each slot: its head (the call's sequence, key and a small input),
+    // the rank's note on the call (its agreement, BoardMeeting), then its input.
+    constexpr size_t kBeforeInput = sizeof(BoardHead) + kBoardNoteBytes;
+    const size_t slot_bytes = kBeforeInput + ((largest + 63) & ~size_t(63));
     const int me = ctx.rank();
     std::string error;
     std::vector<std::unique_ptr<ShmInbox>> boards(size_t(ctx.size()));
@@ -176,12 +178,12 @@ void Runtime::connect_boards(CommContext& ctx) {
     std::vector<OneShotBoard> views;
     for (std::unique_ptr<ShmInbox>& b : boards) {
         OneShotBoard v;
-        v.published = &b->produced();
         for (uint32_t k = 0; k < 2; ++k) {
-            v.notes[k] = reinterpret_cast<int64_t*>(b->slot(k));
-            v.slots[k] = b->slot(k) + kBoardNoteBytes;
+            v.heads[k] = reinterpret_cast<BoardHead*>(b->slot(k));  // zeroed memory: sequence 0
+            v.notes[k] = reinterpret_cast<int64_t*>(b->slot(k) + sizeof(BoardHead));
+            v.slots[k] = b->slot(k) + kBeforeInput;
         }
-        v.slot_bytes = b->slot_bytes() - kBoardNoteBytes;
+        v.slot_bytes = b->slot_bytes() - kBeforeInput;
         views.push_back(v);
     }
     ctx.set_boards(std::move(boards), std::move(views));

@@ -328,9 +328,11 @@ void Runtime::start_device() {
     if (device_possible_ && world_rank_ == 0)
         NEXAR_INFO("a job with a GPU: %s",
                    describe_gpu_job(config_, path ? path : "none on rank 0", mpi_cuda_aware_ ? 1 : 0).c_str());
-    const std::string note = config_.learn ? " (nonblocking calls from " + format_bytes(kAutoNonblockingBytes) + ")" : "";
-    NEXAR_INFO("threshold: %s%s%s; host buffers %s", config_.learn ? "learnt per communicator and size from " : "",
-               format_bytes(config_.threshold_bytes).c_str(), note.c_str(),
+    const std::string threshold =
+        config_.learn ? "learnt per communicator and size: " + learnt_sizes(config_) + " (nonblocking calls from " +
+                            format_bytes(kAutoNonblockingBytes) + ")"
+                      : "from " + format_bytes(config_.threshold_bytes);
+    NEXAR_INFO("threshold: %s; host buffers %s", threshold.c_str(),
                config_.host_buffers ? "take the ring" : "pass through");
 }
 

@@ -25,6 +25,7 @@ const StatsField kStatsFields[] = {
     {"direct_calls", &Stats::direct_calls},
     {"mpi_bytes", &Stats::mpi_bytes},
     {"board_agreements", &Stats::board_agreements},
+    {"known_one_shots", &Stats::known_one_shots},
 };
 const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
 

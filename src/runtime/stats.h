@@ -43,6 +43,10 @@ struct Stats {
     // Blocking calls whose agreement met on the one-shot's boards (one
     // meeting of the ranks, with the input where the call is small).
     std::atomic<uint64_t> board_agreements{0};
+    // Of those, small allreduces every rank took as a call it knew
+    // (call/known_one_shot.h): input and key in one publication, no task (also
+    // in ring_calls, one_shot_calls and board_agreements).
+    std::atomic<uint64_t> known_one_shots{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
@@ -59,7 +63,7 @@ struct StatsField {
 extern const StatsField kStatsFields[];
 extern const size_t kStatsFieldCount;
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D mpi_bytes=M board_agreements=A"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D mpi_bytes=M board_agreements=A known_one_shots=K"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

@@ -363,8 +363,11 @@ void mode_kill_small() {
 
 // A blocking small allreduce on one node whose peer died or stopped
 // before it: the call's agreement meets on the one-shot's boards
-// (BoardMeeting), and no PMPI collective comes before the wait.
-void mode_meet(int sig, const char* name) {
+// (BoardMeeting), and no PMPI collective comes before the wait.  `known`:
+// the same call as the one before, which every rank then takes as a known
+// one-shot (call/known_one_shot.h, no meeting); else another op (MAX),
+// which nothing remembers, so that its task meets.
+void mode_meet(int sig, const char* name, bool known) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     std::vector<float> a(256, 1.0f), b(256, 0.0f);
     // One call that both ranks make: the boards are in use and in step.
@@ -381,7 +384,8 @@ void mode_meet(int sig, const char* name) {
     }
     const FaultClock called;
     const double t0 = MPI_Wtime();
-    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(a.data(), b.data(), int(a.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (rc == MPI_SUCCESS)
+        rc = MPI_Allreduce(a.data(), b.data(), int(a.size()), MPI_FLOAT, known ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD);
     if (g_rank == 0) {
         report_error(name, rc, MPI_Wtime() - t0, called, FaultClock());
         fflush(stderr);
@@ -525,10 +529,12 @@ int main(int argc, char** argv) {
     else if (mode == "istall") mode_nonblocking_kill(SIGSTOP, How::nonblocking, "istall");
     else if (mode == "pstall") mode_nonblocking_kill(SIGSTOP, How::persistent, "pstall");
     else if (mode == "kill-small") mode_kill_small();
-    else if (mode == "kill-meet") mode_meet(SIGKILL, "kill-meet");
-    else if (mode == "stall-meet") mode_meet(SIGSTOP, "stall-meet");
+    else if (mode == "kill-meet") mode_meet(SIGKILL, "kill-meet", false);
+    else if (mode == "stall-meet") mode_meet(SIGSTOP, "stall-meet", false);
+    else if (mode == "kill-known") mode_meet(SIGKILL, "kill-known", true);
+    else if (mode == "stall-known") mode_meet(SIGSTOP, "stall-known", true);
     else {
-        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|istall-node|pstall-node|oom|threads|shared-endpoint|ikill|istall|pstall|kill-small|kill-meet|stall-meet\n");
+        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|istall-node|pstall-node|oom|threads|shared-endpoint|ikill|istall|pstall|kill-small|kill-meet|stall-meet|kill-known|stall-known\n");
         ++g_failures;
     }
     int total = 0;

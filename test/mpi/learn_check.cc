@@ -8,8 +8,9 @@
 // Every result is checked against values computed here (integer sums:
 // exact).  After each size, every rank's path counters (nexar_get_counter)
 // must have moved alike: the ranks took the same path on every call.  Below
-// the floor (kAutoFloorBytes, 2 KiB) no call may take the ring; from it,
-// both paths must have run (the trials).  Prints the path each size settled
+// the floor (kAutoFloorBytes, 2 KiB, for reduce-scatters and allgathers;
+// allreduces have none, kAutoAllreduceFloorBytes) no call may take the
+// ring; from it, both paths must have run (the trials).  Prints the path each size settled
 // on; every size must have settled by its last 4 calls.  Then the
 // learner's hand-overs (a revisit, two datatypes in turn, communicators made
 // and freed, MPI_COMM_SELF), and nonblocking calls, which are not learnt:
@@ -227,13 +228,15 @@ int main(int argc, char** argv) {
     int size = 0, rank = 0;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &rank);
-    const size_t floor_bytes = 2048;  // kAutoFloorBytes
+    const size_t floor_bytes = 2048;  // kAutoFloorBytes (allreduces: none)
     const size_t ints = max_bytes / sizeof(int) * size_t(size) + 16;
     Buffer a(ints, device), b(ints, device);
     for (int c = 0; c < kColls; ++c) {
         for (size_t bytes = 4; bytes <= max_bytes; bytes *= 4) {
             // The learner sizes a call by its whole vector.
-            const size_t n = bytes / sizeof(int), vector = c == allreduce || c == allreduce_in_place ? bytes : bytes * size_t(size);
+            const bool is_allreduce = c == allreduce || c == allreduce_in_place;
+            const size_t n = bytes / sizeof(int), vector = is_allreduce ? bytes : bytes * size_t(size);
+            const size_t floor = is_allreduce ? 0 : floor_bytes;
             const Paths before = read_paths();
             Paths settled_from;
             for (int k = 0; k < calls; ++k) {
@@ -256,12 +259,12 @@ int main(int argc, char** argv) {
                     ++g_errors;
                 }
             const uint64_t to_ring = all.v[0], passed = all.v[3] + all.v[4];
-            if (vector < floor_bytes && to_ring != 0) {
+            if (vector < floor && to_ring != 0) {
                 fprintf(stderr, "FAIL [rank %d]: %s of %zu bytes, below the floor, took the ring %" PRIu64 " times\n",
                         world_rank, kNames[c], bytes, to_ring);
                 ++g_errors;
             }
-            if (vector >= floor_bytes && calls >= 16 && (to_ring == 0 || passed == 0)) {
+            if (vector >= floor && calls >= 16 && (to_ring == 0 || passed == 0)) {
                 fprintf(stderr, "FAIL [rank %d]: %s of %zu bytes: the learner's trials did not run both paths "
                         "(ring %" PRIu64 ", MPI %" PRIu64 ")\n", world_rank, kNames[c], bytes, to_ring, passed);
                 ++g_errors;

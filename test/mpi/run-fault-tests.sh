@@ -81,10 +81,11 @@ fi
 # one-shot allreduce (a small vector) whose peer died before its part
 # (kill-small); a blocking small allreduce whose peer died or stopped
 # before the meeting on the boards that carries its agreement (kill-meet,
-# stall-meet).
-modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall kill-small kill-meet stall-meet kill-mpi stall-mpi"
+# stall-meet), or before a known one-shot, which has no meeting
+# (kill-known, stall-known).
+modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall kill-small kill-meet stall-meet kill-known stall-known kill-mpi stall-mpi"
 if [ "$NEXAR_MPI_FAMILY" = mpich ]; then
-    modes="stall stall-ucx istall-ucx pstall stall-meet stall-mpi"
+    modes="stall stall-ucx istall-ucx pstall stall-meet stall-known stall-mpi"
     echo "(kill, kill-ucx and ikill not run: MPICH ends the job itself when a process dies)"
 fi
 for mode in $(for _ in $(seq "$repeat"); do echo $modes; done); do
@@ -108,6 +109,10 @@ for mode in $(for _ in $(seq "$repeat"); do echo $modes; done); do
                        fail "kill-meet: the error did not come from the meeting on the boards" ;;
         stall-meet) grep -aq "the agreement on a call waits for rank 1" "$log" ||
                         fail "stall-meet: the error did not come from the meeting on the boards" ;;
+        kill-known) grep -aq "has exited in the middle of a known one-shot allreduce" "$log" ||
+                        fail "kill-known: the error did not come from the known one-shot" ;;
+        stall-known) grep -aq "a known one-shot allreduce waits for rank 1" "$log" ||
+                         fail "stall-known: the error did not come from the known one-shot" ;;
     esac
 done
 # The check must not pass what it cannot read: this lane's own last report,

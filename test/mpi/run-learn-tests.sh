@@ -50,7 +50,7 @@ plugin="$NEXAR_BUILDDIR/test/gpu/.libs/libnexar_emulated_gpu.so"
 [ -f "$plugin" ] || fail "the emulated GPU plugin was not built: $plugin"
 NEXAR_EMULATED_GPU_PLUGIN="$plugin" run 2 --max 1048576 --calls 24
 grep -aq "device buffers: staged through pinned host memory" "$log" || fail "nexar did not load the emulated GPU"
-grep -aq "threshold: learnt per communicator and size from 2KiB" "$log" || fail "a job with a GPU did not learn"
+grep -aq "threshold: learnt per communicator and size: allreduces of every size, reduce-scatters and allgathers from 2KiB" "$log" || fail "a job with a GPU did not learn"
 # The copy chooser tried its modes there too (NEXAR_SHM_COPY=auto): where
 # the job without a GPU sent segments by address, so did this one.
 read_stats "$log" cma_bytes

@@ -199,4 +199,21 @@ grep -ao "slots+own [0-9.]* ms)" "$log" | grep -avq "slots+own 0.00 ms)" ||
 # Everything passes through (threshold above every size): MPI's own results,
 # nexar's 16-bit float ops inside PMPI_Allreduce, against the local reference.
 min_ring=0 run 3 NEXAR_THRESHOLD_BYTES=1G -- --cases 120 --max-count 3000 --big-every 0 --seed 16 --expect-ring 0
+# The known one-shot (call/known_one_shot.h): small allreduces that skip
+# their task, exact against the MPI's own, and the calls whose ranks
+# differ (in place on one rank only, counts that differ) through their
+# tasks; with the fixed threshold they must take it, with the learnt one
+# they may (the learner decides each size).
+known="$NEXAR_BUILDDIR/test/mpi/known_check"
+for np in 2 3; do
+    echo "== known_check at $np ranks, NEXAR_THRESHOLD_BYTES=0"
+    nexar_mpirun "$np" "$known" --expect-known >"$log" 2>&1 || { tail -n 20 "$log"; fail "known_check at $np ranks"; }
+    grep -a "^known_check" "$log"
+    check_stats "$log" "$np" 200
+    check_same_paths "$log"
+    [ "$(grep -ac "known_one_shots=[1-9]" "$log")" = "$np" ] || fail "known_check at $np ranks: a rank counted no known one-shot"
+done
+echo "== known_check at 2 ranks, learnt threshold"
+NEXAR_THRESHOLD_BYTES=auto nexar_mpirun 2 "$known" >"$log" 2>&1 || { tail -n 20 "$log"; fail "known_check, learnt threshold"; }
+grep -a "^known_check" "$log"
 echo "all MPI runs passed"

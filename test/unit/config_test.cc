@@ -121,7 +121,8 @@ TEST(ParseConfig, DescribesWhatAGpuJobGets) {
     std::vector<std::string> problems;
     const auto has = [](const std::string& text, const char* part) { return text.find(part) != std::string::npos; };
     std::string d = describe_gpu_job(parse({}, &problems), "staged through pinned host memory", 0);
-    EXPECT_TRUE(has(d, "host and device buffers learnt apart, per communicator, collective and size from 2KiB")) << d;
+    EXPECT_TRUE(has(d, "host and device buffers learnt apart, per communicator, collective and size: allreduces of every "
+                      "size, reduce-scatters and allgathers from 2KiB")) << d;
     EXPECT_TRUE(has(d, "device ring (staged through pinned host memory)")) << d;
     EXPECT_TRUE(has(d, "GPU to GPU through IPC")) << d;
     EXPECT_TRUE(has(d, "nonblocking and persistent calls of both kinds on nexar")) << d;

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <memory>
 #include <vector>
 
@@ -13,24 +15,32 @@ namespace nexar {
 namespace {
 
 struct Boards {
-    explicit Boards(int ranks, size_t slot_bytes) : published(size_t(ranks)), memory(size_t(ranks)) {
+    explicit Boards(int ranks, size_t slot_bytes) {
         for (int r = 0; r < ranks; ++r) {
-            // Each slot: its note, then its input (as Runtime::connect_boards lays them out).
-            const size_t whole = kBoardNoteBytes + slot_bytes;
-            memory[size_t(r)].assign(2 * whole, char(0x5a));
+            // Each slot: its head, its note, then its input (as
+            // Runtime::connect_boards lays them out, on 64-byte lines).
+            const size_t whole = sizeof(BoardHead) + kBoardNoteBytes + (slot_bytes + 63) / 64 * 64;
+            memory.emplace_back(static_cast<char*>(aligned_alloc(64, 2 * whole)), free);
+            char* base = memory.back().get();
+            memset(base, 0x5a, 2 * whole);
             OneShotBoard b;
-            b.published = &published[size_t(r)];
             for (size_t k = 0; k < 2; ++k) {
-                char* at = memory[size_t(r)].data() + k * whole;
-                b.notes[k] = reinterpret_cast<int64_t*>(at);
-                b.slots[k] = at + kBoardNoteBytes;
+                char* at = base + k * whole;
+                b.heads[k] = new (at) BoardHead();
+                b.notes[k] = reinterpret_cast<int64_t*>(at + sizeof(BoardHead));
+                b.slots[k] = at + sizeof(BoardHead) + kBoardNoteBytes;
             }
             b.slot_bytes = slot_bytes;
             views.push_back(b);
         }
     }
-    std::vector<std::atomic<uint64_t>> published;
-    std::vector<std::vector<char>> memory;
+    // As rank r's one-shot of call `sequence` publishes it.
+    void publish(int r, uint64_t sequence) {
+        BoardHead& h = *views[size_t(r)].heads[sequence % 2];
+        h.key = kBoardHoldsInput;
+        h.sequence.store(sequence);
+    }
+    std::vector<std::unique_ptr<char, void (*)(void*)>> memory;
     std::vector<OneShotBoard> views;
 };
 
@@ -104,7 +114,7 @@ TEST(OneShot, RefusesWhatDoesNotFit) {
 // once it has published the call.
 TEST(OneShot, WaitsForAPeerStillOnTheCallBefore) {
     Boards boards(2, 64);
-    boards.published[1].store(4);  // rank 1 finished call 4; rank 0 starts call 5
+    boards.publish(1, 4);  // rank 1 finished call 4; rank 0 starts call 5
     float a[4] = {1, 2, 3, 4}, out[4] = {};
     OneShotAllreduce op(boards.views, 0, 5, a, out, 4, DataType::f32, ReduceOp::sum);
     ASSERT_TRUE(op.valid());
@@ -116,7 +126,7 @@ TEST(OneShot, WaitsForAPeerStillOnTheCallBefore) {
     EXPECT_FALSE(op.any_peer_arrived());
     float b[4] = {10, 20, 30, 40};
     memcpy(boards.views[1].slots[1], b, sizeof b);  // call 5 goes to slot 1
-    boards.published[1].store(5);
+    boards.publish(1, 5);
     ASSERT_EQ(op.poll(&moved, &error), Status::ok);
     ASSERT_TRUE(op.finished());
     EXPECT_EQ(out[0], 11);
@@ -230,6 +240,96 @@ TEST(BoardMeeting, RefusesANoteOrInputThatDoesNotFit) {
     EXPECT_FALSE(BoardMeeting(boards.views, 0, 1, note, 17, nullptr, 0).valid());
     EXPECT_FALSE(BoardMeeting(boards.views, 0, 1, note, 1, input, 65).valid());
     EXPECT_FALSE(BoardMeeting(boards.views, 0, 0, note, 1, nullptr, 0).valid());
+}
+
+// Known one-shots: every rank with the same key reduces the inputs, in the
+// head where they fit (8 bytes) and in the slot where not (4 KiB), in place
+// or not, several calls in a row alternating slots.
+void run_known_one_shots(int ranks, size_t count, bool in_place) {
+    Boards boards(ranks, count * sizeof(double));
+    for (uint64_t call = 1; call <= 5; ++call) {
+        std::vector<std::vector<double>> send(static_cast<size_t>(ranks), std::vector<double>(count));
+        std::vector<std::vector<double>> recv = send;
+        std::vector<std::unique_ptr<KnownOneShot>> ops;
+        for (int r = 0; r < ranks; ++r) {
+            for (size_t i = 0; i < count; ++i) send[size_t(r)][i] = double(r * 1000 + int(i) + int(call));
+            if (in_place) recv[size_t(r)] = send[size_t(r)];
+            const void* src = in_place ? recv[size_t(r)].data() : send[size_t(r)].data();
+            ops.emplace_back(new KnownOneShot(boards.views, r, call, 42 + count, src, recv[size_t(r)].data(),
+                                                   count, DataType::f64, ReduceOp::sum));
+            ASSERT_TRUE(ops.back()->valid());
+        }
+        std::string error;
+        for (int round = 0; round < 2; ++round)
+            for (auto& op : ops) {
+                bool moved = false;
+                ASSERT_EQ(op->poll(&moved, &error), Status::ok) << error;
+            }
+        for (int r = 0; r < ranks; ++r) {
+            ASSERT_TRUE(ops[size_t(r)]->finished());
+            ASSERT_TRUE(ops[size_t(r)]->taken());
+            for (size_t i = 0; i < count; ++i) {
+                double want = 0;
+                for (int q = 0; q < ranks; ++q) want += double(q * 1000 + int(i) + int(call));
+                ASSERT_EQ(recv[size_t(r)][i], want) << "rank " << r << " item " << i << " call " << call;
+            }
+        }
+    }
+}
+TEST(KnownOneShot, InTheHeadTwoRanks) { run_known_one_shots(2, 1, false); }
+TEST(KnownOneShot, InTheHeadFullThreeRanksInPlace) { run_known_one_shots(3, kBoardHeadInputBytes / 8, true); }
+TEST(KnownOneShot, InTheSlotFourRanks) { run_known_one_shots(4, 512, false); }
+
+// Keys that differ (another count on one rank): no rank reduces, and no
+// rank's receive buffer changes.
+TEST(KnownOneShot, KeysThatDifferLeaveEveryBufferAlone) {
+    Boards boards(3, 64);
+    double in[3] = {1, 2, 3}, out[3] = {-1, -1, -1};
+    std::vector<std::unique_ptr<KnownOneShot>> ops;
+    for (int r = 0; r < 3; ++r)
+        ops.emplace_back(new KnownOneShot(boards.views, r, 1, r == 2 ? 7 : 6, &in[r], &out[r], 1, DataType::f64,
+                                               ReduceOp::sum));
+    std::string error;
+    bool moved = false;
+    for (int round = 0; round < 2; ++round)
+        for (auto& op : ops) ASSERT_EQ(op->poll(&moved, &error), Status::ok);
+    for (int r = 0; r < 3; ++r) {
+        ASSERT_TRUE(ops[size_t(r)]->finished());
+        EXPECT_FALSE(ops[size_t(r)]->taken());
+        EXPECT_EQ(out[r], -1);
+    }
+}
+
+// A rank that took the call through its meeting while another took it as
+// a known one-shot: the meeting is void and the known one-shot not taken, on both;
+// both then meet on the next sequence, and that meeting holds.
+TEST(KnownOneShot, AMeetingBesideAKnownCallIsVoidAndTheNextHolds) {
+    Boards boards(2, 64);
+    double in0 = 1, out0 = -1;
+    int64_t note[2] = {3, 4}, again0[2] = {5, 6}, again1[2] = {7, 2};
+    KnownOneShot known(boards.views, 0, 1, 9, &in0, &out0, 1, DataType::f64, ReduceOp::sum);
+    BoardMeeting meeting(boards.views, 1, 1, note, 2, nullptr, 0);
+    std::string error;
+    bool moved = false;
+    for (int round = 0; round < 2; ++round) {
+        ASSERT_EQ(known.poll(&moved, &error), Status::ok);
+        ASSERT_EQ(meeting.poll(&moved, &error), Status::ok);
+    }
+    ASSERT_TRUE(known.finished() && meeting.finished());
+    EXPECT_FALSE(known.taken());
+    EXPECT_TRUE(meeting.voided());
+    EXPECT_EQ(out0, -1);
+    EXPECT_EQ(note[0], 3);  // untouched: nothing was reduced
+    BoardMeeting m0(boards.views, 0, 2, again0, 2, nullptr, 0), m1(boards.views, 1, 2, again1, 2, nullptr, 0);
+    for (int round = 0; round < 2; ++round) {
+        ASSERT_EQ(m0.poll(&moved, &error), Status::ok);
+        ASSERT_EQ(m1.poll(&moved, &error), Status::ok);
+    }
+    ASSERT_TRUE(m0.finished() && m1.finished());
+    EXPECT_FALSE(m0.voided() || m1.voided());
+    EXPECT_EQ(again0[0], 5);
+    EXPECT_EQ(again0[1], 2);
+    EXPECT_EQ(again1[0], 5);
 }
 
 }  // namespace

@@ -1,0 +1,140 @@
+#include "call/known_one_shot.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "base/log.h"
+#include "call/call_plan.h"
+#include "call/collective.h"
+#include "call/collective_task.h"
+#include "call/ring_calls.h"
+#include "reduce/mpi_types.h"
+#include "runtime/job_report.h"
+#include "runtime/runtime.h"
+#include "runtime/stats.h"
+
+namespace nexar {
+
+namespace {
+
+// What one task that ran the one-shot found out, for calls like it.
+struct KnownOneShotCall {
+    MPI_Comm comm = MPI_COMM_NULL;
+    MPI_Datatype datatype = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_OP_NULL;
+    CommContext* ctx = nullptr;
+    uint64_t generation = 0;  // Runtime::context_generation() when ctx was seen
+    RingElement element;      // what the one-shot reduces per MPI item
+    uint64_t item_bytes = 0;
+    uint64_t most_bytes = 0;  // the largest vector it may take (the one-shot's limit, a board slot)
+    // Where a GPU runtime is loaded: the buffers the task found in host
+    // memory (no other buffer is taken: asking would cost more than the call).
+    const void* host_send = nullptr;
+    const void* host_recv = nullptr;
+};
+// A few, for codes that alternate shapes (a sum and a max of each step).
+constexpr int kKnownOneShots = 4;
+thread_local KnownOneShotCall t_known[kKnownOneShots];
+thread_local int t_next_slot = 0;
+
+// The call's key on the boards: alike on every rank that makes the same
+// call; differs where the count, datatype, op or in-place-ness differs.
+uint64_t key_of(uint64_t count, const RingElement& e, bool in_place) {
+    return (count << 16) | (uint64_t(e.type) << 9) | (uint64_t(e.op) << 1) | (in_place ? 1 : 0);
+}
+
+}  // namespace
+
+bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op,
+                        MPI_Comm comm, int* rc) {
+    const KnownOneShotCall* k = nullptr;
+    for (const KnownOneShotCall& c : t_known)
+        if (c.comm == comm && c.datatype == dt && c.op == op) k = &c;
+    if (!k || k->generation != rt.context_generation()) return false;
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    const void* src = in_place ? recvbuf : sendbuf;
+    const uint64_t bytes = uint64_t(count) * k->item_bytes;
+    if (count <= 0 || bytes > k->most_bytes || !src || !recvbuf || (!in_place && sendbuf == recvbuf) ||
+        sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM)
+        return false;
+    if (rt.device_possible() && (src != k->host_send || recvbuf != k->host_recv)) return false;
+    CommContext& ctx = *k->ctx;
+    if (ctx.disabled() || ctx.nonblocking_calls.load(std::memory_order_relaxed) > 0) return false;
+    const Config& cfg = rt.config();
+    // The learnt threshold: a size settled on nexar, or nexar's trial in
+    // its class's round (timed as the task times it); else the fixed one.
+    PathLearner& learner = ctx.learner();
+    const LearnShape shape = learner.shape_of(Collective::allreduce, in_place, bytes);
+    bool settled = true;
+    if (cfg.learn ? shape.memory != LearnMemory::host || !learner.next_goes_to_nexar(shape, bytes, &settled)
+                  : bytes < cfg.threshold_bytes)
+        return false;
+
+    JobReport* report = job_report();
+    const bool timed = report || !settled;
+    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    RingOptions opt;
+    opt.timeout_s = cfg.timeout_s;
+    const size_t ring_count = size_t(count) * k->element.per_item;
+    KnownOneShotRun run(ctx, opt, key_of(uint64_t(count), k->element, in_place), src, recvbuf, ring_count,
+                        k->element.type, k->element.op);
+    std::string error;
+    const Status s = poll_to_end(run, &error);
+    if (!ok(s)) {
+        ctx.mark_failed();
+        NEXAR_ERROR("MPI_Allreduce of %llu bytes on communicator context %u failed: %s: %s",
+                    (unsigned long long)bytes, ctx.id(), status_string(s), error.c_str());
+        *rc = raise_mpi_error(comm, MPI_ERR_OTHER);
+        return true;
+    }
+    if (!run.taken()) return false;
+    const double seconds =
+        timed ? std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() : 0;
+    run.account();
+    Stats& stats = process_stats();
+    stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
+    stats.ring_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    if (report)
+        report->add_nexar(Collective::allreduce, CallMode::blocking, ReportCounts::shape(in_place, false), bytes,
+                          ReportPath::one_shot, seconds);
+    // Counted as the task's route() counts it (every rank took it here).
+    if (cfg.learn) {
+        const Route r = learner.route(shape, bytes, copy_trial_calls(cfg, ctx, Collective::allreduce, in_place));
+        if (r.trial) {
+            learner.record(r, seconds);
+            if (r.ends_round) end_learning_round(ctx, r, shape, "MPI_Allreduce", bytes, comm);
+        }
+    }
+    *rc = MPI_SUCCESS;
+    return true;
+}
+
+void remember_one_shot(Runtime& rt, CollectiveTask& task) {
+    const CollectiveCall& c = task.call();
+    if (c.kind != Collective::allreduce || !task.took_one_shot() || task.buffers().device()) return;
+    if (!known_mpi_datatype(c.datatype)) return;  // a freed derived type's handle may come back as another type
+    RingElement e;
+    if (!map_mpi_call(c.datatype, c.op, &e) || mpi_forbids(c.datatype, c.op)) return;
+    KnownOneShotCall* slot = nullptr;
+    for (KnownOneShotCall& k : t_known)
+        if (k.comm == c.comm && k.datatype == c.datatype && k.op == c.op) slot = &k;
+    if (!slot) {
+        slot = &t_known[t_next_slot];
+        t_next_slot = (t_next_slot + 1) % kKnownOneShots;
+    }
+    CommContext* ctx = task.context();
+    KnownOneShotCall k;
+    k.comm = c.comm, k.datatype = c.datatype, k.op = c.op;
+    k.ctx = ctx;
+    k.generation = rt.context_generation();
+    k.element = e;
+    k.item_bytes = uint64_t(e.per_item) * datatype_size(e.type);
+    const uint64_t limit = rt.config().one_shot_bytes / uint64_t(ctx->size() - 1);
+    k.most_bytes = std::min<uint64_t>(limit, ctx->boards()[0].slot_bytes);
+    k.host_send = c.sendbuf == MPI_IN_PLACE ? c.recvbuf : c.sendbuf;
+    k.host_recv = c.recvbuf;
+    *slot = k;
+}
+
+}  // namespace nexar

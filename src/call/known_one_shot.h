@@ -1,0 +1,46 @@
+// The known one-shot: a small blocking allreduce that its communicator took
+// as the one-shot before, taken again without building its task.
+//
+// A call's task (call/collective_task.h) plans it, meets the other ranks
+// on the boards with its agreement and input (BoardMeeting), decides its
+// route and builds its run: for the smallest calls that bookkeeping costs
+// more than the meeting.  Once a call of a (communicator, datatype, op)
+// went that way, this thread remembers what the task found out
+// (remember_one_shot), and a later call like it, of any count within the
+// one-shot's limit, publishes its input with its key (count, datatype, op,
+// in place or not) in one go on the boards (algo/one_shot.h,
+// KnownOneShot): where every rank published the same key, each reduces
+// the inputs and the call is done, one meeting and nothing else.  Where
+// any rank did not (its call went through its task, its count differs,
+// its communicator failed), no rank reduces anything and every rank's call
+// goes through its task as before, whose meeting takes the next sequence:
+// the ranks never take different paths, and a disagreement costs one
+// meeting more.
+//
+// The call must be one the task would route to the one-shot on this rank:
+// host buffers (where a GPU runtime is loaded, only the buffers the task
+// found to be host memory), the context not failed and no nonblocking
+// call of it in flight, the learnt threshold settled on nexar for its size
+// (counted as the learner's route() would) or the fixed one below it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+namespace nexar {
+
+class CollectiveTask;
+class Runtime;
+
+// The known one-shot of MPI_Allreduce: true when the call was handled
+// (*rc is its return code, success or the error raised through the
+// communicator's handler); false: it goes through its task, nothing done.
+bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op,
+                        MPI_Comm comm, int* rc);
+
+// After a blocking allreduce's task: where it ran the one-shot, what a
+// later call like it needs.
+void remember_one_shot(Runtime& rt, CollectiveTask& task);
+
+}  // namespace nexar

@@ -1,0 +1,174 @@
+// The known one-shot (call/known_one_shot.h): small blocking allreduces that
+// skip their task once their communicator took them as the one-shot.
+//
+//   known_check [--expect-known]
+//
+// Every result is compared with the MPI's own PMPI_Allreduce of the same
+// inputs (own_mpi.h), exactly (integer values, also in the floating
+// types).  The calls:
+//   1. shapes: int, float and double with SUM, MAX, MIN and PROD, counts
+//      from 1 to 512 items (in the boards' head and in their slots), in
+//      place and not, on MPI_COMM_WORLD, five (datatype, op) pairs in turn
+//      (more than a thread remembers: they push each other out);
+//   2. two communicators in turn, one freed and made again (its context
+//      goes; a remembered pointer must not be used);
+//   3. rank 0 in place, the others not, call after call: the keys differ,
+//      so every call goes through its task (no known one-shot counted
+//      during it), with exact results;
+//   4. counts that differ between the ranks after calls of that shape went
+//      the known way: MPI_ERR_COUNT on every rank, nothing written past the
+//      receive buffer, and the communicator still works.
+// --expect-known (with NEXAR_THRESHOLD_BYTES=0): calls must have taken the
+// known one-shot (known_one_shots grew), every one also counted as a
+// one-shot and a meeting on the boards.
+#include <mpi.h>
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../own_mpi.h"
+#include "nexar/nexar.h"
+
+namespace {
+
+int g_rank = 0, g_size = 0, g_errors = 0;
+
+void fail(const std::string& what) {
+    fprintf(stderr, "FAIL [rank %d]: %s\n", g_rank, what.c_str());
+    ++g_errors;
+}
+
+uint64_t counter(const char* name) {
+    uint64_t v = 0;
+    if (nexar_get_counter(name, &v) != 0) {
+        fprintf(stderr, "FAIL: nexar_get_counter(%s) failed: is libnexar_pmpi loaded?\n", name);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return v;
+}
+
+// Small integer values, so that sums, products, minima and maxima are
+// exact in every type and in any order.
+template <class T>
+void fill(std::vector<T>& v, int n, int call, int rank) {
+    for (int i = 0; i < n; ++i) v[size_t(i)] = T((i * 7 + call * 3 + rank * 5) % 11 - 5 + (i % 3 == 0 ? 2 : 0));
+}
+
+// One call of `n` items of T with `op` on `comm`, checked against the MPI's
+// own reduction of the same inputs.  `in_place` as this rank passes it.
+template <class T>
+void checked_call(MPI_Datatype dt, MPI_Op op, const char* name, int n, int call, bool in_place, MPI_Comm comm) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    const int guard = 8;
+    const size_t items = static_cast<size_t>(n);
+    std::vector<T> in(items + guard), out(items + guard, T(-99)), want(items);
+    // PROD of many small values overflows a float's exact range: keep it to ±1, 2.
+    fill(in, n, call, rank);
+    if (op == MPI_PROD)
+        for (int i = 0; i < n; ++i) in[size_t(i)] = T(i % 5 == 0 ? 2 : (i + rank) % 2 ? 1 : -1);
+    own_mpi(PMPI_Allreduce)(in.data(), want.data(), n, dt, op, comm);
+    int rc;
+    if (in_place) {
+        std::copy(in.begin(), in.begin() + n, out.begin());
+        rc = MPI_Allreduce(MPI_IN_PLACE, out.data(), n, dt, op, comm);
+    } else {
+        rc = MPI_Allreduce(in.data(), out.data(), n, dt, op, comm);
+    }
+    if (rc != MPI_SUCCESS) return fail(std::string(name) + " of " + std::to_string(n) + " items: error " + std::to_string(rc));
+    for (int i = 0; i < n; ++i)
+        if (out[size_t(i)] != want[size_t(i)])
+            return fail(std::string(name) + " of " + std::to_string(n) + " items" + (in_place ? " in place" : "") +
+                        ", call " + std::to_string(call) + ": item " + std::to_string(i) + " is " +
+                        std::to_string(double(out[size_t(i)])) + ", the MPI's " + std::to_string(double(want[size_t(i)])));
+    for (int i = n; i < n + guard; ++i)
+        if (out[size_t(i)] != T(-99)) return fail(std::string(name) + ": written past the receive buffer");
+}
+
+void shapes(MPI_Comm comm, int rounds) {
+    const int counts[] = {1, 2, 3, 6, 7, 64, 512};
+    for (int call = 0; call < rounds; ++call) {
+        const int n = counts[call % 7];
+        const bool in_place = (call / 7) % 2 == 1;
+        switch (call % 5) {
+            case 0: checked_call<double>(MPI_DOUBLE, MPI_SUM, "double SUM", n, call, in_place, comm); break;
+            case 1: checked_call<int>(MPI_INT, MPI_MAX, "int MAX", n, call, in_place, comm); break;
+            case 2: checked_call<float>(MPI_FLOAT, MPI_MIN, "float MIN", n, call, in_place, comm); break;
+            case 3: checked_call<int>(MPI_INT, MPI_SUM, "int SUM", n, call, in_place, comm); break;
+            default: checked_call<double>(MPI_DOUBLE, MPI_PROD, "double PROD", n, call, in_place, comm); break;
+        }
+    }
+    // One shape many times in a row: the known one-shot's own loop.
+    for (int call = 0; call < 200; ++call) checked_call<double>(MPI_DOUBLE, MPI_SUM, "double SUM", 1, call, false, comm);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    const bool expect_known = argc > 1 && strcmp(argv[1], "--expect-known") == 0;
+
+    // 1. Shapes on the world.
+    const uint64_t known0 = counter("known_one_shots"), one_shot0 = counter("one_shot_calls");
+    shapes(MPI_COMM_WORLD, 350);
+    const uint64_t known1 = counter("known_one_shots"), one_shot1 = counter("one_shot_calls");
+    if (expect_known && known1 - known0 < 150)
+        fail("only " + std::to_string(known1 - known0) + " calls took the known one-shot");
+    if (known1 - known0 > one_shot1 - one_shot0) fail("known one-shots not counted as one-shots");
+
+    // 2. Two communicators in turn; one freed and made again.
+    MPI_Comm a, b;
+    MPI_Comm_dup(MPI_COMM_WORLD, &a);
+    MPI_Comm_dup(MPI_COMM_WORLD, &b);
+    for (int k = 0; k < 3; ++k) {
+        for (int call = 0; call < 40; ++call) {
+            checked_call<double>(MPI_DOUBLE, MPI_SUM, "double SUM on a", 2, call, false, a);
+            checked_call<double>(MPI_DOUBLE, MPI_SUM, "double SUM on b", 3, call, false, b);
+        }
+        MPI_Comm_free(&b);
+        MPI_Comm_dup(MPI_COMM_WORLD, &b);
+    }
+    MPI_Comm_free(&a);
+    MPI_Comm_free(&b);
+
+    // 3. Rank 0 in place, the others not: every call goes through its task.
+    for (int call = 0; call < 20; ++call) checked_call<int>(MPI_INT, MPI_SUM, "int SUM", 4, call, false, MPI_COMM_WORLD);
+    const uint64_t known2 = counter("known_one_shots");
+    for (int call = 0; call < 50; ++call)
+        checked_call<int>(MPI_INT, MPI_SUM, "int SUM, rank 0 in place", 4, call, g_rank == 0, MPI_COMM_WORLD);
+    if (counter("known_one_shots") != known2)
+        fail("a call whose ranks passed MPI_IN_PLACE unlike took the known one-shot");
+
+    // 4. Counts that differ, after calls of that shape.
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    for (int call = 0; call < 30; ++call) checked_call<int>(MPI_INT, MPI_SUM, "int SUM on c", 3, call, false, c);
+    {
+        const int n = g_rank == 0 ? 3 : 4;
+        std::vector<int> in(8, 1), out(8, -7);
+        int rc = MPI_Allreduce(in.data(), out.data(), n, MPI_INT, MPI_SUM, c);
+        int cls = -1;
+        MPI_Error_class(rc, &cls);
+        if (cls != MPI_ERR_COUNT) fail("counts that differ gave error class " + std::to_string(cls) + ", not MPI_ERR_COUNT");
+        for (size_t i = size_t(n); i < out.size(); ++i)
+            if (out[i] != -7) fail("counts that differ: written past the receive buffer");
+    }
+    for (int call = 0; call < 30; ++call) checked_call<int>(MPI_INT, MPI_SUM, "int SUM on c after", 3, call, false, c);
+    MPI_Comm_free(&c);
+
+    int total = 0;
+    own_mpi(PMPI_Allreduce)(&g_errors, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0)
+        printf("known_check: %d ranks, %" PRIu64 " known one-shots on rank 0, failures=%d\n", g_size,
+               counter("known_one_shots"), total);
+    MPI_Finalize();
+    return total ? 1 : 0;
+}
