@@ -8,6 +8,7 @@
 #include "call/call_plan.h"
 #include "call/collective.h"
 #include "call/collective_task.h"
+#include "call/nonblocking.h"
 #include "call/ring_calls.h"
 #include "reduce/mpi_types.h"
 #include "runtime/job_report.h"
@@ -60,7 +61,7 @@ bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t
         return false;
     if (rt.device_possible() && (src != k->host_send || recvbuf != k->host_recv)) return false;
     CommContext& ctx = *k->ctx;
-    if (ctx.disabled() || ctx.nonblocking_calls.load(std::memory_order_relaxed) > 0) return false;
+    if (ctx.disabled()) return false;
     const Config& cfg = rt.config();
     // The learnt threshold: a size settled on nexar, or nexar's trial in
     // its class's round (timed as the task times it); else the fixed one.
@@ -71,6 +72,9 @@ bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t
                   : bytes < cfg.threshold_bytes)
         return false;
 
+    // As the task: the nonblocking calls started before it on the
+    // communicator complete first (they come first in the boards' sequence).
+    drain_nonblocking(&ctx);
     JobReport* report = job_report();
     const bool timed = report || !settled;
     const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();

@@ -19,9 +19,11 @@
 //
 // The call must be one the task would route to the one-shot on this rank:
 // host buffers (where a GPU runtime is loaded, only the buffers the task
-// found to be host memory), the context not failed and no nonblocking
-// call of it in flight, the learnt threshold settled on nexar for its size
-// (counted as the learner's route() would) or the fixed one below it.
+// found to be host memory), the context not failed, the learnt threshold
+// settled on nexar for its size or a nexar trial of it (counted as the
+// learner's route() would), or the fixed one below it.  As the task does,
+// it first completes the nonblocking calls started before it on the
+// communicator.
 #pragma once
 
 #include <mpi.h>
