@@ -53,11 +53,11 @@ constexpr uint64_t kBoardHoldsInput = 1, kBoardHoldsNote = 2;
 constexpr uint64_t kKnownOneShotKeyBit = uint64_t(1) << 63;
 
 // Bytes of a board slot's note (at least the caller's agreement vector),
-// after its head and before its input.
+// after its head and its input.
 constexpr size_t kBoardNoteBytes = 128;
 
-// One rank's board as the one-shot sees it: per slot, its head, its note
-// and its input.
+// One rank's board as the one-shot sees it: per slot, its head, its input
+// and its note.
 struct OneShotBoard {
     BoardHead* heads[2] = {nullptr, nullptr};  // call s's head in heads[s % 2]
     int64_t* notes[2] = {nullptr, nullptr};    // call s's note in notes[s % 2] (kBoardNoteBytes)

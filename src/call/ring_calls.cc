@@ -161,13 +161,7 @@ KnownOneShotRun::KnownOneShotRun(CommContext& ctx, const RingOptions& opt, uint6
                count, type, op),
       bytes_(count * datatype_size(type)) {}
 
-void KnownOneShotRun::account() const {
-    Stats& stats = process_stats();
-    stats.board_agreements.fetch_add(1, std::memory_order_relaxed);
-    stats.known_one_shots.fetch_add(1, std::memory_order_relaxed);
-    stats.shm_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
-    stats.one_shot_calls.fetch_add(1, std::memory_order_relaxed);
-}
+void KnownOneShotRun::account() const { count_known_one_shot(uint64_t(bytes_)); }
 
 OneShotRun::OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
                        const RingOptions& opt, const AgreementRun* met)

@@ -183,7 +183,8 @@ public:
                  size_t count, DataType type, ReduceOp op);
     bool valid() const { return op_.valid(); }
     bool taken() const { return op_.taken(); }
-    // Its stats as a one-shot's that met once (AgreementRun, OneShotRun).
+    // Its stats as a one-shot's that met once (AgreementRun, OneShotRun),
+    // its ring_calls and ring_bytes too (count_known_one_shot).
     void account() const override;
 
 private:

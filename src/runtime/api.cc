@@ -17,8 +17,8 @@ extern "C" {
 int nexar_get_stats(nexar_stats_t* out) {
     if (!out) return -1;
     const nexar::Stats& s = nexar::process_stats();
-    out->ring_calls = s.ring_calls.load();
-    out->ring_bytes = s.ring_bytes.load();
+    out->ring_calls = nexar::stats_value(s, &nexar::Stats::ring_calls);
+    out->ring_bytes = nexar::stats_value(s, &nexar::Stats::ring_bytes);
     out->passthrough_calls = s.passthrough_calls.load();
     out->fallback_calls = s.fallback_calls.load();
     return 0;
@@ -28,7 +28,7 @@ int nexar_get_counter(const char* name, uint64_t* value) {
     if (!name || !value) return -1;
     const nexar::Stats& s = nexar::process_stats();
     for (size_t i = 0; i < nexar::kStatsFieldCount; ++i)
-        if (strcmp(name, nexar::kStatsFields[i].name) == 0) return *value = (s.*nexar::kStatsFields[i].member).load(), 0;
+        if (strcmp(name, nexar::kStatsFields[i].name) == 0) return *value = nexar::stats_value(s, nexar::kStatsFields[i].member), 0;
     return -1;
 }
 

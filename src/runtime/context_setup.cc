@@ -154,9 +154,10 @@ void Runtime::connect_boards(CommContext& ctx) {
     // one_shot_bytes (call/collective_task.cc): its slots need no more.
     const size_t largest = size_t(config_.one_shot_bytes) / size_t(ctx.size() - 1);
     // Each slot: its head (the call's sequence, key and a small input),
-    // the rank's note on the call (its agreement, BoardMeeting), then its input.
-    constexpr size_t kBeforeInput = sizeof(BoardHead) + kBoardNoteBytes;
-    const size_t slot_bytes = kBeforeInput + ((largest + 63) & ~size_t(63));
+    // its input right after it (a reader's next lines), then the rank's
+    // note on the call (its agreement, BoardMeeting).
+    const size_t input_bytes = (largest + 63) & ~size_t(63);
+    const size_t slot_bytes = sizeof(BoardHead) + input_bytes + kBoardNoteBytes;
     const int me = ctx.rank();
     std::string error;
     std::vector<std::unique_ptr<ShmInbox>> boards(size_t(ctx.size()));
@@ -180,10 +181,10 @@ void Runtime::connect_boards(CommContext& ctx) {
         OneShotBoard v;
         for (uint32_t k = 0; k < 2; ++k) {
             v.heads[k] = reinterpret_cast<BoardHead*>(b->slot(k));  // zeroed memory: sequence 0
-            v.notes[k] = reinterpret_cast<int64_t*>(b->slot(k) + sizeof(BoardHead));
-            v.slots[k] = b->slot(k) + kBeforeInput;
+            v.slots[k] = b->slot(k) + sizeof(BoardHead);
+            v.notes[k] = reinterpret_cast<int64_t*>(b->slot(k) + sizeof(BoardHead) + input_bytes);
         }
-        v.slot_bytes = b->slot_bytes() - kBeforeInput;
+        v.slot_bytes = input_bytes;
         views.push_back(v);
     }
     ctx.set_boards(std::move(boards), std::move(views));

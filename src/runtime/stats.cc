@@ -1,6 +1,75 @@
 #include "runtime/stats.h"
 
+#include <mutex>
+#include <vector>
+
 namespace nexar {
+
+namespace {
+
+// One thread's known one-shots: written by that thread only (a load and a
+// store, no locked add), read by any.
+struct KnownOneShotCounts {
+    std::atomic<uint64_t> calls{0}, bytes{0};
+};
+// Every live thread's counts, and what threads that ended had counted.
+struct KnownOneShotRegistry {
+    std::mutex mutex;
+    std::vector<KnownOneShotCounts*> threads;
+    uint64_t ended_calls = 0, ended_bytes = 0;
+};
+KnownOneShotRegistry& known_registry() {
+    static auto* r = new KnownOneShotRegistry;  // never destroyed: threads may end after exit() began
+    return *r;
+}
+struct ThreadKnownOneShots {
+    KnownOneShotCounts counts;
+    ThreadKnownOneShots() {
+        KnownOneShotRegistry& r = known_registry();
+        std::lock_guard<std::mutex> lock(r.mutex);
+        r.threads.push_back(&counts);
+    }
+    ~ThreadKnownOneShots() {
+        KnownOneShotRegistry& r = known_registry();
+        std::lock_guard<std::mutex> lock(r.mutex);
+        r.ended_calls += counts.calls.load(std::memory_order_relaxed);
+        r.ended_bytes += counts.bytes.load(std::memory_order_relaxed);
+        for (size_t i = 0; i < r.threads.size(); ++i)
+            if (r.threads[i] == &counts) r.threads.erase(r.threads.begin() + long(i));
+    }
+};
+thread_local ThreadKnownOneShots t_known_one_shots;
+
+void known_one_shot_totals(uint64_t* calls, uint64_t* bytes) {
+    KnownOneShotRegistry& r = known_registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    *calls = r.ended_calls, *bytes = r.ended_bytes;
+    for (const KnownOneShotCounts* c : r.threads) {
+        *calls += c->calls.load(std::memory_order_relaxed);
+        *bytes += c->bytes.load(std::memory_order_relaxed);
+    }
+}
+
+}  // namespace
+
+void count_known_one_shot(uint64_t bytes) {
+    KnownOneShotCounts& c = t_known_one_shots.counts;
+    c.calls.store(c.calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    c.bytes.store(c.bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+}
+
+uint64_t stats_value(const Stats& s, std::atomic<uint64_t> Stats::*member) {
+    uint64_t v = (s.*member).load();
+    const bool calls = member == &Stats::ring_calls || member == &Stats::one_shot_calls ||
+                       member == &Stats::board_agreements || member == &Stats::known_one_shots;
+    const bool bytes = member == &Stats::ring_bytes || member == &Stats::shm_bytes;
+    if (calls || bytes) {
+        uint64_t known_calls = 0, known_bytes = 0;
+        known_one_shot_totals(&known_calls, &known_bytes);
+        v += calls ? known_calls : known_bytes;
+    }
+    return v;
+}
 
 Stats& process_stats() {
     static Stats stats;
@@ -32,7 +101,7 @@ const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
 std::string stats_line(int rank, const Stats& s) {
     std::string line = "nexar: rank " + std::to_string(rank) + ":";
     for (size_t i = 0; i < kStatsFieldCount; ++i)
-        line += std::string(" ") + kStatsFields[i].name + "=" + std::to_string((s.*kStatsFields[i].member).load());
+        line += std::string(" ") + kStatsFields[i].name + "=" + std::to_string(stats_value(s, kStatsFields[i].member));
     return line;
 }
 

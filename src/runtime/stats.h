@@ -50,8 +50,16 @@ struct Stats {
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
-// after MPI_Finalize).
+// after MPI_Finalize).  Read them with stats_value(): the known one-shots'
+// part of them is counted apart.
 Stats& process_stats();
+
+// A known one-shot of `bytes` that every rank took (call/known_one_shot.h):
+// counted in this thread's own counters, with no locked instruction (six
+// atomic additions cost a sixth of an 8-byte call), and added at reading
+// to ring_calls, ring_bytes, shm_bytes, one_shot_calls, board_agreements
+// and known_one_shots.
+void count_known_one_shot(uint64_t bytes);
 
 // The counters by name, in the order of the NEXAR_STATS line (DESIGN.md:
 // fields are only ever appended): the line and nexar_get_counter() both
@@ -62,6 +70,10 @@ struct StatsField {
 };
 extern const StatsField kStatsFields[];
 extern const size_t kStatsFieldCount;
+// A counter's value: its atomic, and for the fields a known one-shot
+// counts in, every thread's known one-shots (a thread's latest may not be
+// in it yet while that thread runs).
+uint64_t stats_value(const Stats& s, std::atomic<uint64_t> Stats::*member);
 
 // "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D mpi_bytes=M board_agreements=A known_one_shots=K"
 // (DESIGN.md: fields are only ever appended.)

@@ -17,9 +17,10 @@ namespace {
 struct Boards {
     explicit Boards(int ranks, size_t slot_bytes) {
         for (int r = 0; r < ranks; ++r) {
-            // Each slot: its head, its note, then its input (as
+            // Each slot: its head, its input, then its note (as
             // Runtime::connect_boards lays them out, on 64-byte lines).
-            const size_t whole = sizeof(BoardHead) + kBoardNoteBytes + (slot_bytes + 63) / 64 * 64;
+            const size_t input_bytes = (slot_bytes + 63) / 64 * 64;
+            const size_t whole = sizeof(BoardHead) + input_bytes + kBoardNoteBytes;
             memory.emplace_back(static_cast<char*>(aligned_alloc(64, 2 * whole)), free);
             char* base = memory.back().get();
             memset(base, 0x5a, 2 * whole);
@@ -27,8 +28,8 @@ struct Boards {
             for (size_t k = 0; k < 2; ++k) {
                 char* at = base + k * whole;
                 b.heads[k] = new (at) BoardHead();
-                b.notes[k] = reinterpret_cast<int64_t*>(at + sizeof(BoardHead));
-                b.slots[k] = at + sizeof(BoardHead) + kBoardNoteBytes;
+                b.slots[k] = at + sizeof(BoardHead);
+                b.notes[k] = reinterpret_cast<int64_t*>(at + sizeof(BoardHead) + input_bytes);
             }
             b.slot_bytes = slot_bytes;
             views.push_back(b);
