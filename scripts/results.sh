@@ -6,6 +6,10 @@
 #                               the tuned allocator, out of place and in place
 #     huge-pages                allreduce on transparent huge pages
 #     reduce-scatter-allgather  MPI_Reduce_scatter_block and MPI_Allgather
+#     small-calls               allreduce of 8 B-64 KiB against Open MPI's
+#                               default and its coll/sm, and MPICH's
+#                               default (its lane's build, made or brought
+#                               up to date first: scripts/mpi-lane.sh)
 #     across-nodes              2 simulated nodes x 2 ranks, 2 Gbit/s links
 #                               (needs root and network namespaces)
 #     without-ucx               allreduce on one node where UCX is absent
@@ -39,9 +43,10 @@
 # page as it is; a topic that fails leaves its page too, keeps its files in
 # a temporary folder and says where, and the script exits 1 at the end.
 #
-# On the 2-core development VM the whole set should take about 15 minutes
-# (estimated: one-node and across-nodes about 4 each, mpi4py about 5, the
-# others about 1 each; each page records how long its run took).
+# On the 2-core development VM the whole set should take about 17 minutes
+# (estimated: one-node and across-nodes about 4 each, mpi4py about 5,
+# small-calls about 2 (and the MPICH lane's first build), the others about
+# 1 each; each page records how long its run took).
 #
 # Environment:
 #   NEXAR_RESULTS_QUICK=1    a quick check of this script: 4-64 KiB (the
@@ -58,7 +63,7 @@ set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 python=/usr/bin/python3
 page_py="$src/scripts/results_page.py"
-all_topics=(one-node huge-pages reduce-scatter-allgather across-nodes without-ucx mpi-network mpi4py gpu many-ranks)
+all_topics=(one-node huge-pages reduce-scatter-allgather small-calls across-nodes without-ucx mpi-network mpi4py gpu many-ranks)
 case ${1:-} in -h|--help) sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 device_dir=""
 if [ "${1:-}" = --from-device ]; then
@@ -118,12 +123,12 @@ if [ -n "$build" ] && [ "$build" != "$src" ]; then
 fi
 
 if [ "$quick" = 1 ]; then
-    range=4K:64K iters=(-i 20 -x 2)
+    range=4K:64K iters=(-i 20 -x 2) small_iters=(-i 200 -x 20 -r 2)
     cluster_range=16K:256K cluster_iters=(-i 5 -x 1) network_range=1M:2M network_iters=(-i 3 -x 1)
     mpi4py_args=(--runs 1 --steps 3)
     gpu_kernel_args=(--sizes 64M --reps 5) gpu_range=64M:128M gpu_iters=(-i 3 -x 1)
 else
-    range=4:256M iters=()
+    range=4:256M iters=() small_iters=(-i 20000 -x 2000 -r 5)
     cluster_range=16K:256M cluster_iters=() network_range=1M:128M network_iters=(-i 10 -x 2)
     mpi4py_args=(--runs 3)
     gpu_kernel_args=() gpu_range=64M:1G gpu_iters=()
@@ -302,6 +307,47 @@ topic_reduce_scatter_allgather() {
         --csv "$out/allgather.csv" || return 1
     plot_busbw "$out/reduce-scatter.csv" "$out/reduce-scatter.png" "MPI_Reduce_scatter_block busbw, 2 ranks, float, tuned malloc"
     plot_busbw "$out/allgather.csv" "$out/allgather.png" "MPI_Allgather busbw, 2 ranks, float, tuned malloc"
+}
+
+# draw_ratios PNG TITLE CSV LABEL [CSV LABEL]...: the MPI's time / nexar's
+# against size, one line per CSV (bench/osu_allreduce.c's columns).
+draw_ratios() {
+    local png=$1 title=$2 plots="" csvs=() i=0
+    shift 2
+    [ $have_gnuplot = 1 ] || return 0
+    local -a colours=('#1f77b4' '#2ca02c' '#d62728' '#7f7f7f')
+    while [ $# -ge 2 ]; do
+        csvs+=("$1")
+        plots+="${plots:+, }'$(gq "$1")' every ::1 using 1:(\$3/\$5) with linespoints lw 2 pt 7 ps 0.7 lc rgb '${colours[i % 4]}' title '$(gq "$2")'"
+        i=$((i + 1))
+        shift 2
+    done
+    gnuplot -e "set terminal $term; set output '$(gq "$png")'; set datafile separator ',';
+        set logscale x 2; set xtics ($(xtics "${csvs[@]}")); set xlabel 'message size (bytes)';
+        set ylabel 'MPI time / nexar time (log scale)'; set logscale y 2; set grid;
+        set ytics ('0.5×' 0.5, '0.75×' 0.75, '1×' 1, '1.5×' 1.5, '2×' 2, '3×' 3, '4×' 4, '8×' 8, '16×' 16);
+        set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05; set key top left;
+        set title '$(gq "$title")';
+        plot $plots, 1 with lines dashtype 3 lw 1.5 lc rgb 'black' title 'equal time'" >>"$out/run-log.txt" 2>&1 ||
+        echo "results.sh: gnuplot failed on $png" >&2
+}
+
+# Small calls: 2 ranks, glibc's default allocator, against each MPI's own
+# call in the same run: Open MPI's default (coll/tuned), its coll/sm (the
+# shared-memory component, raised above tuned), and MPICH's default (the
+# MPICH lane's build of nexar and of the benchmark).
+topic_small_calls() {
+    local bench=(-np 2 --malloc default -c -m 8:64K "${small_iters[@]}")
+    cmd bench/nexar-osu "${bench[@]}" --csv "$out/open-mpi.csv" || return 1
+    cmd OMPI_MCA_coll_sm_priority=100 bench/nexar-osu "${bench[@]}" --csv "$out/open-mpi-coll-sm.csv" || return 1
+    cmd NEXAR_LANE_BUILD_ONLY=1 scripts/mpi-lane.sh mpich || return 1
+    cmd MPIRUN=mpiexec.mpich build/mpich/src/bench/nexar-osu "${bench[@]}" --csv "$out/mpich.csv" || return 1
+    plot_busbw "$out/open-mpi.csv" "$out/open-mpi.png" "allreduce busbw, 2 ranks, float, Open MPI's default"
+    plot_busbw "$out/open-mpi-coll-sm.csv" "$out/open-mpi-coll-sm.png" "allreduce busbw, 2 ranks, float, Open MPI's coll/sm"
+    plot_busbw "$out/mpich.csv" "$out/mpich.png" "allreduce busbw, 2 ranks, float, MPICH's default"
+    draw_ratios "$out/ratios.png" "allreduce 8 B-64 KiB, 2 ranks, float, one node: above 1, nexar is faster" \
+        "$out/open-mpi.csv" "Open MPI 4.1, default" "$out/open-mpi-coll-sm.csv" "Open MPI 4.1, coll/sm" \
+        "$out/mpich.csv" "MPICH 4.0, default"
 }
 
 # why_not_across_nodes: prints why the simulated cluster cannot run, or nothing.
@@ -483,6 +529,10 @@ why_not() {
     case $1 in
         across-nodes | mpi-network) why_not_across_nodes ;;
         without-ucx) "$src/scripts/without-ucx" --check >/dev/null || "$src/scripts/without-ucx" --check ;;
+        small-calls) if ! "${MPIRUN:-mpirun}" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
+                         echo "the small-calls tables compare Open MPI's components: needs Open MPI's mpirun"
+                     elif ! command -v mpiexec.mpich >/dev/null; then
+                         echo "no MPICH here (scripts/install-deps.sh installs it)"; fi ;;
         mpi4py) "$python" -c 'import mpi4py, numpy' 2>/dev/null ||
                     echo "$python cannot import mpi4py and numpy (apt-get install python3-mpi4py python3-numpy)" ;;
         many-ranks) if [ "$(nproc)" -lt 16 ]; then

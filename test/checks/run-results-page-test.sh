@@ -95,8 +95,8 @@ has "$p" 'bench/nexar-osu -np 2 --malloc both -c -m 4K:256M --csv $OUT/out-of-pl
 has "$p" 'bench/nexar-osu -np 2 --malloc both -c -l -m 4K:256M --csv $OUT/in-place.csv'
 has "$p" "| size | MPI µs | nexar µs | MPI ÷ nexar | MPI % of bound | nexar % of bound | path |"
 # Ratios from the times (the speedup column is not read), shares from busbw / bound.
-has "$p" "| 4 KiB | 3.0 | 3.3 | 0.91× | – | – | mpi |"
-has "$p" "| 16 KiB | 9.0 | 4.5 | 2.00× | – | – | 1shot |"
+has "$p" "| 4 KiB | 3.00 | 3.30 | 0.91× | – | – | mpi |"
+has "$p" "| 16 KiB | 9.00 | 4.50 | 2.00× | – | – | 1shot |"
 has "$p" "| 1 MiB | 400.0 | 200.0 | 2.00× | 25 % | 50 % | ring |"
 has "$p" "| 256 MiB | 60,000 | 40,000 | 1.50× | 45 % | 67 % | ring+mpi |"
 rows=$(grep -c '^| [0-9]* [KMG]iB |' "$p")
