@@ -15,7 +15,11 @@
 // MINLOC/MAXLOC on MPI_2INT, user-defined ops: a commutative sum, and a
 // non-commutative composition on MPI_2INT; a derived datatype for the
 // allgather), in place or not, on MPI_COMM_WORLD,
-// a dup of it, or the parts of a split in halves or by parity.  Now and then
+// a dup of it, or the parts of a split in halves or by parity.  Four calls
+// in ten continue the run of the call before them: the same collective,
+// mode, type, op, place and communicator, with a count of their own within
+// 64 KiB, as a solver's dot products and norms come (so that nexar's known
+// one-shot, call/known_one_shot.h, takes some of the calls).  Now and then
 // (--threads 1, under MPI_THREAD_MULTIPLE) two threads each run a drawn call
 // at once, on a communicator of their own.
 //
@@ -214,7 +218,8 @@ int type_size(MPI_Datatype dt) {
     return s;
 }
 
-Call draw_call(uint64_t seed, long index, const Options& o) {
+// Call `index` drawn afresh: everything about it from (seed, index).
+Call draw_shape(uint64_t seed, long index, const Options& o) {
     Draw d{mix(seed ^ mix(uint64_t(index) + 1))};
     Call c;
     c.index = index;
@@ -242,6 +247,27 @@ Call draw_call(uint64_t seed, long index, const Options& o) {
     c.in_place = d.chance(40);
     if (c.mode == PERSISTENT && c.kind == ALLGATHER && known_persistent_defect()) c.mode = NONBLOCKING;
     c.comm = d.below(g_comms.size());
+    c.data_seed = d.next();
+    return c;
+}
+
+// Whether call `index` continues the run of the call before it.
+bool continues_run(uint64_t seed, long index) {
+    Draw d{mix(seed ^ mix(uint64_t(index) + 0x51ab))};
+    return index > 0 && d.chance(40);
+}
+
+Call draw_call(uint64_t seed, long index, const Options& o) {
+    long first = index;  // the run's first call (a run of at most 9)
+    for (int steps = 0; steps < 8 && continues_run(seed, first); ++steps) --first;
+    Call c = draw_shape(seed, first, o);
+    if (first == index) return c;
+    // Its own count (0 to 64 KiB of the whole vector, log-uniform) and data.
+    Draw d{mix(seed ^ mix(uint64_t(index) + 0x9e37))};
+    c.index = index;
+    const size_t esz = size_t(type_size(c.type->dt));
+    const size_t max_items = std::max<size_t>(1, std::min<size_t>(o.max_bytes, 64 << 10) / esz);
+    c.count = d.chance(4) ? 0 : size_t(std::exp2(double(d.next() % 1000000) / 1e6 * std::log2(double(max_items))));
     c.data_seed = d.next();
     return c;
 }

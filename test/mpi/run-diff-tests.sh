@@ -46,6 +46,7 @@ run() {
 
 run 2 "$seconds" NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0
 check_stats "$log" 2 1  # nexar took calls on every rank
+check_bytes "$log" known_one_shots nonzero  # runs of one shape: the known one-shot
 run 3 "$seconds" NEXAR_HOST_BUFFERS=1 NEXAR_THRESHOLD_BYTES=0
 check_stats "$log" 3 1
 run 2 $(((seconds + 1) / 2))
