@@ -48,6 +48,10 @@
 #                 coll/sm, tuned's ring and Rabenseifner (the best of them per
 #                 size, bench/nexar-vs-best-mpi), each side's share of the
 #                 node bound (rates measured with every rank copying)
+#   small-calls-16, -8  host buffers, no setting, 8 B-64 KiB at 16 and 8
+#                 ranks on one node: nexar (the known one-shot and the
+#                 one-shot, every rank reading every board) against Open
+#                 MPI's default, results validated (bench/nexar-osu -c)
 #   staged-ring   the staged device ring at 2 ranks on one GPU against
 #                 cudaMemcpy to host + PMPI_Allreduce + cudaMemcpy back,
 #                 64 MiB to 1 GiB, results validated (bench/nexar-osu -d cuda)
@@ -322,6 +326,19 @@ many_ranks many-ranks-8 8
 many_ranks many-ranks-16-inplace 16 -l
 many_ranks many-ranks-4 4
 many_ranks many-ranks-2 2
+
+# ---- small calls at 16 and 8 ranks on one node (issue 48): every rank
+# reads every other rank's board, P^2 lines per call; does the one-shot
+# still lead the MPI there, and from which size does the ring take over?
+small_calls() {  # small_calls NAME NP
+    local name=$1 np=$2
+    check "$name" 60 env CUDA_VISIBLE_DEVICES= NEXAR_STATS=1 bench/nexar-osu -np "$np" --malloc default -c -m 8:64K \
+        -i 5000 -x 500 -r 3 --csv "$out/$name.csv"
+    [ -f "$out/$name.csv" ] && awk -F, -v n="$name" 'NR > 1 { printf "%s %d B: nexar %.2fx Open MPI (%.2f against %.2f us), path %s\n",
+        n, $1, $3 / $5, $5, $3, $NF }' "$out/$name.csv" | tee -a "$summary"
+}
+small_calls small-calls-16 16
+small_calls small-calls-8 8
 
 # The staged ring against the by-hand path (issue 27's 1.5x target).
 check staged-ring 200 env NEXAR_STATS=1 NEXAR_HOST_BUFFERS=0 NEXAR_CUDA_IPC=0 \
