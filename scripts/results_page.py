@@ -61,8 +61,9 @@ TOPICS = {
                          "One line per table of this page, and the [huge pages](huge-pages.md) tables where "
                          "that page exists (its own date); above the line at 1, nexar was faster."),
                         ("report.png", "What the job report said",
-                         "`NEXAR_REPORT` of the out-of-place job with the tuned allocator (its table is in "
-                         "the run log, its CSV [one-node/report.csv](one-node/report.csv)): per size class, "
+                         "`NEXAR_REPORT` of a job of its own, out of place with the tuned allocator and 200 "
+                         "calls per size (its table is in the run log, its CSV "
+                         "[one-node/report.csv](one-node/report.csv)): per size class, "
                          "the slowest rank's time in the calls nexar took, all iterations and the learner's "
                          "trials included, against the MPI's time for the same calls estimated from its "
                          "trials in that job ([the job report](../user-guide.md#the-job-report)).")],
