@@ -296,6 +296,38 @@ TEST(PathLearner, NoisyTimingsDoNotPickTheSlowerPath) {
         EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, bytes, noisy), CallPath::mpi) << bytes;
 }
 
+TEST(PathLearner, AStormOverOnePathsWholeBlockDoesNotDecide) {
+    // Another job takes the cores for a whole block of nexar's small-call
+    // trials (calls 0-3, its first block: 100x slower); its second block
+    // runs undisturbed, and nexar, 2x faster, is still chosen.  Then the
+    // same storm over the MPI's first block: the MPI is still not.
+    for (const CallPath stormy : {CallPath::nexar, CallPath::mpi}) {
+        Job job(2);
+        const Timing storm = [&](int, CallPath p, uint64_t, uint64_t n) {
+            const double truth = p == CallPath::nexar ? 1e-6 : 2e-6;
+            const bool in_storm = p == stormy && (p == CallPath::nexar ? n < 4 : n >= 4 && n < 8);
+            return in_storm ? truth * 100 : truth;
+        };
+        EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, 256, storm), CallPath::nexar)
+            << call_path_name(stormy);
+    }
+}
+
+TEST(PathLearner, AVerdictMadeInAStormIsTimedAgain) {
+    // A storm over every nexar trial of the first round settles the class
+    // on the MPI; the first revisit, undisturbed, turns it to nexar.
+    Job job(2);
+    const Timing storm_then_calm = [](int, CallPath p, uint64_t, uint64_t n) {
+        const double truth = p == CallPath::nexar ? 1e-6 : 2e-6;
+        return p == CallPath::nexar && n < 16 ? truth * 100 : truth;
+    };
+    EXPECT_EQ(job.settled_path(Collective::allreduce, LearnMemory::host, 256, storm_then_calm), CallPath::mpi);
+    CallPath last = CallPath::mpi;
+    for (uint32_t i = 0; i < PathLearner::kFirstRevisit + round_of(256); ++i)
+        last = job.call(Collective::allreduce, LearnMemory::host, 256, storm_then_calm);
+    EXPECT_EQ(last, CallPath::nexar);
+}
+
 TEST(PathLearner, RevisitsAndFollowsACrossoverThatMoves) {
     Job job(2);
     const uint64_t bytes = 1 << 16;
