@@ -67,7 +67,7 @@ Status BoardMeeting::poll(bool* moved, std::string*) {
 }
 
 KnownOneShot::KnownOneShot(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, uint64_t key,
-                                     const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op)
+                           const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op)
     : BoardCall(boards, me, sequence, count * datatype_size(type)), key_(key | kKnownOneShotKeyBit),
       send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)), count_(count),
       bytes_(count * datatype_size(type)), type_(type), op_(op) {

@@ -16,11 +16,14 @@
 // Polled, like RingOperation: the first poll copies the input in and
 // publishes it; later polls reduce once every board holds the call.
 //
-// The boards also carry the ranks' agreement (BoardMeeting): each slot
-// starts with a note, what the rank says about the call (the caller's
-// vector, reduced with MIN), so that a call meets the other ranks once:
-// its input goes onto the board with its note, and where every note says
-// the one-shot, the one-shot reduces it with no second meeting.
+// Each slot starts with a head (BoardHead: the call's sequence, published
+// last, a key saying what the slot holds, and a small input), then the
+// input, then a note.  The boards also carry the ranks' agreement
+// (BoardMeeting): the note says what the rank says about the call (the
+// caller's vector, reduced with MIN), so that a call meets the other ranks
+// once: its input goes onto the board with its note, and where every note
+// says the one-shot, the one-shot reduces it with no second meeting.  A
+// known one-shot (KnownOneShot) needs no note: its key says it all.
 // Liveness (a peer that exited, a timeout) is the caller's (it knows the
 // processes): waiting_for() names the rank not yet there.
 #pragma once
@@ -141,7 +144,7 @@ private:
 class KnownOneShot final : public BoardCall {
 public:
     KnownOneShot(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, uint64_t key,
-                      const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
+                 const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op);
     Status poll(bool* moved, std::string* error);
     // Finished: whether every rank took it (recvbuf holds the result).
     bool taken() const { return taken_; }

@@ -9,12 +9,15 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 
 #include "algo/collective_kind.h"
+#include "base/status.h"
 
 namespace nexar {
 
 class CommContext;
+class RingCallRun;
 struct LearnShape;
 struct Route;
 
@@ -77,6 +80,11 @@ int intercept_collective(const CollectiveCall& call);
 // through before a description is built.
 int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype datatype, MPI_Op op,
                         MPI_Comm comm, bool large_count = false);
+
+// A blocking call's run polled to its end on the caller's stack; the
+// nonblocking calls in flight move along too (a peer may wait for one of
+// them before it comes to this call).
+Status run_to_end(RingCallRun& run, std::string* error);
 
 // NEXAR_THRESHOLD_BYTES=auto: after a round's last trial of a blocking
 // call (`name` on `comm`, `bytes` of class `shape`), every rank reduces

@@ -110,8 +110,11 @@ void remember(const Runtime& rt, CollectiveTask& task, const CollectiveCall& c) 
     if (task.routed()) k.comm = c.comm, k.ctx = task.context(), k.generation = rt.context_generation();
 }
 
+
+}  // namespace
+
 // The run polled to its end; nonblocking calls in flight move along too.
-Status run(RingCallRun& task_run, std::string* error) {
+Status run_to_end(RingCallRun& task_run, std::string* error) {
     if (!nonblocking_in_flight()) return poll_to_end(task_run, error);
     // The others' moves keep the loop busy, not this call's clock running
     // (IdleClock::idle_since_or).
@@ -134,12 +137,14 @@ Status run(RingCallRun& task_run, std::string* error) {
     return poll_to_end(both, error);
 }
 
+namespace {
+
 // The agreement, on every rank: a meeting on the context's boards where it
 // has them, else a blocking reduction of the MPI's, whatever is in flight
 // here (MPI matches a blocking collective only with blocking ones; nexar's
 // nonblocking calls move along on its progress thread meanwhile).
 TaskStep agree(CollectiveTask& task) {
-    if (RingCallRun* meeting = task.board_meeting()) return task.met(run(*meeting, task.error()));
+    if (RingCallRun* meeting = task.board_meeting()) return task.met(run_to_end(*meeting, task.error()));
     pmpi::allreduce(MPI_IN_PLACE, &task.agreement(), task.agreement_fields(), MPI_INT64_T, MPI_MIN, task.call().comm);
     return task.agreed();
 }
@@ -160,7 +165,7 @@ int complete(Runtime& rt, CollectiveTask& task, TaskStep step) {
     while (step == TaskStep::agree) step = agree(task);
     if (step == TaskStep::run) step = task.start_run();
     switch (step) {
-        case TaskStep::run: return task.finish(run(task.run(), task.error()));
+        case TaskStep::run: return task.finish(run_to_end(task.run(), task.error()));
         case TaskStep::pass_through: return mpi_path_of(rt, task, process_stats().passthrough_calls);
         case TaskStep::fall_back: return mpi_path_of(rt, task, process_stats().fallback_calls);
         default: return task.result();

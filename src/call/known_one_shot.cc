@@ -36,13 +36,27 @@ struct KnownOneShotCall {
 };
 // A few, for codes that alternate shapes (a sum and a max of each step).
 constexpr int kKnownOneShots = 4;
-thread_local KnownOneShotCall t_known[kKnownOneShots];
-thread_local int t_next_slot = 0;
+thread_local KnownOneShotCall t_one_shots[kKnownOneShots];
+thread_local int t_next_one_shot = 0;
 
 // The call's key on the boards: alike on every rank that makes the same
-// call; differs where the count, datatype, op or in-place-ness differs.
-uint64_t key_of(uint64_t count, const RingElement& e, bool in_place) {
-    return (count << 16) | (uint64_t(e.type) << 9) | (uint64_t(e.op) << 1) | (in_place ? 1 : 0);
+// call; differs where the vector (its ring elements), their type, the op
+// or in-place-ness differs.
+uint64_t key_of(uint64_t ring_count, const RingElement& e, bool in_place) {
+    return (ring_count << 16) | (uint64_t(e.type) << 9) | (uint64_t(e.op) << 1) | (in_place ? 1 : 0);
+}
+
+// The learner counts the call as the task's route() would have (every
+// rank took it here, or failed here), times a nexar trial, and ends the
+// round where it was the round's last (learn_from in call/dispatch.cc).
+void count_in_learner(const Config& cfg, CommContext& ctx, const LearnShape& shape, uint64_t bytes, bool in_place,
+                      MPI_Comm comm, bool succeeded, double seconds) {
+    if (!cfg.learn) return;
+    PathLearner& learner = ctx.learner();
+    const Route r = learner.route(shape, bytes, copy_trial_calls(cfg, ctx, Collective::allreduce, in_place));
+    if (!r.trial) return;
+    if (succeeded) learner.record(r, seconds);
+    if (r.ends_round) end_learning_round(ctx, r, shape, "MPI_Allreduce", bytes, comm);
 }
 
 }  // namespace
@@ -50,7 +64,7 @@ uint64_t key_of(uint64_t count, const RingElement& e, bool in_place) {
 bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op,
                         MPI_Comm comm, int* rc) {
     const KnownOneShotCall* k = nullptr;
-    for (const KnownOneShotCall& c : t_known)
+    for (const KnownOneShotCall& c : t_one_shots)
         if (c.comm == comm && c.datatype == dt && c.op == op) k = &c;
     if (!k || k->generation != rt.context_generation()) return false;
     const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -61,41 +75,47 @@ bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t
         return false;
     if (rt.device_possible() && (src != k->host_send || recvbuf != k->host_recv)) return false;
     CommContext& ctx = *k->ctx;
-    if (ctx.disabled()) return false;
+    if (ctx.disabled() || ctx.failed()) return false;  // the task sends such calls to the MPI
     const Config& cfg = rt.config();
     // The learnt threshold: a size settled on nexar, or nexar's trial in
     // its class's round (timed as the task times it); else the fixed one.
-    PathLearner& learner = ctx.learner();
+    const PathLearner& learner = ctx.learner();
     const LearnShape shape = learner.shape_of(Collective::allreduce, in_place, bytes);
     bool settled = true;
     if (cfg.learn ? shape.memory != LearnMemory::host || !learner.next_goes_to_nexar(shape, bytes, &settled)
                   : bytes < cfg.threshold_bytes)
         return false;
 
-    // As the task: the nonblocking calls started before it on the
-    // communicator complete first (they come first in the boards' sequence).
-    drain_nonblocking(&ctx);
+    // Timed from here, as the task times a trial from its route.
     JobReport* report = job_report();
     const bool timed = report || !settled;
     const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    // As the task: the nonblocking calls started before it on the
+    // communicator complete first (they come first in the boards' sequence).
+    drain_nonblocking(&ctx);
     RingOptions opt;
     opt.timeout_s = cfg.timeout_s;
     const size_t ring_count = size_t(count) * k->element.per_item;
-    KnownOneShotRun run(ctx, opt, key_of(uint64_t(count), k->element, in_place), src, recvbuf, ring_count,
+    KnownOneShotRun run(ctx, opt, key_of(ring_count, k->element, in_place), src, recvbuf, ring_count,
                         k->element.type, k->element.op);
+    // (Valid on every rank alike, from the call's type, op and size: where
+    // not, every rank took a sequence and goes through its task.)
+    if (!run.valid()) return false;
     std::string error;
     // The peers are there within a few polls, mostly: those without the
     // idle clock (its first look at the time costs a tenth of a call).
+    // Beside nonblocking calls in flight, those move along while it waits.
     Status s = Status::ok;
-    for (unsigned i = 0; ok(s) && !run.finished() && i < kIdleSpinsBeforeYield; ++i) {
+    for (unsigned i = 0; ok(s) && !run.finished() && !nonblocking_in_flight() && i < kIdleSpinsBeforeYield; ++i) {
         bool moved = false;
         s = run.poll(&moved, &error);
     }
-    if (ok(s) && !run.finished()) s = poll_to_end(run, &error);
+    if (ok(s) && !run.finished()) s = run_to_end(run, &error);
     if (!ok(s)) {
         ctx.mark_failed();
         NEXAR_ERROR("MPI_Allreduce of %llu bytes on communicator context %u failed: %s: %s",
                     (unsigned long long)bytes, ctx.id(), status_string(s), error.c_str());
+        count_in_learner(cfg, ctx, shape, bytes, in_place, comm, false, 0);
         *rc = raise_mpi_error(comm, MPI_ERR_OTHER);
         return true;
     }
@@ -106,14 +126,7 @@ bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t
     if (report)
         report->add_nexar(Collective::allreduce, CallMode::blocking, ReportCounts::shape(in_place, false), bytes,
                           ReportPath::one_shot, seconds);
-    // Counted as the task's route() counts it (every rank took it here).
-    if (cfg.learn) {
-        const Route r = learner.route(shape, bytes, copy_trial_calls(cfg, ctx, Collective::allreduce, in_place));
-        if (r.trial) {
-            learner.record(r, seconds);
-            if (r.ends_round) end_learning_round(ctx, r, shape, "MPI_Allreduce", bytes, comm);
-        }
-    }
+    count_in_learner(cfg, ctx, shape, bytes, in_place, comm, true, seconds);
     *rc = MPI_SUCCESS;
     return true;
 }
@@ -125,11 +138,11 @@ void remember_one_shot(Runtime& rt, CollectiveTask& task) {
     RingElement e;
     if (!map_mpi_call(c.datatype, c.op, &e) || mpi_forbids(c.datatype, c.op)) return;
     KnownOneShotCall* slot = nullptr;
-    for (KnownOneShotCall& k : t_known)
+    for (KnownOneShotCall& k : t_one_shots)
         if (k.comm == c.comm && k.datatype == c.datatype && k.op == c.op) slot = &k;
     if (!slot) {
-        slot = &t_known[t_next_slot];
-        t_next_slot = (t_next_slot + 1) % kKnownOneShots;
+        slot = &t_one_shots[t_next_one_shot];
+        t_next_one_shot = (t_next_one_shot + 1) % kKnownOneShots;
     }
     CommContext* ctx = task.context();
     KnownOneShotCall k;

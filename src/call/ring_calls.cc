@@ -155,10 +155,10 @@ void AgreementRun::account() const {
     process_stats().board_agreements.fetch_add(1, std::memory_order_relaxed);
 }
 
-KnownOneShotRun::KnownOneShotRun(CommContext& ctx, const RingOptions& opt, uint64_t key, const void* sendbuf, void* recvbuf,
-                           size_t count, DataType type, ReduceOp op)
-    : BoardRun(ctx, opt, "a known one-shot allreduce", ctx.boards(), ctx.rank(), ctx.next_one_shot(), key, sendbuf, recvbuf,
-               count, type, op),
+KnownOneShotRun::KnownOneShotRun(CommContext& ctx, const RingOptions& opt, uint64_t key, const void* sendbuf,
+                                 void* recvbuf, size_t count, DataType type, ReduceOp op)
+    : BoardRun(ctx, opt, "a known one-shot allreduce", ctx.boards(), ctx.rank(), ctx.next_one_shot(), key, sendbuf,
+               recvbuf, count, type, op),
       bytes_(count * datatype_size(type)) {}
 
 void KnownOneShotRun::account() const { count_known_one_shot(uint64_t(bytes_)); }

@@ -180,7 +180,7 @@ private:
 class KnownOneShotRun final : public BoardRun<KnownOneShot> {
 public:
     KnownOneShotRun(CommContext& ctx, const RingOptions& opt, uint64_t key, const void* sendbuf, void* recvbuf,
-                 size_t count, DataType type, ReduceOp op);
+                    size_t count, DataType type, ReduceOp op);
     bool valid() const { return op_.valid(); }
     bool taken() const { return op_.taken(); }
     // Its stats as a one-shot's that met once (AgreementRun, OneShotRun),

@@ -144,9 +144,9 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
 
 // The one-shot allreduce's boards (algo/one_shot.h), where every rank of
 // the communicator shares this node: each rank creates its own, an inbox of
-// two slots that only it writes (the one-shot publishes a call's sequence
-// number in its `produced` counter), and maps every other rank's.  Ready
-// on every rank or on none.  Collective.
+// two slots that only it writes (a call's sequence number is published in
+// the head of its slot, algo/one_shot.h's BoardHead), and maps every other
+// rank's.  Ready on every rank or on none.  Collective.
 void Runtime::connect_boards(CommContext& ctx) {
     // Alike on every rank: rank 0's settings and the communicator's shape.
     if (config_.one_shot_bytes == 0 || ctx.topology().nodes() != 1 || ctx.size() > int(kMaxOneShotRanks)) return;

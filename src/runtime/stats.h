@@ -70,9 +70,10 @@ struct StatsField {
 };
 extern const StatsField kStatsFields[];
 extern const size_t kStatsFieldCount;
-// A counter's value: its atomic, and for the fields a known one-shot
-// counts in, every thread's known one-shots (a thread's latest may not be
-// in it yet while that thread runs).
+// A counter's value: its atomic in `s` (process_stats()), and for the
+// fields a known one-shot counts in, every thread's known one-shots of this
+// process (a thread's latest may not be in it yet while that thread runs).
+// Stats::known_one_shots's own atomic stays 0: it names the field.
 uint64_t stats_value(const Stats& s, std::atomic<uint64_t> Stats::*member);
 
 // "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D mpi_bytes=M board_agreements=A known_one_shots=K"

@@ -216,4 +216,8 @@ done
 echo "== known_check at 2 ranks, learnt threshold"
 NEXAR_THRESHOLD_BYTES=auto nexar_mpirun 2 "$known" >"$log" 2>&1 || { tail -n 20 "$log"; fail "known_check, learnt threshold"; }
 grep -a "^known_check" "$log"
+echo "== known_check at 2 ranks, NEXAR_THRESHOLD_BYTES=0 NEXAR_PROGRESS=calls"
+NEXAR_PROGRESS=calls nexar_mpirun 2 "$known" --expect-known >"$log" 2>&1 ||
+    { tail -n 20 "$log"; fail "known_check, NEXAR_PROGRESS=calls"; }
+grep -a "^known_check" "$log"
 echo "all MPI runs passed"

@@ -208,6 +208,31 @@ TEST(PathLearner, FastPathKeepsStepWithRoute) {
     EXPECT_FALSE(f.settled_on_mpi({Collective::allgather, false, LearnMemory::host}, 8192));
 }
 
+TEST(PathLearner, NextGoesToNexarSaysWhatRouteDoes) {
+    // The known one-shot asks next_goes_to_nexar() before a call and route()
+    // after it: they must agree at every call of every round and revisit,
+    // whichever path wins, at small and large sizes.
+    for (uint64_t bytes : {uint64_t(256), uint64_t(1) << 20})
+        for (const CallPath winner : {CallPath::nexar, CallPath::mpi}) {
+            PathLearner l;
+            const LearnShape shape{Collective::allreduce, false, LearnMemory::host};
+            for (uint32_t n = 0; n < 3 * PathLearner::kFirstRevisit + 4 * round_of(bytes); ++n) {
+                bool settled = false;
+                const bool nexar = l.next_goes_to_nexar(shape, bytes, &settled);
+                const Route r = l.route(shape, bytes);
+                ASSERT_EQ(nexar, r.path == CallPath::nexar) << bytes << " call " << n;
+                ASSERT_EQ(settled, !r.trial) << bytes << " call " << n;
+                if (!r.trial) continue;
+                l.record(r, r.path == winner ? 1e-6 : 3e-6);
+                if (r.ends_round) {
+                    double t[2];
+                    l.best_times(r, t);
+                    l.settle(r, t);
+                }
+            }
+        }
+}
+
 TEST(PathLearner, KeepsTheBestTimeOfEachPath) {
     PathLearner l;
     // A slow first nexar call (its scratch being set up) does not count against it.
