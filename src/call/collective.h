@@ -76,10 +76,11 @@ inline CollectiveCall allgather_call(const char* name, const void* sendbuf, int 
 
 // The entry point of every intercepted collective: the ring or PMPI.
 int intercept_collective(const CollectiveCall& call);
-// MPI_Allreduce's (and MPI_Allreduce_c's, large_count): small calls pass
-// through before a description is built.
+// MPI_Allreduce's (and MPI_Allreduce_c's, large_count; the Fortran
+// entries', `name` theirs for messages): small calls pass through, or take
+// the known one-shot (call/known_one_shot.h), before a description is built.
 int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype datatype, MPI_Op op,
-                        MPI_Comm comm, bool large_count = false);
+                        MPI_Comm comm, bool large_count = false, const char* name = nullptr);
 
 // A blocking call's run polled to its end on the caller's stack; the
 // nonblocking calls in flight move along too (a peer may wait for one of

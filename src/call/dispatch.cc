@@ -245,7 +245,8 @@ int drive_to_end(Runtime& rt, CollectiveTask& task) {
 }  // namespace
 
 int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                        bool large_count) {
+                        bool large_count, const char* name) {
+    if (!name) name = large_count ? "MPI_Allreduce_c" : "MPI_Allreduce";
     // The small call's path, without building a description of it.
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(comm);
@@ -260,14 +261,14 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_D
                                 CallMode::blocking);
             return rc;
         }
-        return mpi_path(rt, allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt,
+        return mpi_path(rt, allreduce_call(name, sendbuf, recvbuf, count, dt,
                                            op, comm, large_count),
                         process_stats().passthrough_calls);
     }
     int rc = MPI_SUCCESS;
     if (rt && rt->config().enable && run_known_one_shot(*rt, sendbuf, recvbuf, count, dt, op, comm, &rc)) return rc;
     CollectiveCall call =
-        allreduce_call(large_count ? "MPI_Allreduce_c" : "MPI_Allreduce", sendbuf, recvbuf, count, dt, op, comm, large_count);
+        allreduce_call(name, sendbuf, recvbuf, count, dt, op, comm, large_count);
     if (!rt || !rt->config().enable) return intercept_collective(call);
     CollectiveTask task(*rt, call);
     rc = drive_to_end(*rt, task);

@@ -84,8 +84,16 @@ int through_tool(F tool, const char* name, Args... args) {
 #define NEXAR_SHIM_ENTRY(Name, Fn, Here, Params, Args) NEXAR_SHIM_ENTRY_AS(MPI, Name, Fn, Here, Params, Args)
 #define NEXAR_SHIM_UNPAREN(...) __VA_ARGS__
 
+// (The Fortran entries' way in.  An allreduce goes through its own entry,
+// as the C one does: its small calls pass through, or take the known
+// one-shot, before a task is built.)
 inline int shim_intercept(const CollectiveCall& call) {
-    return shim_guard(call.name, call.comm, [&] { return intercept_collective(call); });
+    return shim_guard(call.name, call.comm, [&] {
+        if (call.kind == Collective::allreduce)
+            return intercept_allreduce(call.sendbuf, call.recvbuf, call.count, call.datatype, call.op, call.comm,
+                                       call.large_count, call.name);
+        return intercept_collective(call);
+    });
 }
 
 }  // namespace nexar

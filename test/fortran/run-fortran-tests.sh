@@ -3,9 +3,12 @@
 # `use mpi_f08`, compiled here with the MPI's Fortran wrapper.  Two run
 # with LD_PRELOAD, the mpif.h one is linked with -lnexar_pmpi.  Results must
 # be exact, and NEXAR_STATS must show the ring ran on every rank (the four
-# allreduces, two reduce-scatters and two allgathers of each program, and
-# its two nonblocking allreduces and nonblocking allgather, are above the
-# threshold); a fourth starts two persistent allreduces three times each.
+# large allreduces, two reduce-scatters and two allgathers of each program,
+# and its two nonblocking allreduces and nonblocking allgather, are above the
+# threshold; its 20 small sums in a row below it); `use mpi` and
+# `use mpi_f08` once more with the threshold at 0, where the small sums
+# must take the known one-shot; a fourth program starts two persistent
+# allreduces three times each.
 set -u
 . "$(dirname "$0")/../lib.sh"
 src=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +44,17 @@ for v in use_mpi mpi_f08 mpif; do
         check_bytes "$work/log" reduce_scatter_calls nonzero
         check_bytes "$work/log" allgather_calls nonzero
     done
+done
+# The small sums in a row through the Fortran entries: with the threshold at
+# 0 they take the known one-shot (call/known_one_shot.h).
+for v in use_mpi mpi_f08; do
+    echo "== $v, 2 ranks, LD_PRELOAD, NEXAR_THRESHOLD_BYTES=0"
+    NEXAR_THRESHOLD_BYTES=0 bash -c 'source "$0"; nexar_mpirun "$@"' "$src/../lib.sh" 2 \
+        --rank-env LD_PRELOAD="$(preload_value "$libdir/libnexar_pmpi.so")" "$work/check_$v" >"$work/log" 2>&1 ||
+        { cat "$work/log"; fail "check_$v with NEXAR_THRESHOLD_BYTES=0 exited with an error"; }
+    grep -a "errors=" "$work/log"
+    grep -aq "errors=0" "$work/log" || fail "check_$v with NEXAR_THRESHOLD_BYTES=0: wrong results"
+    check_bytes "$work/log" known_one_shots nonzero
 done
 # Persistent: MPI-4's MPI_Allreduce_init where the MPI has it in Fortran,
 # else Open MPI 4's MPIX_Allreduce_init; every start must take the ring.
