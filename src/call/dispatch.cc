@@ -110,7 +110,6 @@ void remember(const Runtime& rt, CollectiveTask& task, const CollectiveCall& c) 
     if (task.routed()) k.comm = c.comm, k.ctx = task.context(), k.generation = rt.context_generation();
 }
 
-
 }  // namespace
 
 // The run polled to its end; nonblocking calls in flight move along too.
@@ -261,14 +260,12 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_D
                                 CallMode::blocking);
             return rc;
         }
-        return mpi_path(rt, allreduce_call(name, sendbuf, recvbuf, count, dt,
-                                           op, comm, large_count),
+        return mpi_path(rt, allreduce_call(name, sendbuf, recvbuf, count, dt, op, comm, large_count),
                         process_stats().passthrough_calls);
     }
     int rc = MPI_SUCCESS;
     if (rt && rt->config().enable && run_known_one_shot(*rt, sendbuf, recvbuf, count, dt, op, comm, &rc)) return rc;
-    CollectiveCall call =
-        allreduce_call(name, sendbuf, recvbuf, count, dt, op, comm, large_count);
+    CollectiveCall call = allreduce_call(name, sendbuf, recvbuf, count, dt, op, comm, large_count);
     if (!rt || !rt->config().enable) return intercept_collective(call);
     CollectiveTask task(*rt, call);
     rc = drive_to_end(*rt, task);
