@@ -49,7 +49,7 @@ Status BoardMeeting::poll(bool* moved, std::string*) {
     if (finished_) return Status::ok;
     if (!published_) {
         memcpy(own().notes[slot()], note_, size_t(fields_) * sizeof(int64_t));
-        if (input_bytes_ > 0) memcpy(own().slots[slot()], input_, input_bytes_);
+        if (input_bytes_ > 0) memcpy(input_of(own(), input_bytes_), input_, input_bytes_);
         publish(kBoardHoldsNote);
         *moved = true;
     }
@@ -77,7 +77,7 @@ KnownOneShot::KnownOneShot(const std::vector<OneShotBoard>& boards, int me, uint
 Status KnownOneShot::poll(bool* moved, std::string* error) {
     if (finished_) return Status::ok;
     if (!published_) {
-        memcpy(input(own()), send_, bytes_);
+        memcpy(input_of(own(), bytes_), send_, bytes_);
         publish(key_);
         *moved = true;
     }
@@ -87,7 +87,7 @@ Status KnownOneShot::poll(bool* moved, std::string* error) {
     for (const OneShotBoard& b : boards_)
         if (b.heads[slot()]->key != key_) return Status::ok;  // not taken, on every rank
     const Status s = reduce_in_rank_order(
-        recv_, boards_.size(), [this](size_t r) { return input(boards_[r]); }, count_, type_, op_);
+        recv_, boards_.size(), [this](size_t r) { return input_of(boards_[r], bytes_); }, count_, type_, op_);
     if (!ok(s)) {
         *error = "the one-shot allreduce's reduction failed";
         return s;
@@ -107,16 +107,15 @@ OneShotAllreduce::OneShotAllreduce(const std::vector<OneShotBoard>& boards, int 
 
 Status OneShotAllreduce::poll(bool* moved, std::string* error) {
     if (finished_) return Status::ok;
-    const size_t slot = this->slot();
     if (!published_) {
-        memcpy(own().slots[slot], send_, bytes_);
+        memcpy(input_of(own(), bytes_), send_, bytes_);
         publish(kBoardHoldsInput);
         *moved = true;
     }
     if (waiting_for() >= 0) return Status::ok;
     // Every board holds this call.
     const Status s = reduce_in_rank_order(
-        recv_, boards_.size(), [&](size_t r) { return boards_[r].slots[slot]; }, count_, type_, op_);
+        recv_, boards_.size(), [&](size_t r) { return input_of(boards_[r], bytes_); }, count_, type_, op_);
     if (!ok(s)) {
         *error = "the one-shot allreduce's reduction failed";
         return s;

@@ -17,8 +17,8 @@
 // publishes it; later polls reduce once every board holds the call.
 //
 // Each slot starts with a head (BoardHead: the call's sequence, published
-// last, a key saying what the slot holds, and a small input), then the
-// input, then a note.  The boards also carry the ranks' agreement
+// last, a key saying what the slot holds, and an input of up to
+// kBoardHeadInputBytes), then a larger input, then a note.  The boards also carry the ranks' agreement
 // (BoardMeeting): the note says what the rank says about the call (the
 // caller's vector, reduced with MIN), so that a call meets the other ranks
 // once: its input goes onto the board with its note, and where every note
@@ -88,6 +88,11 @@ protected:
     // `input_bytes`: what this call puts in a slot (it must fit).
     BoardCall(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, size_t input_bytes);
     size_t slot() const { return size_t(seq_ % 2); }
+    // Where a rank's input of `bytes` lies in this call's slot: the
+    // smallest in its head, where a peer reads it with the sequence.
+    char* input_of(const OneShotBoard& b, size_t bytes) const {
+        return bytes <= kBoardHeadInputBytes ? b.heads[slot()]->input : b.slots[slot()];
+    }
     const OneShotBoard& own() const { return boards_[size_t(me_)]; }
     BoardHead& own_head() const { return *own().heads[slot()]; }
     // Publishes this rank's slot, which holds `key`'s kind of content.
@@ -150,9 +155,6 @@ public:
     bool taken() const { return taken_; }
 
 private:
-    char* input(const OneShotBoard& b) const {
-        return bytes_ <= kBoardHeadInputBytes ? b.heads[slot()]->input : b.slots[slot()];
-    }
     const uint64_t key_;
     const char* send_;
     char* recv_;

@@ -54,7 +54,9 @@ TaskStep CollectiveTask::check_call() {
     bytes_ = ring_count_ * esz_;
     // Nonblocking calls are not timed (decide/path_learner.h): with the
     // threshold learnt, they take the ring from a size of their own.
-    if (nonblocking_ && cfg_.learn && bytes_ < kAutoNonblockingBytes) return TaskStep::pass_through;
+    // (A persistent allreduce, from any size, where it is the one-shot:
+    // init_persistent; its start publishes its input, as a blocking call's.)
+    if (below_nonblocking_floor() && !(persistent_ && allreduce)) return TaskStep::pass_through;
     return TaskStep::agree;
 }
 

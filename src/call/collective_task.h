@@ -134,6 +134,9 @@ public:
     // Step 4, with the run's status: the call's return code.
     int finish(Status run_status);
     int result() const { return result_; }
+    // A nonblocking or persistent call below the size from which, with the
+    // threshold learnt, such calls take nexar's path (kAutoNonblockingBytes).
+    bool below_nonblocking_floor() const { return nonblocking_ && cfg_.learn && bytes_ < kAutoNonblockingBytes; }
 
     // A call timed for NEXAR_THRESHOLD_BYTES=auto's learner (null: not
     // one), from when it was routed (a nexar trial: from when the calls

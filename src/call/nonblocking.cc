@@ -63,7 +63,10 @@ int cancel_grequest(void*, int) { return MPI_SUCCESS; }  // a started collective
 // (take_persistent_error), which also went to the communicator's handler.
 // (Completing the carrier with an error of MPI's own, say a message too long
 // for it, fares badly: Open MPI's MPI_Wait then sets a persistent request
-// to MPI_REQUEST_NULL, and its MPI_Waitall returns MPI_SUCCESS.)
+// to MPI_REQUEST_NULL, and its MPI_Waitall returns MPI_SUCCESS.)  A call
+// that runs alone (Engine::start_alone) starts its carrier only if it
+// joins the engine's list: else its own MPI_Wait completes it, and the
+// MPI finds the carrier inactive.
 MPI_Comm carrier_comm() {
     static MPI_Comm comm = [] {
         MPI_Comm c = MPI_COMM_NULL;
@@ -76,7 +79,24 @@ MPI_Comm carrier_comm() {
 
 }  // namespace
 
-void complete_carrier(int tag) { PMPI_Send(nullptr, 0, MPI_INT, 0, tag, carrier_comm()); }
+int start_carrier(NonblockingCall& c) {
+    MPI_Request carrier = c.request;  // (a persistent request keeps its handle)
+    const int rc = pmpi::start(&carrier);
+    c.carrier_started = rc == MPI_SUCCESS;
+    return rc;
+}
+
+void complete_carrier(NonblockingCall& c) {
+    if (!c.carrier_started) return;  // a call that ran alone: the MPI sees its request inactive
+    c.carrier_started = false;
+    PMPI_Send(nullptr, 0, MPI_INT, 0, c.carrier_tag, carrier_comm());
+}
+
+// A probe of the carriers' communicator: the MPI moves its requests along.
+void nudge_mpi() {
+    int flag = 0;
+    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, carrier_comm(), &flag, MPI_STATUS_IGNORE);
+}
 
 namespace {
 
@@ -232,25 +252,51 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
 
 namespace {
 
+// Whether the MPI_Wait and MPI_Test the application and its tools reach
+// are nexar's (set_completion_calls_ours).
+std::atomic<bool> g_completion_calls_ours{true};
+
 // The live persistent calls, by their carrier request.
 struct PersistentRegistry {
     std::mutex mutex;
     std::map<MPI_Request, CallPtr> calls;
     std::atomic<size_t> live{0};  // calls.size(), read without the mutex
+    // Counts changes to `calls` (under the mutex): a thread's last answer
+    // holds while it is unchanged (find_persistent).
+    std::atomic<uint64_t> version{0};
     std::set<int> tags;  // carriers' tags in use
     int next_tag = 1;
+    void changed() {
+        live.store(calls.size(), std::memory_order_release);
+        version.fetch_add(1, std::memory_order_acq_rel);
+    }
 };
 PersistentRegistry& persistent_registry() {
     static auto* r = new PersistentRegistry;
     return *r;
 }
 
+// Each thread's last lookup: a loop of MPI_Start and MPI_Wait on one
+// request asks for it twice a call, without the mutex.  (Weak: a thread's
+// cache must not keep a freed call, nor destroy one after MPI_Finalize.)
+struct LastFound {
+    MPI_Request request = MPI_REQUEST_NULL;
+    uint64_t version = ~uint64_t(0);
+    std::weak_ptr<NonblockingCall> call;
+};
+thread_local LastFound t_last_found;
+
 CallPtr find_persistent(MPI_Request request) {
     PersistentRegistry& reg = persistent_registry();
     if (reg.live.load(std::memory_order_acquire) == 0) return nullptr;
+    LastFound& last = t_last_found;
+    const uint64_t version = reg.version.load(std::memory_order_acquire);
+    if (last.version == version && last.request == request) return last.call.lock();
     std::lock_guard<std::mutex> lock(reg.mutex);
     auto it = reg.calls.find(request);
-    return it == reg.calls.end() ? nullptr : it->second;
+    CallPtr found = it == reg.calls.end() ? nullptr : it->second;
+    last.request = request, last.version = reg.version.load(std::memory_order_relaxed), last.call = found;
+    return found;
 }
 
 // A tag no live carrier has (MPI guarantees tags up to 32767).
@@ -292,6 +338,10 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
         step = c.task.agreed();
     }
     if (step == TaskStep::done) return raise_mpi_error(given.comm, c.task.result());
+    // A persistent allreduce smaller than the nonblocking calls' floor is
+    // nexar's only as the one-shot (agreed: every rank alike).
+    if (step == TaskStep::run && c.task.below_nonblocking_floor() && c.task.algorithm() != RingAlgorithm::one_shot)
+        step = mpi_each_start ? TaskStep::fall_back : TaskStep::pass_through;
     if (step != TaskStep::run && !mpi_each_start) return mpi_own();  // every rank alike: the MPI's own persistent collective
     const int tag = take_carrier_tag();
     int rc = tag < 0 ? MPI_ERR_INTERN : PMPI_Recv_init(nullptr, 0, MPI_INT, 0, tag, carrier_comm(), request);
@@ -302,6 +352,7 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     c.ctx = step == TaskStep::pass_through ? nullptr : c.task.context();
     c.persistent = true;
     c.mpi_each_start = step != TaskStep::run;
+    c.may_run_alone = step == TaskStep::run && c.task.algorithm() == RingAlgorithm::one_shot;
     c.device = !c.mpi_each_start && c.task.buffers().device();
     c.device_id = c.task.buffers().device_id;
     c.carrier_tag = tag;
@@ -311,7 +362,7 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
     PersistentRegistry& reg = persistent_registry();
     std::lock_guard<std::mutex> lock(reg.mutex);
     reg.calls[*request] = call;
-    reg.live.store(reg.calls.size(), std::memory_order_release);
+    reg.changed();
     return MPI_SUCCESS;
 }
 
@@ -319,8 +370,18 @@ int start_request(MPI_Request* request) {
     CallPtr call = request ? find_persistent(*request) : nullptr;
     if (!call) return pmpi::start(request);
     NonblockingCall& c = *call;
-    const int rc = pmpi::start(request);  // the carrier
-    if (rc != MPI_SUCCESS) return rc;
+    if (c.active) {  // (the MPI would say so of its carrier, which a call alone has not started)
+        NEXAR_ERROR("MPI_Start: %s's request is active already (started, and not completed since)",
+                    c.task.call().name);
+        return raise_mpi_error(c.task.call().comm, MPI_ERR_REQUEST);
+    }
+    // Its carrier starts with it, unless it runs alone (Engine::start_alone).
+    const bool alone = c.may_run_alone && g_completion_calls_ours.load(std::memory_order_relaxed) && engine().idle();
+    if (!alone) {
+        const int rc = start_carrier(c);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    c.active = true;
     c.stage = NonblockingCall::Stage::decided;
     c.next = c.mpi_each_start ? TaskStep::fall_back : TaskStep::run;
     c.result = MPI_SUCCESS;
@@ -332,6 +393,10 @@ int start_request(MPI_Request* request) {
     // Without a context, posted now, in the application's order among its
     // other calls on the communicator.
     if (c.mpi_each_start && !c.ctx) post_fall_back(c);
+    if (alone && engine().start_alone(c)) return MPI_SUCCESS;
+    if (!c.carrier_started && start_carrier(c) != MPI_SUCCESS)  // (something went in flight just now)
+        NEXAR_ERROR("%s: MPI could not start its persistent request (its completion calls may return early)",
+                    c.task.call().name);
     engine().add(call);
     engine().progress(true);
     return MPI_SUCCESS;
@@ -346,7 +411,7 @@ int free_request(MPI_Request* request) {
         if (it != reg.calls.end()) {
             call = it->second;
             reg.calls.erase(it);
-            reg.live.store(reg.calls.size(), std::memory_order_release);
+            reg.changed();
             reg.tags.erase(call->carrier_tag);
         }
     }
@@ -358,6 +423,10 @@ int free_request(MPI_Request* request) {
     }
     return pmpi::request_free(request);
 }
+
+bool complete_alone(MPI_Request request, bool wait) { return engine().complete_alone(request, wait); }
+
+void set_completion_calls_ours(bool ours) { g_completion_calls_ours.store(ours, std::memory_order_relaxed); }
 
 int take_persistent_error(MPI_Request request) {
     if (request == MPI_REQUEST_NULL) return MPI_SUCCESS;

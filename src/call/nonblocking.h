@@ -61,9 +61,22 @@ int start_nonblocking(const CollectiveCall& call, MPI_Request* request);
 // MPI's own instead (`mpi_own`).  The request is a carrier of nexar's (a
 // persistent request of the MPI's: see nonblocking.cc).
 int init_persistent(const CollectiveCall& call, MPI_Request* request, const std::function<int()>& mpi_own);
-// MPI_Start of any request: nexar's persistent calls start their ring, the
-// MPI's own requests go to PMPI_Start.
+// MPI_Start of any request: nexar's persistent calls start their ring (a
+// one-shot's publishes its input at once, where nothing else is in
+// flight), the MPI's own requests go to PMPI_Start.
 int start_request(MPI_Request* request);
+// A persistent one-shot that runs beside the engine (Engine::start_alone
+// in call/nonblocking_engine.h), moved along by MPI_Wait (to its end) or
+// MPI_Test (once) of its request: true where it completed here.  Its
+// carrier never started (the MPI's completion call then returns at once,
+// the request inactive); a test that did not finish it starts the carrier
+// and hands the call to the engine.  False where `request` is not that call.
+bool complete_alone(MPI_Request request, bool wait);
+// Whether the completion calls that tools make through PMPI_Wait and
+// PMPI_Test reach nexar (shim/allreduce_shim.cc checks at start-up).  Only
+// then may a persistent call run alone: an MPI_Wait nexar never saw would
+// find its request inactive, and return before the call is done.
+void set_completion_calls_ours(bool ours);
 // After a completion call completed `request`: the error of nexar's
 // persistent call whose run failed (once per run), else MPI_SUCCESS.  Its
 // carrier completes successfully all the same (nonblocking.cc): the

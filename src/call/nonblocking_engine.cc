@@ -31,6 +31,7 @@ void pause_us(long us) {
 }  // namespace
 
 void Engine::add(CallPtr c) {
+    take_in_alone();  // started before it
     if (c->device) device_calls_.fetch_add(1, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -172,26 +173,79 @@ std::vector<CallPtr> Engine::take_finished() {
 // Completes their requests, outside the engine's lock: an error handler
 // may call MPI, and nexar, again.
 void Engine::complete(std::vector<CallPtr>& done) {
-    for (CallPtr& call : done) {
-        NonblockingCall& c = *call;
-        if (c.raise) raise_mpi_error(c.task.call().comm, c.result);
-        if (c.ctx) c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
-        c.held_types.release();  // before the request completes: the application may then finalize
-        if (c.persistent) {
-            c.unreported_error.store(c.result, std::memory_order_release);
-            complete_carrier(c.carrier_tag);
-        } else {
-            PMPI_Grequest_complete(c.request);
-        }
-        if (c.device) device_calls_.fetch_sub(1, std::memory_order_relaxed);
-        in_flight_.fetch_sub(1, std::memory_order_release);
-        completions.fetch_add(1, std::memory_order_release);
+    for (CallPtr& call : done) complete_request(*call, true);
+}
+
+void Engine::complete_request(NonblockingCall& c, bool listed) {
+    if (c.raise) raise_mpi_error(c.task.call().comm, c.result);
+    if (c.ctx) c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
+    c.held_types.release();  // before the request completes: the application may then finalize
+    if (c.persistent) {
+        c.unreported_error.store(c.result, std::memory_order_release);
+        c.active = false;
+        complete_carrier(c);
+    } else {
+        PMPI_Grequest_complete(c.request);
     }
+    if (c.device) device_calls_.fetch_sub(1, std::memory_order_relaxed);
+    if (listed) in_flight_.fetch_sub(1, std::memory_order_release);
+    completions.fetch_add(1, std::memory_order_release);
+}
+
+bool Engine::start_alone(NonblockingCall& c) {
+    using Stage = NonblockingCall::Stage;
+    if (!idle()) return false;
+    // Its turn, as in a round (step): the run takes the context's next
+    // sequence and publishes its input.
+    step(c, false, false, true);
+    if (c.stage == Stage::running) step(c, false, false, true);
+    NonblockingCall* none = nullptr;
+    if (alone_.compare_exchange_strong(none, &c, std::memory_order_acq_rel)) return true;
+    // Another thread's call went alone meanwhile (on another communicator:
+    // one's calls come in one order): this one joins the list.
+    list_alone(c);
+    return true;
+}
+
+bool Engine::complete_alone(MPI_Request request, bool wait) {
+    using Stage = NonblockingCall::Stage;
+    NonblockingCall* c = alone_.load(std::memory_order_acquire);
+    if (!c || c->request != request || !alone_.compare_exchange_strong(c, nullptr, std::memory_order_acq_rel))
+        return false;
+    // Its steps, as in a round, with the rounds' yields and stall checks
+    // (run_step).  A wait also moves the MPI's own requests now and then:
+    // a peer may wait for one of them before it starts this call.
+    for (unsigned round = 1; c->stage != Stage::complete; ++round) {
+        const bool moved = step(*c, false, false, true);
+        if (!wait) break;
+        if (!moved && round % kIdleSpinsBeforeYield == 0) nudge_mpi();
+    }
+    if (c->stage != Stage::complete) {  // a test: the engine moves it from here
+        list_alone(*c);
+        return false;
+    }
+    complete_request(*c, false);
+    return true;
+}
+
+void Engine::list_alone(NonblockingCall& c) {
+    if (start_carrier(c) != MPI_SUCCESS)
+        NEXAR_ERROR("%s: MPI could not start its persistent request (its completion calls may return early)",
+                    c.task.call().name);
+    add(c.shared_from_this());
+}
+
+void Engine::take_in_alone() {
+    if (!alone_.load(std::memory_order_relaxed)) return;
+    // Counted first: the engine is never seen idle meanwhile.
+    in_flight_.fetch_add(1, std::memory_order_acq_rel);
+    if (NonblockingCall* c = alone_.exchange(nullptr, std::memory_order_acq_rel)) list_alone(*c);
+    in_flight_.fetch_sub(1, std::memory_order_release);
 }
 
 bool Engine::progress(bool may_call_mpi, bool wait_for_lock) {
     using Stage = NonblockingCall::Stage;
-    if (idle()) return false;
+    if (!in_list()) return false;
     std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
     if (wait_for_lock)
         lock.lock();
@@ -293,12 +347,13 @@ void Engine::thread_main() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(wake_mutex_);
-            const auto has_work = [&] { return stopping_ || (!idle() && app_waiters.load() == 0); };
+            // (Not the call alone: the application's wait moves it.)
+            const auto has_work = [&] { return stopping_ || (in_list() && app_waiters.load() == 0); };
             while (!has_work()) {
                 idle_rounds = 0;  // the next call's naps start short
                 const auto now = std::chrono::steady_clock::now();
                 long_doze_ = doze > kDoze;
-                if (!idle()) {  // an application thread waits in MPI and moves the calls
+                if (in_list()) {  // an application thread waits in MPI and moves the calls
                     last_busy = now;
                     wake_.wait_for(lock, doze);
                     doze = std::min<std::chrono::microseconds>(doze * 2, kMaxDoze);
@@ -342,7 +397,10 @@ void Engine::stop_thread() {
     if (thread_.joinable()) thread_.join();
 }
 
-bool progress_nonblocking(bool wait_for_lock) { return engine().progress(true, wait_for_lock); }
+bool progress_nonblocking(bool wait_for_lock) {
+    engine().take_in_alone();
+    return engine().progress(true, wait_for_lock);
+}
 
 uint64_t nonblocking_completions() { return engine().completions.load(std::memory_order_acquire); }
 
@@ -352,7 +410,7 @@ WaitingInMpi::WaitingInMpi() {
 }
 
 WaitingInMpi::~WaitingInMpi() {
-    if (engine().app_waiters.fetch_sub(1) == 1 && !engine().idle()) engine().wake_thread();
+    if (engine().app_waiters.fetch_sub(1) == 1 && engine().in_list()) engine().wake_thread();
 }
 
 bool nonblocking_in_flight() { return !engine().idle(); }

@@ -72,7 +72,7 @@ private:
 CollectiveCall holding_types(const CollectiveCall& given, HeldTypes& held);
 
 // One nonblocking call: its task and where it stands.
-struct NonblockingCall {
+struct NonblockingCall : std::enable_shared_from_this<NonblockingCall> {
     enum class Stage {
         agreeing,  // the agreement is in flight (over UCX, or a PMPI_Iallreduce)
         decided,   // agreed: waits for its turn on the context (or to post its fallback)
@@ -116,6 +116,13 @@ struct NonblockingCall {
     // communicator; else its fallback, in the engine's order.
     bool mpi_each_start = false;
     int carrier_tag = 0;
+    bool carrier_started = false;  // this start's carrier is active in the MPI
+    bool active = false;           // started, its request not completed yet
+    // A persistent call whose run is the one-shot allreduce (agreed at its
+    // initialization, on every rank alike): a start may run it beside the
+    // engine (Engine::start_alone), its carrier not started unless it
+    // joins the list.
+    bool may_run_alone = false;
     // A persistent call's failure, until a completion call has reported it.
     std::atomic<int> unreported_error{MPI_SUCCESS};
 };
@@ -123,21 +130,51 @@ using CallPtr = std::shared_ptr<NonblockingCall>;
 
 // Every call in flight, in the order they were started, and the progress
 // thread that moves them along while the application computes.
+//
+// One call may run beside the list instead ("alone"): a persistent
+// one-shot (may_run_alone) started while nothing else is in flight.  Its
+// start takes the context's next board sequence and publishes its input
+// at once; the application's MPI_Wait or MPI_Test on it polls it to its
+// end there (complete_alone), with no round of the engine, no lock and no
+// progress thread: the one-shot needs nothing of this rank once its input
+// is on the board.  Anything else that needs the engine (a call started,
+// a drain, any other completion call, Engine::take_in_alone) takes it
+// into the list first, at its place in start order.
 class Engine {
 public:
+    // Takes the call alone into the list first.
     void add(CallPtr c);
-    bool idle() const { return in_flight_.load(std::memory_order_acquire) == 0; }
-    // One round over every call.  `may_call_mpi`: the steps that call MPI
-    // (the agreement over MPI, fallbacks, completing requests) run too.
-    // wait_for_lock: wait for another thread's round rather than skip it
-    // (an MPI_Test must see what that round finished).
+    // Nothing in flight, in the list or alone.
+    bool idle() const { return !in_list() && !alone_.load(std::memory_order_acquire); }
+    bool in_list() const { return in_flight_.load(std::memory_order_acquire) != 0; }
+    // One round over every call in the list.  `may_call_mpi`: the steps
+    // that call MPI (the agreement over MPI, fallbacks, completing
+    // requests) run too.  wait_for_lock: wait for another thread's round
+    // rather than skip it (an MPI_Test must see what that round finished).
     bool progress(bool may_call_mpi, bool wait_for_lock = false);
-    // Moves the calls along until none that `match` is in flight.
+    // Moves the calls along until none that `match` is in flight (the
+    // call alone taken in first).
     template <class Match>
     void drain(const Match& match) {
+        take_in_alone();
         IdleBackoff idle;
         while (!idle_of(match)) idle.after_round(progress(true));
     }
+    // At MPI_Start of a persistent call that may run alone (in the
+    // application's thread, its carrier not started): where nothing else
+    // is in flight, its run starts here and publishes its input; true (the
+    // call is alone, or in the list where another thread's call went alone
+    // meanwhile).  False: nothing done (the caller starts the carrier and
+    // adds it).
+    bool start_alone(NonblockingCall& c);
+    // The application waits on (`wait`) or tests `request`: where it is
+    // the call alone, it is polled here, to its end or once.
+    // True where it completed here (its carrier never started: the MPI's
+    // completion call returns at once).  A test that did not finish it
+    // puts it into the list.
+    bool complete_alone(MPI_Request request, bool wait);
+    // The call alone, if any, goes into the list, behind any there.
+    void take_in_alone();
     void stop_thread();
     void wake_thread();
 
@@ -159,11 +196,18 @@ private:
     void decide(NonblockingCall& c);
     std::vector<CallPtr> take_finished();
     void complete(std::vector<CallPtr>& done);
+    // Completes c's request (c out of the list; `listed`: it was in it).
+    void complete_request(NonblockingCall& c, bool listed);
+    // A call alone joins the list: its carrier starts.
+    void list_alone(NonblockingCall& c);
     void thread_main();
 
     std::mutex mutex_;  // the calls, and one round of progress at a time
     std::deque<CallPtr> calls_;
     std::atomic<int> in_flight_{0};
+    // The call alone (held by the persistent registry while it lives):
+    // whichever thread swaps it out owns it.
+    std::atomic<NonblockingCall*> alone_{nullptr};
 
 public:
     std::atomic<uint64_t> completions{0};  // requests completed
@@ -206,7 +250,11 @@ Engine& engine();
 void post_fall_back(NonblockingCall& c);
 // Its inner request completed: a staged result goes back to the device.
 void finish_inner(NonblockingCall& c);
-// A persistent call's carrier completes (call/nonblocking.cc).
-void complete_carrier(int tag);
+// A persistent call's carrier starts, and completes where it was started
+// (call/nonblocking.cc).
+int start_carrier(NonblockingCall& c);
+void complete_carrier(NonblockingCall& c);
+// Moves the MPI's own requests along once (while a call alone is waited on).
+void nudge_mpi();
 
 }  // namespace nexar

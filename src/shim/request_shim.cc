@@ -145,6 +145,7 @@ int report_any(const int* index, MPI_Request requests[], MPI_Status* status, int
 
 int wait_here(MPI_Request* request, MPI_Status* status) {
     return completion_guard("MPI_Wait", [&] {
+        complete_alone(*request, true);  // a persistent one-shot alone: done, its request then inactive in the MPI
         const int rc = wait_progressing([&](int* done) { return pmpi::test(request, done, status); },
                                         [&] { return pmpi::wait(request, status); });
         return report_one(*request, status, rc);
@@ -181,20 +182,24 @@ int waitsome_here(int incount, MPI_Request requests[], int* outcount, int indice
     });
 }
 
-// The tests move nexar's calls along once, then ask MPI.
+// The tests move nexar's calls along once, then ask MPI.  (A persistent
+// one-shot that runs alone is moved by its own MPI_Test alone.)
 template <class Test>
-int test_here(const char* name, const Test& test) {
+int test_here(const char* name, const Test& test, MPI_Request* one = nullptr) {
     return completion_guard(name, [&] {
-        progress_nonblocking(true);
+        if (!one || !complete_alone(*one, false)) progress_nonblocking(true);
         return test();
     });
 }
 
 int test_one_here(MPI_Request* request, int* flag, MPI_Status* status) {
-    return test_here("MPI_Test", [&] {
-        const int rc = pmpi::test(request, flag, status);
-        return *flag ? report_one(*request, status, rc) : rc;
-    });
+    return test_here(
+        "MPI_Test",
+        [&] {
+            const int rc = pmpi::test(request, flag, status);
+            return *flag ? report_one(*request, status, rc) : rc;
+        },
+        request);
 }
 
 int testall_here(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {

@@ -34,6 +34,15 @@
 //      their known call: the known call's wait must move the nonblocking
 //      one along (run with NEXAR_PROGRESS=calls too, where nothing else
 //      would).
+//   7. small persistent allreduces (1 to 512 items: their start publishes
+//      the input, and MPI_Wait or MPI_Test reduces, beside nexar's engine
+//      where nothing else is in flight): MPI_Start + MPI_Wait, MPI_Test
+//      loops, MPI_Startall of two, a blocking allreduce and an
+//      MPI_Iallreduce between a start and its wait, a late rank, and
+//      MPI_Request_free of a started request; each result the MPI's own of
+//      the same inputs; every start counted as a one-shot (none passed
+//      through or fell back: with the learnt threshold too); a second
+//      MPI_Start of an active request is an error (MPI_ERR_REQUEST).
 // --expect-known (with NEXAR_THRESHOLD_BYTES=0): calls must have taken the
 // known one-shot (known_one_shots grew), every one also counted as a
 // one-shot and a meeting on the boards.
@@ -121,6 +130,142 @@ void shapes(MPI_Comm comm, int rounds, int pairs) {
         }
     }
 }
+
+#ifdef NB_ALLREDUCE_INIT
+// A persistent double SUM of n items on `comm` (in place or not): its
+// input for round `round` is filled before each start, and its result
+// checked against the MPI's own reduction of the same input.
+struct Persistent {
+    int n;
+    bool in_place;
+    MPI_Comm comm;
+    std::vector<double> in, out, want;
+    MPI_Request req = MPI_REQUEST_NULL;
+    Persistent(int n_, bool in_place_, MPI_Comm comm_)
+        : n(n_), in_place(in_place_), comm(comm_), in(size_t(n_)), out(size_t(n_)), want(size_t(n_)) {
+        if (NB_ALLREDUCE_INIT(in_place ? MPI_IN_PLACE : in.data(), out.data(), n, MPI_DOUBLE, MPI_SUM, comm,
+                              MPI_INFO_NULL, &req) != MPI_SUCCESS)
+            fail("MPI_Allreduce_init of " + std::to_string(n) + " doubles failed");
+    }
+    ~Persistent() {
+        if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+    }
+    // Before MPI_Start: the round's input, and the MPI's result of it.
+    void fill_round(int round) {
+        int rank = 0;
+        MPI_Comm_rank(comm, &rank);
+        fill(in, n, round, rank);
+        own_mpi(PMPI_Allreduce)(in.data(), want.data(), n, MPI_DOUBLE, MPI_SUM, comm);
+        if (in_place) out = in;
+        else std::fill(out.begin(), out.end(), -99.0);
+    }
+    void check(const char* what, int round) {
+        for (int i = 0; i < n; ++i)
+            if (out[size_t(i)] != want[size_t(i)]) {
+                fail(std::string(what) + ": persistent double SUM of " + std::to_string(n) + " items" +
+                     (in_place ? " in place" : "") + ", round " + std::to_string(round) + ": item " +
+                     std::to_string(i) + " is " + std::to_string(out[size_t(i)]) + ", the MPI's " +
+                     std::to_string(want[size_t(i)]));
+                return;
+            }
+    }
+};
+
+void small_persistent() {
+    const int counts[] = {1, 6, 64, 512};
+    for (int n : counts) {
+        for (int in_place = 0; in_place < 2; ++in_place) {
+            Persistent a(n, in_place != 0, MPI_COMM_WORLD), b(n, in_place == 0, MPI_COMM_WORLD);
+            const uint64_t one_shots0 = counter("one_shot_calls"), passed0 = counter("passthrough_calls"),
+                           fell0 = counter("fallback_calls");
+            int round = 0;
+            // Start + Wait.
+            for (int k = 0; k < 10; ++k, ++round) {
+                a.fill_round(round);
+                MPI_Start(&a.req);
+                MPI_Wait(&a.req, MPI_STATUS_IGNORE);
+                a.check("MPI_Start + MPI_Wait", round);
+            }
+            // Start, then MPI_Test until done.
+            for (int k = 0; k < 5; ++k, ++round) {
+                a.fill_round(round);
+                MPI_Start(&a.req);
+                int flag = 0;
+                while (!flag) MPI_Test(&a.req, &flag, MPI_STATUS_IGNORE);
+                a.check("MPI_Test loop", round);
+            }
+            // Two at once.
+            for (int k = 0; k < 5; ++k, ++round) {
+                a.fill_round(round), b.fill_round(round + 100);
+                MPI_Request both[2] = {a.req, b.req};
+                MPI_Startall(2, both);
+                MPI_Waitall(2, both, MPI_STATUSES_IGNORE);
+                a.check("MPI_Startall + MPI_Waitall, the first", round);
+                b.check("MPI_Startall + MPI_Waitall, the second", round + 100);
+            }
+            // (Below, the blocking calls may take either path.)
+            const uint64_t one_shots = counter("one_shot_calls") - one_shots0,
+                           passed = counter("passthrough_calls") - passed0, fell = counter("fallback_calls") - fell0;
+            if (one_shots != 25 || passed || fell)
+                fail("persistent double SUM of " + std::to_string(n) + " items: 25 starts counted " +
+                     std::to_string(one_shots) + " one-shots, " + std::to_string(passed) + " passed through, " +
+                     std::to_string(fell) + " fell back (each must be a one-shot)");
+            // A blocking allreduce, then a nonblocking one, between a start and its wait.
+            for (int k = 0; k < 5; ++k, ++round) {
+                a.fill_round(round);
+                MPI_Start(&a.req);
+                checked_call<double>(MPI_DOUBLE, MPI_SUM, "double SUM after a persistent start", 3, round, false,
+                                     MPI_COMM_WORLD);
+                std::vector<float> x(4096, float(g_rank + 1)), y(4096);
+                MPI_Request ireq;
+                MPI_Iallreduce(x.data(), y.data(), 4096, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &ireq);
+                MPI_Request both[2] = {ireq, a.req};
+                MPI_Waitall(2, both, MPI_STATUSES_IGNORE);
+                a.check("a blocking and a nonblocking call between start and wait", round);
+                if (y[4095] != float(g_size * (g_size + 1) / 2)) fail("the Iallreduce after a persistent start");
+            }
+            // A late rank: the others wait (and test) for its input.
+            for (int k = 0; k < 2; ++k, ++round) {
+                a.fill_round(round);
+                if (g_rank == 0) {
+                    const double t0 = MPI_Wtime();
+                    while (MPI_Wtime() - t0 < 0.02) {
+                    }
+                }
+                MPI_Start(&a.req);
+                if (k == 0) {
+                    MPI_Wait(&a.req, MPI_STATUS_IGNORE);
+                } else {
+                    int flag = 0;
+                    while (!flag) MPI_Test(&a.req, &flag, MPI_STATUS_IGNORE);
+                }
+                a.check("a late rank", round);
+            }
+            // Freed while started: it completes first.
+            a.fill_round(round);
+            MPI_Start(&a.req);
+            MPI_Request_free(&a.req);
+            a.check("MPI_Request_free of a started request", round);
+        }
+    }
+
+    // A second start of an active request is an error, on every path.
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    {
+        Persistent a(2, false, c);
+        a.fill_round(0);
+        MPI_Start(&a.req);
+        int cls = MPI_SUCCESS;
+        MPI_Error_class(MPI_Start(&a.req), &cls);
+        if (cls != MPI_ERR_REQUEST) fail("MPI_Start of an active request gave error class " + std::to_string(cls));
+        MPI_Wait(&a.req, MPI_STATUS_IGNORE);
+        a.check("after a second MPI_Start", 0);
+    }
+    MPI_Comm_free(&c);
+}
+#endif
 
 }  // namespace
 
@@ -252,6 +397,11 @@ int main(int argc, char** argv) {
         }
         MPI_Comm_free(&other);
     }
+
+    // 7. Small persistent allreduces.
+#ifdef NB_ALLREDUCE_INIT
+    small_persistent();
+#endif
 
     int total = 0;
     own_mpi(PMPI_Allreduce)(&g_errors, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

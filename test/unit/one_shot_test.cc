@@ -126,7 +126,7 @@ TEST(OneShot, WaitsForAPeerStillOnTheCallBefore) {
     EXPECT_EQ(op.waiting_for(), 1);
     EXPECT_FALSE(op.any_peer_arrived());
     float b[4] = {10, 20, 30, 40};
-    memcpy(boards.views[1].slots[1], b, sizeof b);  // call 5 goes to slot 1
+    memcpy(boards.views[1].heads[1]->input, b, sizeof b);  // call 5 goes to slot 1; 16 bytes, in its head
     boards.publish(1, 5);
     ASSERT_EQ(op.poll(&moved, &error), Status::ok);
     ASSERT_TRUE(op.finished());
