@@ -30,8 +30,19 @@
  *                The header says how much of them really got huge pages
  *                (AnonHugePages in /proc/self/smaps, the least over ranks)
  *   --node-bound also the bound with every rank copying at once (below)
+ *   --floor      also the exchange floor of a small allreduce (below)
  *   --csv FILE   also write the table as CSV
  *   --plot FILE  draw busbw against size (MPI, nexar, the bound) with gnuplot
+ *
+ * The exchange floor (--floor; allreduce of host buffers, every rank on
+ * one node): per call, exactly a one-shot allreduce's work with nothing of
+ * MPI or nexar around it, timed in the same repetitions as the two sides:
+ * each rank copies its input into its slot of a shared window
+ * (MPI_Win_allocate_shared), publishes the call's number, waits for every
+ * other rank's, and sums every slot into its result (floats, rank order).
+ * No design that moves the inputs between processes through memory does a
+ * call in less (bench/one_shot_bound.c is the same, without MPI);
+ * "nexar % floor" is the floor's time over nexar's.
  *
  * algbw = size / t; busbw = algbw * 2(n-1)/n, the bytes each rank's links
  * carry in a ring (the reduce-scatter and the allgather: algbw * (n-1)/n).
@@ -130,6 +141,7 @@ static int on_device = 0;
 enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHER };
 static int coll = ALLREDUCE;
 static int nranks = 1; /* MPI_COMM_WORLD's size */
+static int my_rank = 0;
 static const char *const coll_names[] = {"allreduce", "reduce_scatter", "allgather"};
 static char *host_stage = NULL; /* -d cuda: the host copy the MPI column reduces */
 /* The MPI's own PMPI_* (test/own_mpi.h): nexar defines PMPI_Allreduce too. */
@@ -155,6 +167,69 @@ static void one(int use_pmpi, const void *s, void *r, int count, MPI_Datatype dt
         own_allreduce(MPI_IN_PLACE, host_stage, count, dt, MPI_SUM, MPI_COMM_WORLD);
         cuda.Memcpy(r, host_stage, bytes, 4);
     }
+}
+
+/* --floor: the ranks' slots in a shared window.  A rank's part: its
+ * call number (one cache line), then two slots of `floor_max` bytes, used
+ * by calls alternately (a rank writes slot s % 2 again at call s + 2, by
+ * when every other rank has published s + 1 and so has read call s). */
+static char **floor_parts;  /* by rank; NULL: not measured */
+static size_t floor_max;
+static float *floor_in, *floor_out;  /* its own buffers: floats, whatever the run's type */
+static unsigned long floor_seq;
+static MPI_Win floor_win = MPI_WIN_NULL;
+
+static void floor_set_up(size_t max) {
+    MPI_Comm node;
+    int node_size = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_size);
+    if (node_size != nranks) {  /* ranks on other nodes: no shared window spans them */
+        MPI_Comm_free(&node);
+        return;
+    }
+    char *mine = NULL;
+    floor_max = max;
+    if (MPI_Win_allocate_shared((MPI_Aint)(64 + 2 * max), 64, MPI_INFO_NULL, node, &mine, &floor_win) != MPI_SUCCESS)
+        return;
+    memset(mine, 0, 64);
+    floor_in = malloc(max), floor_out = malloc(max);
+    for (size_t i = 0; i < max / sizeof(float); ++i) floor_in[i] = 1.0f;
+    floor_parts = calloc((size_t)nranks, sizeof *floor_parts);
+    for (int r = 0; r < nranks; ++r) {
+        MPI_Aint got = 0;
+        int unit = 0;
+        MPI_Win_shared_query(floor_win, r, &got, &unit, &floor_parts[r]);
+    }
+    PMPI_Barrier(MPI_COMM_WORLD);
+    MPI_Comm_free(&node);
+}
+
+static void floor_call(const float *in, float *out, size_t bytes) {
+    const unsigned long s = ++floor_seq;
+    const size_t n = bytes / sizeof(float), off = 64 + (s & 1) * floor_max;
+    memcpy(floor_parts[my_rank] + off, in, bytes);
+    __atomic_store_n((unsigned long *)floor_parts[my_rank], s, __ATOMIC_RELEASE);
+    for (int r = 0; r < nranks; ++r)
+        while (__atomic_load_n((const unsigned long *)floor_parts[r], __ATOMIC_ACQUIRE) < s) {
+        }
+    const float *a = (const float *)(floor_parts[0] + off), *b = (const float *)(floor_parts[1] + off);
+    for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    for (int r = 2; r < nranks; ++r) {
+        const float *x = (const float *)(floor_parts[r] + off);
+        for (size_t i = 0; i < n; ++i) out[i] += x[i];
+    }
+}
+
+/* The slowest rank's mean time of a floor call of `bytes`. */
+static double floor_run(size_t bytes, int iters, int warmup) {
+    for (int i = 0; i < warmup; ++i) floor_call(floor_in, floor_out, bytes);
+    PMPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; ++i) floor_call(floor_in, floor_out, bytes);
+    double t = (MPI_Wtime() - t0) / iters, tmax = 0;
+    own_allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return tmax;
 }
 
 static double run(int use_pmpi, const void *s, void *r, int count, MPI_Datatype dt, size_t bytes, int iters, int warmup) {
@@ -317,7 +392,8 @@ static int overhead_table(size_t min, size_t max, MPI_Datatype dt, size_t esz, i
 
 int main(int argc, char **argv) {
     size_t min = 1 << 20, max = 256u << 20;
-    int iters = -1, warmup = -1, validate = 0, in_place = 0, reps = -1, overhead = 0, thp = 0, node_bound = 0;
+    int iters = -1, warmup = -1, validate = 0, in_place = 0, reps = -1, overhead = 0, thp = 0, node_bound = 0,
+        want_floor = 0;
     const char *type = "float", *csv_path = NULL, *plot_path = NULL;
     MPI_Init(&argc, &argv);
     own_allreduce = own_mpi(PMPI_Allreduce);
@@ -327,6 +403,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     nranks = size;
+    my_rank = rank;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "-m") && i + 1 < argc) {
             if (!parse_range(argv[++i], &min, &max)) {
@@ -342,6 +419,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-l")) in_place = 1;
         else if (!strcmp(argv[i], "--thp")) thp = 1;
         else if (!strcmp(argv[i], "--node-bound")) node_bound = 1;
+        else if (!strcmp(argv[i], "--floor")) want_floor = 1;
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) type = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--plot") && i + 1 < argc) plot_path = argv[++i];
@@ -358,7 +436,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-r N] [--overhead] [-T int|float|double] [-d cuda] [--thp] [--node-bound] [--collective allreduce|reduce_scatter|allgather] [--csv FILE] [--plot FILE.png]\n", argv[0]);
+            if (rank == 0) fprintf(stderr, "usage: %s [-m MIN:MAX] [-i N] [-x N] [-c] [-l] [-r N] [--overhead] [-T int|float|double] [-d cuda] [--thp] [--node-bound] [--floor] [--collective allreduce|reduce_scatter|allgather] [--csv FILE] [--plot FILE.png]\n", argv[0]);
             MPI_Finalize();
             return 2;
         }
@@ -399,6 +477,9 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return rc;
     }
+    if (want_floor && coll == ALLREDUCE && !on_device && size >= 2) floor_set_up(max);
+    if (rank == 0 && want_floor && !floor_parts)
+        printf("# --floor: not measured (an allreduce of host buffers with every rank on one node only)\n");
     if (rank == 0) {
         const char *mpi_names[] = {"PMPI_Allreduce", "PMPI_Reduce_scatter_block", "PMPI_Allgather"};
         printf("# nexar osu-style %s: %d ranks, %s, %s, %s buffers\n# MPI = %s, nexar = MPI_%s%s\n",
@@ -422,18 +503,21 @@ int main(int argc, char **argv) {
         if (!on_device && coll == ALLREDUCE)
             printf("# one-pass bound = 2(n-1)/((n-1)/Bc + 1/Br3 + (n-2)/Br): each arriving byte crosses memory once\n");
         const int nb = node_bound && !on_device;
-        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s%s  %s\n", "Size", "MPI Avg(us)", "MPI", "MPI",
+        if (floor_parts)
+            printf("# floor = a bare exchange of the same bytes through a shared window, timed in the same rounds "
+                   "(copy in, publish, wait, sum); nexar %%floor = floor / nexar\n");
+        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s%s%s  %s\n", "Size", "MPI Avg(us)", "MPI", "MPI",
                "nexar Avg", "nexar", "nexar", "speedup", "ring", "bound", "MPI", "nexar", "nexar",
-               nb ? "   node bd     MPI   nexar node memcpy" : "", "path");
-        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s%s\n", "(bytes)", "", "algbw", "busbw", "(us)",
+               nb ? "   node bd     MPI   nexar node memcpy" : "", floor_parts ? "     floor   nexar" : "", "path");
+        printf("# %-12s %12s %9s %9s %12s %9s %9s %9s %7s %9s %7s %7s %7s%s%s\n", "(bytes)", "", "algbw", "busbw", "(us)",
                "algbw", "busbw", "", "calls", "(GB/s)", "%bound", "%bound", "%1pass",
-               nb ? "    (GB/s)   %node   %node    (GB/s)" : "");
+               nb ? "    (GB/s)   %node   %node    (GB/s)" : "", floor_parts ? "      (us)  %floor" : "");
         printf("# path: what nexar's calls did in the last round (its counters): ring, 1shot (the one-shot allreduce), "
                "hier, mpi (passed through), fallbk (fell back after the agreement); a+b: some calls each (the\n"
                "#   learner, NEXAR_THRESHOLD_BYTES=auto, tries both paths on the first calls of each size)\n");
         if (csv) fprintf(csv, "size_bytes,ranks,mpi_avg_us,mpi_busbw_gbs,nexar_avg_us,nexar_busbw_gbs,speedup,ring_calls,"
                               "bound_busbw_gbs,memcpy_gbs,add_gbs,mpi_algbw_gbs,nexar_algbw_gbs,add3_gbs,"
-                              "one_pass_bound_gbs,node_bound_busbw_gbs,node_memcpy_gbs,path\n");
+                              "one_pass_bound_gbs,node_bound_busbw_gbs,node_memcpy_gbs,path,floor_us\n");
         fflush(stdout);
     }
     if (rank == 0 && node_bound && !on_device)
@@ -476,10 +560,11 @@ int main(int argc, char **argv) {
         stats_t before = {0}, after = {0};
         int paths = 0, all_paths = 0;  /* the last round's, and every round's */
         /* Interleave: MPI, nexar, MPI, nexar; keep each side's best average. */
-        double t_mpi = 1e30, t_nx = 1e30;
+        double t_mpi = 1e30, t_nx = 1e30, t_floor = 1e30;
         for (int rep = 0; rep < (reps > 0 ? reps : 2); ++rep) {
             double t = run(1, s, rbuf, count, dt, bytes, it, wu);
             if (t < t_mpi) t_mpi = t;
+            if (floor_parts && bytes <= floor_max && (t = floor_run(bytes, it, wu)) < t_floor) t_floor = t;
             if (get_stats) get_stats(&before);
             path_counts_t p0 = path_counts();
             t = run(0, s, rbuf, count, dt, bytes, it, wu);
@@ -540,17 +625,23 @@ int main(int argc, char **argv) {
             if (node_bd > 0)
                 snprintf(node_cols, sizeof node_cols, " %9.3f %6.0f%% %6.0f%% %9.2f", node_bd, 100 * bw_mpi / node_bd,
                          100 * bw_nx / node_bd, node_copy);
-            printf("%-14zu %12.2f %9.3f %9.3f %12.2f %9.3f %9.3f %8.2fx %7llu %9.3f %6.0f%% %6.0f%% %6.0f%%%s  %-6s%s%s\n",
+            char floor_cols[48] = "", floor_csv[24] = "";
+            if (t_floor < 1e30) {
+                snprintf(floor_cols, sizeof floor_cols, " %9.2f %6.0f%%", t_floor * 1e6, 100 * t_floor / t_nx);
+                snprintf(floor_csv, sizeof floor_csv, "%.3f", t_floor * 1e6);
+            }
+            printf("%-14zu %12.2f %9.3f %9.3f %12.2f %9.3f %9.3f %8.2fx %7llu %9.3f %6.0f%% %6.0f%% %6.0f%%%s%s  %-6s%s%s\n",
                    bytes, t_mpi * 1e6, bytes / t_mpi / 1e9, bw_mpi, t_nx * 1e6, bytes / t_nx / 1e9, bw_nx,
                    t_mpi / t_nx, ring, bound, bound > 0 ? 100 * bw_mpi / bound : 0,
-                   bound > 0 ? 100 * bw_nx / bound : 0, one_pass > 0 ? 100 * bw_nx / one_pass : 0, node_cols, path,
+                   bound > 0 ? 100 * bw_nx / bound : 0, one_pass > 0 ? 100 * bw_nx / one_pass : 0, node_cols,
+                   floor_cols, path,
                    paths_lo != paths_hi ? " (ranks differ!)" : "", validate ? (bad ? "  VALIDATION FAILED" : "  ok") : "");
             char node_csv[96] = ",,";  /* empty where not measured */
             if (node_bd > 0) snprintf(node_csv, sizeof node_csv, "%.4f,%.4f,", node_bd, node_copy);
-            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s%s\n", bytes,
+            if (csv) fprintf(csv, "%zu,%d,%.3f,%.4f,%.3f,%.4f,%.4f,%llu,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%s%s,%s\n", bytes,
                              size, t_mpi * 1e6, bw_mpi, t_nx * 1e6, bw_nx, t_mpi / t_nx, ring, bound, bc / 1e9,
                              br / 1e9, bytes / t_mpi / 1e9, bytes / t_nx / 1e9, br3 / 1e9, one_pass, node_csv,
-                             paths_lo != paths_hi ? "split" : path);
+                             paths_lo != paths_hi ? "split" : path, floor_csv);
             fflush(stdout);
         }
     }
@@ -570,6 +661,7 @@ int main(int argc, char **argv) {
                                                                                           : "PMPI_Allreduce");
     if (on_device) { cuda.Free(sbuf); cuda.Free(rbuf); free(host_stage); }
     free(host_s); free(host_r); free(check); free(host_t);
+    if (floor_win != MPI_WIN_NULL) MPI_Win_free(&floor_win);
     MPI_Finalize();
     return any_bad;
 }

@@ -23,7 +23,8 @@
  * 77 without a GPU.
  *
  * -c: nexar's result at each size must be exactly MPI's (inputs are small
- * integers); the program exits 1 where it is not.
+ * integers); the program exits 1 where it is not.  With --persistent: one
+ * MPI_Start + MPI_Wait of nexar's persistent allreduce per size.
  *
  * --persistent [-r N] instead: for each size, the mean time of a blocking
  * allreduce and of MPI_Start + MPI_Wait of a persistent one (initialized
@@ -176,8 +177,26 @@ static int compare_doubles(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void persistent_table(size_t min, size_t max, MPI_Datatype dt, size_t esz, int iters, int reps, int rank,
-                             FILE *csv, char *s, char *r) {
+/* -c with --persistent: one Start + Wait of nexar's persistent allreduce
+ * of `count` items, exactly the MPI's PMPI_Allreduce of the same input
+ * (`check`: scratch).  Returns 1 where it differs on some rank. */
+static int persistent_differs(const char *s, char *r, int count, MPI_Datatype dt, size_t esz, char *check) {
+    MPI_Request req;
+    int bad = 0, any = 0;
+    own_allreduce(s, check, count, dt, MPI_SUM, MPI_COMM_WORLD);
+    memset(r, 0, (size_t)count * esz);
+    if (!nexar_init || nexar_init(s, r, count, dt, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &req) != MPI_SUCCESS) return 1;
+    MPI_Start(&req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    MPI_Request_free(&req);
+    bad = memcmp(check, r, (size_t)count * esz) != 0;
+    own_allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
+}
+
+static long persistent_table(size_t min, size_t max, MPI_Datatype dt, size_t esz, int iters, int reps, int rank,
+                             FILE *csv, char *s, char *r, char *check) {
+    long mismatches = 0;
     if (rank == 0) {
         printf("# persistent and nonblocking against blocking: mean us per call, best of %d alternating "
                "repetitions;\n# MPI = the MPI's own PMPI_Allreduce / its persistent allreduce%s; nexar = "
@@ -214,6 +233,9 @@ static void persistent_table(size_t min, size_t max, MPI_Datatype dt, size_t esz
         qsort(ratio, (size_t)n_ratios, sizeof *ratio, compare_doubles);
         const double med = n_ratios ? (n_ratios % 2 ? ratio[n_ratios / 2] : (ratio[n_ratios / 2 - 1] + ratio[n_ratios / 2]) / 2) : 0;
         const double lo = n_ratios ? ratio[0] : 0, hi = n_ratios ? ratio[n_ratios - 1] : 0;
+        const int differs = check && persistent_differs(s, r, count, dt, esz, check);
+        mismatches += differs;
+        if (rank == 0 && differs) printf("# -c: at %zu bytes nexar's persistent result DIFFERS from MPI's\n", bytes);
         if (rank == 0) {
             printf("  %-10zu %12.2f %12.2f %12.2f %12.2f %12.2f %9.2fx %9.2fx %9.2fx %7.2fx [%.2f, %.2f]\n", bytes,
                    t[0] * 1e6, t[1] * 1e6, t[2] * 1e6, t[3] * 1e6, t[4] * 1e6, t[3] / t[2], t[2] / t[4],
@@ -225,6 +247,7 @@ static void persistent_table(size_t min, size_t max, MPI_Datatype dt, size_t esz
             fflush(stdout);
         }
     }
+    return mismatches;
 }
 
 static double overlap(double t_pure, double t_all, double t_cpu) {
@@ -326,14 +349,17 @@ int main(int argc, char **argv) {
         if (rank == 0)
             printf("# nexar persistent collectives: %d ranks, %s%s\n", size, type,
                    intercepted ? "" : " (WARNING: libnexar_pmpi is not loaded, both columns are MPI)");
-        persistent_table(min, max, dt, esz, iters, reps, rank, csv, s, r);
+        const long persistent_mismatches = persistent_table(min, max, dt, esz, iters, reps, rank, csv, s, r, check);
+        if (rank == 0 && check)
+            printf("# -c: %s\n", persistent_mismatches ? "nexar's persistent results DIFFER from MPI's"
+                                                        : "every size's persistent result is MPI's");
         if (csv) fclose(csv);
         free(check);
         free(host_in);
         free(s);
         free(r);
         MPI_Finalize();
-        return 0;
+        return persistent_mismatches ? 1 : 0;
     }
     /* Device buffers: one blocking allreduce first, as a program's first
      * blocking call of device buffers sets CUDA IPC up on the communicator

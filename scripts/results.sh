@@ -9,7 +9,9 @@
 #     small-calls               allreduce of 8 B-64 KiB against Open MPI's
 #                               default and its coll/sm, and MPICH's
 #                               default (its lane's build, made or brought
-#                               up to date first: scripts/mpi-lane.sh)
+#                               up to date first: scripts/mpi-lane.sh), each
+#                               with the exchange floor of the same run;
+#                               persistent against blocking calls
 #     across-nodes              2 simulated nodes x 2 ranks, 2 Gbit/s links
 #                               (needs root and network namespaces)
 #     without-ucx               allreduce on one node where UCX is absent
@@ -123,12 +125,12 @@ if [ -n "$build" ] && [ "$build" != "$src" ]; then
 fi
 
 if [ "$quick" = 1 ]; then
-    range=4K:64K iters=(-i 20 -x 2) small_iters=(-i 200 -x 20 -r 2)
+    range=4K:64K iters=(-i 20 -x 2) small_iters=(-i 200 -x 20 -r 2) persistent_reps=(-r 2)
     cluster_range=16K:256K cluster_iters=(-i 5 -x 1) network_range=1M:2M network_iters=(-i 3 -x 1)
     mpi4py_args=(--runs 1 --steps 3)
     gpu_kernel_args=(--sizes 64M --reps 5) gpu_range=64M:128M gpu_iters=(-i 3 -x 1)
 else
-    range=4:256M iters=() small_iters=(-i 20000 -x 2000 -r 5)
+    range=4:256M iters=() small_iters=(-i 20000 -x 2000 -r 5) persistent_reps=(-r 7)
     cluster_range=16K:256M cluster_iters=() network_range=1M:128M network_iters=(-i 10 -x 2)
     mpi4py_args=(--runs 3)
     gpu_kernel_args=() gpu_range=64M:1G gpu_iters=()
@@ -338,8 +340,9 @@ draw_ratios() {
 # shared-memory component, raised above tuned), and MPICH's default (the
 # MPICH lane's build of nexar and of the benchmark).
 topic_small_calls() {
-    local bench=(-np 2 --malloc default -c -m 8:64K "${small_iters[@]}")
+    local bench=(-np 2 --malloc default -c -m 8:64K --floor "${small_iters[@]}")
     cmd bench/nexar-osu "${bench[@]}" --csv "$out/open-mpi.csv" || return 1
+    cmd bench/nexar-overlap -np 2 --persistent -c -m 8:64K "${persistent_reps[@]}" --csv "$out/persistent.csv" || return 1
     cmd OMPI_MCA_coll_sm_priority=100 bench/nexar-osu "${bench[@]}" --csv "$out/open-mpi-coll-sm.csv" || return 1
     cmd NEXAR_LANE_BUILD_ONLY=1 scripts/mpi-lane.sh mpich || return 1
     cmd MPIRUN=mpiexec.mpich build/mpich/src/bench/nexar-osu "${bench[@]}" --csv "$out/mpich.csv" || return 1

@@ -103,12 +103,23 @@ TOPICS = {
             ("open-mpi-coll-sm.csv", "Open MPI 4.1, coll/sm (its shared-memory component)", "Open MPI's coll/sm"),
             ("mpich.csv", "MPICH 4.0, its default", "MPICH's default"),
         ],
+        "persistent_csvs": [("persistent.csv", "Persistent against blocking, Open MPI 4.1's default",
+                             "Persistent (Open MPI's default)")],
         "extra_plots": [("ratios.png", "MPI time ÷ nexar time against size",
                          "One line per MPI; above the line at 1, nexar was faster.")],
         "read": OSU_READ + " 2 ranks, float, glibc's default allocator, 8 B–64 KiB, 20000 calls per size. "
                 "nexar's smallest calls are the known one-shot ([Small calls](../how-it-works.md#small-calls)): "
                 "one exchange of a cache line each way up to 48 bytes, as the MPIs' own best; how near the "
-                "two ranks' cores are sets that line's cost, and it differs between runs on this VM.",
+                "two ranks' cores are sets that line's cost, and it differs between runs on this VM. The "
+                "floor (`--floor`) is a bare exchange of the same bytes between the same processes through a "
+                "shared window, timed in the same rounds: copy the input in, publish, wait for the other "
+                "rank's, sum both (header comment of `bench/osu_allreduce.c`): the least a call that moves "
+                "the inputs through memory once can take, and the one-shot's own work; from about 32 KiB the "
+                "ring, which splits the sum between the ranks, passes it. The persistent table "
+                "(`bench/nexar-overlap --persistent`, `bench/osu_iallreduce.c`) times `MPI_Start` + "
+                "`MPI_Wait` of one persistent allreduce, the MPI's own and nexar's, beside each side's "
+                "blocking call, best of 7 alternating repetitions; its last column is each repetition's "
+                "blocking time ÷ persistent time (measured next to each other), the median and range.",
     },
     "across-nodes": {
         "title": "Across nodes: allreduce over a simulated cluster",
@@ -380,7 +391,7 @@ def path_label(p):
 
 def osu_rows(path):
     _, rows = read_csv(path, ["size_bytes", "mpi_avg_us", "nexar_avg_us"],
-                       optional=["mpi_busbw_gbs", "nexar_busbw_gbs", "bound_busbw_gbs"])
+                       optional=["mpi_busbw_gbs", "nexar_busbw_gbs", "bound_busbw_gbs", "floor_us"])
     for r in rows:
         if r["mpi_avg_us"] <= 0 or r["nexar_avg_us"] <= 0:
             raise PageError(f"{path}: a time of 0 or less at {int(r['size_bytes'])} bytes")
@@ -393,14 +404,19 @@ def osu_rows(path):
 
 
 def osu_table(rows):
+    # The exchange floor (nexar-osu --floor), where the run measured it.
+    floor = any(r["floor_us"] for r in rows)
     body = []
     for r in rows:
-        body.append([size_name(r["size_bytes"]), us(r["mpi_avg_us"]), us(r["nexar_avg_us"]), ratio(r["ratio"]),
-                     pct(r["mpi_pct"]) if r["mpi_pct"] is not None else "–",
-                     pct(r["nexar_pct"]) if r["nexar_pct"] is not None else "–",
-                     "split (ranks differ!)" if r["path"] == "split" else r["path"]])
-    return table(["size", "MPI µs", "nexar µs", "MPI ÷ nexar", "MPI % of bound", "nexar % of bound", "path"],
-                 ["---:"] * 6 + ["---"], body)
+        cells = [size_name(r["size_bytes"]), us(r["mpi_avg_us"]), us(r["nexar_avg_us"]), ratio(r["ratio"]),
+                 pct(r["mpi_pct"]) if r["mpi_pct"] is not None else "–",
+                 pct(r["nexar_pct"]) if r["nexar_pct"] is not None else "–"]
+        if floor:
+            cells += [us(r["floor_us"]), pct(100 * r["floor_us"] / r["nexar_avg_us"])] if r["floor_us"] else ["–", "–"]
+        body.append(cells + ["split (ranks differ!)" if r["path"] == "split" else r["path"]])
+    head = ["size", "MPI µs", "nexar µs", "MPI ÷ nexar", "MPI % of bound", "nexar % of bound"]
+    head += ["floor µs", "nexar % of floor"] if floor else []
+    return table(head + ["path"], ["---:"] * (len(head)) + ["---"], body)
 
 
 def osu_summary(rows):
@@ -423,7 +439,39 @@ def osu_summary(rows):
         lines.append("No host bound (device buffers).")
     else:
         lines.append("No size of 1 MiB or more in this run.")
+    floor = [r for r in rows if r["floor_us"]]
+    if floor:
+        lines.append(f"The exchange floor ({size_span([r['size_bytes'] for r in floor])}): "
+                     f"{rng([r['floor_us'] for r in floor], lambda x: us(x) + ' µs')}; nexar at "
+                     f"{pct_range([100 * r['floor_us'] / r['nexar_avg_us'] for r in floor])} of it.")
     return lines
+
+
+def persistent_rows(path):
+    cols = ["size_bytes", "mpi_blocking_us", "mpi_persistent_us", "nexar_blocking_us", "nexar_persistent_us",
+            "nexar_persistent_speedup_median", "nexar_persistent_speedup_min", "nexar_persistent_speedup_max"]
+    _, rows = read_csv(path, cols)
+    for r in rows:
+        if min(r[c] for c in cols[1:5]) <= 0:
+            raise PageError(f"{path}: a time of 0 or less at {int(r['size_bytes'])} bytes")
+        r["vs_mpi"] = r["mpi_persistent_us"] / r["nexar_persistent_us"]
+    return rows
+
+
+def persistent_table(rows):
+    body = [[size_name(r["size_bytes"]), us(r["mpi_blocking_us"]), us(r["mpi_persistent_us"]),
+             us(r["nexar_blocking_us"]), us(r["nexar_persistent_us"]), ratio(r["vs_mpi"]),
+             f"{ratio(r['nexar_persistent_speedup_median'])} [{r['nexar_persistent_speedup_min']:.2f}, "
+             f"{r['nexar_persistent_speedup_max']:.2f}]"] for r in rows]
+    return table(["size", "MPI blocking µs", "MPI persistent µs", "nexar blocking µs", "nexar persistent µs",
+                  "MPI persistent ÷ nexar persistent", "nexar blocking ÷ persistent, median [range]"],
+                 ["---:"] * 7, body)
+
+
+def persistent_summary(rows):
+    return (f"nexar's persistent call against the MPI's persistent call: {rng([r['vs_mpi'] for r in rows])} "
+            f"({size_span([r['size_bytes'] for r in rows])}); its blocking time ÷ its persistent time, the median "
+            f"per size: {rng([r['nexar_persistent_speedup_median'] for r in rows])} (1: as fast).")
 
 
 def osu_headline(tables):
@@ -673,6 +721,11 @@ def render(topic, d):
             sections += [f"## {title}", ""] + links(name) + [""] + osu_table(rows) + [""]
             summary += [f"- **{short}**: " + " ".join(osu_summary(rows))]
         headline = osu_headline(tables)
+        # A persistent table, where the topic has one.
+        for name, title, short in t.get("persistent_csvs", []):
+            rows = persistent_rows(os.path.join(d, name))
+            sections += [f"## {title}", ""] + links(name) + [""] + persistent_table(rows) + [""]
+            summary += [f"- **{short}**: " + persistent_summary(rows)]
     elif t["kind"] == "cluster":
         heads = []
         for name, title, short in t["csvs"]:

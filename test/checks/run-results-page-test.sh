@@ -118,6 +118,33 @@ checks=$((checks + 1))
 "$python" "$page_py" one-node "$dir/one-node" >"$dir/stdout.md" 2>"$dir/err" || fail "to stdout: $(cat "$dir/err")"
 cmp -s "$dir/stdout.md" "$p" || fail "the page on stdout differs from the one written with -o"
 
+# ---------------------------------------------------------------- small calls: the floor, persistent calls
+mkdir -p "$dir/small-calls"
+meta "$dir/small-calls"
+for f in open-mpi open-mpi-coll-sm mpich; do
+    cat >"$dir/small-calls/$f.csv" <<EOF
+$osu_header,floor_us
+8,2,0.240,0.0336,0.200,0.0429,1.2000,100,0.1778,0.2667,0.2667,0.0336,0.0429,0.2667,0.2667,1shot,0.100
+65536,2,13.000,5.0000,4.000,16.000,3.2500,100,33.0,40.0,30.0,5.0,16.0,25.0,14.0,ring,
+EOF
+done
+cat >"$dir/small-calls/persistent.csv" <<'EOF'
+size_bytes,mpi_blocking_us,mpi_persistent_us,nexar_blocking_us,nexar_nonblocking_us,nexar_persistent_us,nexar_nonblocking_over_blocking,nexar_persistent_speedup_over_blocking,nexar_persistent_speedup_over_best_mpi,nexar_persistent_speedup_median,nexar_persistent_speedup_min,nexar_persistent_speedup_max
+8,0.240,0.400,0.190,0.880,0.200,4.63,0.95,1.20,0.9000,0.8000,1.0500
+EOF
+page small-calls
+p="$dir/small-calls.md"
+has "$p" "| size | MPI µs | nexar µs | MPI ÷ nexar | MPI % of bound | nexar % of bound | floor µs | nexar % of floor | path |"
+# The floor's share is its time over nexar's; a size without a floor says so.
+has "$p" "| 8 B | 0.24 | 0.20 | 1.20× | 19 % | 24 % | 0.10 | 50 % | 1shot |"
+has "$p" "| 64 KiB | 13.0 | 4.00 | 3.25× | 15 % | 48 % | – | – | ring |"
+has "$p" "The exchange floor (8 B): 0.10 µs; nexar at 50 % of it."
+has "$p" "## Persistent against blocking, Open MPI 4.1's default"
+has "$p" "| 8 B | 0.24 | 0.40 | 0.19 | 0.20 | 2.00× | 0.90× [0.80, 1.05] |"
+has "$p" "nexar's persistent call against the MPI's persistent call: 2.00× (8 B)"
+rm "$dir/small-calls/persistent.csv"
+must_fail "small-calls without its persistent CSV" small-calls "persistent.csv: no such file"
+
 # ---------------------------------------------------------------- a quick run
 mkdir -p "$dir/huge-pages"
 meta "$dir/huge-pages" 1
