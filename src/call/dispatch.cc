@@ -246,12 +246,17 @@ int drive_to_end(Runtime& rt, CollectiveTask& task) {
 int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
                         bool large_count, const char* name) {
     if (!name) name = large_count ? "MPI_Allreduce_c" : "MPI_Allreduce";
-    // The small call's path, without building a description of it.
+    // The small call's paths, without building a description of it: below
+    // the threshold, the known one-shot (which declines a size the learner
+    // sent to the MPI), or the learner's MPI.
     Runtime* rt = Runtime::get();
     if (!rt) rt = Runtime::start_late(comm);
-    if (rt && rt->config().enable &&
-        (small_allreduce(rt->config(), count, sendbuf, recvbuf) ||
-         (rt->config().learn && learnt_mpi_fast(*rt, sendbuf, recvbuf, count, dt, op, comm)))) {
+    int rc = MPI_SUCCESS;
+    const bool small = rt && rt->config().enable && small_allreduce(rt->config(), count, sendbuf, recvbuf);
+    if (rt && rt->config().enable && !small && run_known_one_shot(*rt, sendbuf, recvbuf, count, dt, op, comm, &rc))
+        return rc;
+    if (small || (rt && rt->config().enable && rt->config().learn &&
+                  learnt_mpi_fast(*rt, sendbuf, recvbuf, count, dt, op, comm))) {
         if (!rt->stages_device_buffers()) {
             process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
             const int rc = pmpi::allreduce_count(sendbuf, recvbuf, count, large_count, dt, pmpi_op(dt, op), comm);
@@ -263,8 +268,6 @@ int intercept_allreduce(const void* sendbuf, void* recvbuf, int64_t count, MPI_D
         return mpi_path(rt, allreduce_call(name, sendbuf, recvbuf, count, dt, op, comm, large_count),
                         process_stats().passthrough_calls);
     }
-    int rc = MPI_SUCCESS;
-    if (rt && rt->config().enable && run_known_one_shot(*rt, sendbuf, recvbuf, count, dt, op, comm, &rc)) return rc;
     CollectiveCall call = allreduce_call(name, sendbuf, recvbuf, count, dt, op, comm, large_count);
     if (!rt || !rt->config().enable) return intercept_collective(call);
     CollectiveTask task(*rt, call);

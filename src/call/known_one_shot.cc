@@ -50,9 +50,10 @@ uint64_t key_of(uint64_t ring_count, const RingElement& e, bool in_place) {
 // rank took it here, or failed here), times a nexar trial, and ends the
 // round where it was the round's last (learn_from in call/dispatch.cc).
 void count_in_learner(const Config& cfg, CommContext& ctx, const LearnShape& shape, uint64_t bytes, bool in_place,
-                      MPI_Comm comm, bool succeeded, double seconds) {
+                      MPI_Comm comm, bool settled, bool succeeded, double seconds) {
     if (!cfg.learn) return;
     PathLearner& learner = ctx.learner();
+    if (settled) return learner.count_settled(shape, bytes);  // nothing to time (next_goes_to_nexar said so)
     const Route r = learner.route(shape, bytes, copy_trial_calls(cfg, ctx, Collective::allreduce, in_place));
     if (!r.trial) return;
     if (succeeded) learner.record(r, seconds);
@@ -115,7 +116,7 @@ bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t
         ctx.mark_failed();
         NEXAR_ERROR("MPI_Allreduce of %llu bytes on communicator context %u failed: %s: %s",
                     (unsigned long long)bytes, ctx.id(), status_string(s), error.c_str());
-        count_in_learner(cfg, ctx, shape, bytes, in_place, comm, false, 0);
+        count_in_learner(cfg, ctx, shape, bytes, in_place, comm, settled, false, 0);
         *rc = raise_mpi_error(comm, MPI_ERR_OTHER);
         return true;
     }
@@ -126,7 +127,7 @@ bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t
     if (report)
         report->add_nexar(Collective::allreduce, CallMode::blocking, ReportCounts::shape(in_place, false), bytes,
                           ReportPath::one_shot, seconds);
-    count_in_learner(cfg, ctx, shape, bytes, in_place, comm, true, seconds);
+    count_in_learner(cfg, ctx, shape, bytes, in_place, comm, settled, true, seconds);
     *rc = MPI_SUCCESS;
     return true;
 }

@@ -139,6 +139,9 @@ public:
         if (!c.settled || c.verdict != CallPath::mpi || c.calls >= c.revisit) return false;
         return ++c.calls, true;
     }
+    // A call that next_goes_to_nexar() found settled, and that went so:
+    // counted as route() would count it (without its trial arithmetic).
+    void count_settled(const LearnShape& shape, uint64_t bytes) { ++classes_[slot_of(shape, size_class(bytes))].calls; }
     // Whether route() would send a call of `shape` and `bytes` to nexar
     // (as its verdict or a trial); counts nothing (call/known_one_shot.h
     // asks route() once the call ran so).  `settled`: with nothing to time.

@@ -233,6 +233,37 @@ TEST(PathLearner, NextGoesToNexarSaysWhatRouteDoes) {
         }
 }
 
+TEST(PathLearner, CountSettledCountsAsRouteDoes) {
+    // The known one-shot counts a settled call with count_settled() instead
+    // of route(): a learner driven so must route every later call (its
+    // trials and its revisits) as one that always asks route().
+    for (const CallPath winner : {CallPath::nexar, CallPath::mpi}) {
+        PathLearner with_route, with_count;
+        const LearnShape shape{Collective::allreduce, false, LearnMemory::host};
+        const uint64_t bytes = 256;
+        const auto drive = [&](PathLearner& l, bool counts_settled) {
+            bool settled = false;
+            const bool nexar = l.next_goes_to_nexar(shape, bytes, &settled);
+            if (counts_settled && settled && nexar) {
+                l.count_settled(shape, bytes);
+                return CallPath::nexar;
+            }
+            const Route r = l.route(shape, bytes);
+            if (r.trial) {
+                l.record(r, r.path == winner ? 1e-6 : 3e-6);
+                if (r.ends_round) {
+                    double t[2];
+                    l.best_times(r, t);
+                    l.settle(r, t);
+                }
+            }
+            return r.path;
+        };
+        for (uint32_t n = 0; n < 4 * PathLearner::kFirstRevisit + 8 * round_of(bytes); ++n)
+            ASSERT_EQ(drive(with_route, false), drive(with_count, true)) << "call " << n;
+    }
+}
+
 TEST(PathLearner, KeepsTheBestTimeOfEachPath) {
     PathLearner l;
     // A slow first nexar call (its scratch being set up) does not count against it.
