@@ -259,14 +259,27 @@ draw_speedup() {
         plots+="${plots:+, }'$(gq "$f")' every ::1 using 1:(\$3/\$5) with linespoints lw 2 pt 7 ps 0.7 dashtype ${dashes[i]} lc rgb '${colours[i]}' title '${labels[i]}'"
     done
     [ ${#csvs[@]} -gt 0 ] || return 0
+    ratio_plot "$png" 'MPI time / nexar time (log scale)' 0.25 64 'below horizontal Left reverse maxcols 3' \
+        'allreduce, 2 ranks, float, one node, 4 KiB pages unless marked: above 1, nexar is faster' \
+        "$plots" 'equal time' "${csvs[@]}"
+}
+
+# ratio_plot PNG YLABEL LO HI KEY TITLE PLOTS EQUAL CSV...: ratios against
+# size, both axes logarithmic, y tics from LO to HI, the line at 1 titled
+# EQUAL; PLOTS are gnuplot's plot clauses, the CSVs give the x tics.
+ratio_plot() {
+    local png=$1 ylabel=$2 lo=$3 hi=$4 key=$5 title=$6 plots=$7 equal=$8 tics="" t
+    shift 8
+    for t in 0.25 0.5 0.75 1 1.5 2 3 4 8 16 32 64; do
+        awk -v t="$t" -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(t >= lo && t <= hi) }' &&
+            tics+="${tics:+, }'${t}×' $t"
+    done
     gnuplot -e "set terminal $term; set output '$(gq "$png")'; set datafile separator ',';
-        set logscale x 2; set xtics ($(xtics "${csvs[@]}")); set xlabel 'message size (bytes)';
-        set ylabel 'MPI time / nexar time (log scale)'; set logscale y 2; set grid;
-        set ytics ('0.25×' 0.25, '0.5×' 0.5, '0.75×' 0.75, '1×' 1, '1.5×' 1.5, '2×' 2, '3×' 3, '4×' 4, '8×' 8, '16×' 16, '32×' 32, '64×' 64);
-        set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05;
-        set key below horizontal Left reverse maxcols 3;
-        set title 'allreduce, 2 ranks, float, one node, 4 KiB pages unless marked: above 1, nexar is faster';
-        plot $plots, 1 with lines dashtype 3 lw 1.5 lc rgb 'black' title 'equal time'" >>"$out/run-log.txt" 2>&1 ||
+        set logscale x 2; set xtics ($(xtics "$@")); set xlabel 'message size (bytes)';
+        set ylabel '$(gq "$ylabel")'; set logscale y 2; set grid; set ytics ($tics);
+        set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05; set key $key;
+        set title '$(gq "$title")';
+        plot $plots, 1 with lines dashtype 3 lw 1.5 lc rgb 'black' title '$(gq "$equal")'" >>"$out/run-log.txt" 2>&1 ||
         echo "results.sh: gnuplot failed on $png" >&2
 }
 
@@ -325,14 +338,7 @@ draw_ratios() {
         i=$((i + 1))
         shift 2
     done
-    gnuplot -e "set terminal $term; set output '$(gq "$png")'; set datafile separator ',';
-        set logscale x 2; set xtics ($(xtics "${csvs[@]}")); set xlabel 'message size (bytes)';
-        set ylabel 'MPI time / nexar time (log scale)'; set logscale y 2; set grid;
-        set ytics ('0.5×' 0.5, '0.75×' 0.75, '1×' 1, '1.5×' 1.5, '2×' 2, '3×' 3, '4×' 4, '8×' 8, '16×' 16);
-        set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05; set key top left;
-        set title '$(gq "$title")';
-        plot $plots, 1 with lines dashtype 3 lw 1.5 lc rgb 'black' title 'equal time'" >>"$out/run-log.txt" 2>&1 ||
-        echo "results.sh: gnuplot failed on $png" >&2
+    ratio_plot "$png" 'MPI time / nexar time (log scale)' 0.5 16 'top left' "$title" "$plots" 'equal time' "${csvs[@]}"
 }
 
 # Small calls: 2 ranks, glibc's default allocator, against each MPI's own
@@ -459,14 +465,9 @@ draw_many() {
         i=$((i + 1))
     done
     [ ${#csvs[@]} -gt 0 ] || return 0
-    gnuplot -e "set terminal $term; set output '$(gq "$png")'; set datafile separator ',';
-        set logscale x 2; set xtics ($(xtics "${csvs[@]}")); set xlabel 'message size (bytes)';
-        set ylabel 'nexar busbw / best Open MPI algorithm (log scale)'; set logscale y 2; set grid;
-        set ytics ('0.25×' 0.25, '0.5×' 0.5, '0.75×' 0.75, '1×' 1, '1.5×' 1.5, '2×' 2, '3×' 3, '4×' 4, '8×' 8);
-        set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05; set key below horizontal;
-        set title 'allreduce on one node, many ranks: above 1, nexar is faster than Open MPI at its best';
-        plot $plots, 1 with lines dashtype 3 lw 1.5 lc rgb 'black' title 'equal'" >>"$out/run-log.txt" 2>&1 ||
-        echo "results.sh: gnuplot failed on $png" >&2
+    ratio_plot "$png" 'nexar busbw / best Open MPI algorithm (log scale)' 0.25 8 'below horizontal' \
+        'allreduce on one node, many ranks: above 1, nexar is faster than Open MPI at its best' "$plots" 'equal' \
+        "${csvs[@]}"
 }
 
 topic_many_ranks() {
