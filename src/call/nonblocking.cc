@@ -252,9 +252,29 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
 
 namespace {
 
-// Whether the MPI_Wait and MPI_Test the application and its tools reach
-// are nexar's (set_completion_calls_ours).
-std::atomic<bool> g_completion_calls_ours{true};
+// Whether a persistent call may run alone (Engine::start_alone): its
+// carrier then stays inactive in the MPI until nexar's own completion call
+// finishes it, so every completion call must reach nexar.  Not where a
+// library loaded before nexar defines one of them too (the calls that
+// tools make through PMPI_* would reach it, and the MPI would call the
+// request complete at once); and not under MPI_THREAD_MULTIPLE, where
+// another thread's call could take the next board sequence while this
+// one's wait polls it outside the engine.
+bool may_run_alone_here(const Runtime& rt) {
+    static const bool ours = [] {
+        for (const char* name : {"PMPI_Wait", "PMPI_Waitall", "PMPI_Waitany", "PMPI_Waitsome", "PMPI_Test",
+                                 "PMPI_Testall", "PMPI_Testany", "PMPI_Testsome", "PMPI_Request_get_status",
+                                 "PMPI_Request_free", "PMPI_Start", "PMPI_Startall"})
+            if (const char* other = pmpi::other_definer_of(name)) {
+                NEXAR_INFO("%s defines %s and is loaded before libnexar_pmpi: small persistent calls take nexar's "
+                           "engine",
+                           other, name);
+                return false;
+            }
+        return true;
+    }();
+    return ours && !rt.multi_thread();
+}
 
 // The live persistent calls, by their carrier request.
 struct PersistentRegistry {
@@ -376,7 +396,8 @@ int start_request(MPI_Request* request) {
         return raise_mpi_error(c.task.call().comm, MPI_ERR_REQUEST);
     }
     // Its carrier starts with it, unless it runs alone (Engine::start_alone).
-    const bool alone = c.may_run_alone && g_completion_calls_ours.load(std::memory_order_relaxed) && engine().idle();
+    const Runtime* rt = Runtime::get();
+    const bool alone = c.may_run_alone && rt && may_run_alone_here(*rt) && engine().idle();
     if (!alone) {
         const int rc = start_carrier(c);
         if (rc != MPI_SUCCESS) return rc;
@@ -426,7 +447,6 @@ int free_request(MPI_Request* request) {
 
 bool complete_alone(MPI_Request request, bool wait) { return engine().complete_alone(request, wait); }
 
-void set_completion_calls_ours(bool ours) { g_completion_calls_ours.store(ours, std::memory_order_relaxed); }
 
 int take_persistent_error(MPI_Request request) {
     if (request == MPI_REQUEST_NULL) return MPI_SUCCESS;

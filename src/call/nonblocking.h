@@ -71,12 +71,9 @@ int start_request(MPI_Request* request);
 // carrier never started (the MPI's completion call then returns at once,
 // the request inactive); a test that did not finish it starts the carrier
 // and hands the call to the engine.  False where `request` is not that call.
+// (Only where every completion call reaches nexar, and not under
+// MPI_THREAD_MULTIPLE: nonblocking.cc, may_run_alone_here.)
 bool complete_alone(MPI_Request request, bool wait);
-// Whether the completion calls that tools make through PMPI_Wait and
-// PMPI_Test reach nexar (shim/allreduce_shim.cc checks at start-up).  Only
-// then may a persistent call run alone: an MPI_Wait nexar never saw would
-// find its request inactive, and return before the call is done.
-void set_completion_calls_ours(bool ours);
 // After a completion call completed `request`: the error of nexar's
 // persistent call whose run failed (once per run), else MPI_SUCCESS.  Its
 // carrier completes successfully all the same (nonblocking.cc): the

@@ -265,4 +265,13 @@ const void* mpi_library_base() {
     return base;
 }
 
+const char* other_definer_of(const char* name) {
+    Dl_info first, mine;
+    void* f = dlsym(RTLD_DEFAULT, name);
+    if (f && dladdr(f, &first) && dladdr(reinterpret_cast<void*>(&other_definer_of), &mine) &&
+        first.dli_fbase != mine.dli_fbase)
+        return first.dli_fname ? first.dli_fname : "another library";
+    return nullptr;
+}
+
 }  // namespace nexar::pmpi

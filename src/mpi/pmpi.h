@@ -81,4 +81,9 @@ AllgatherInitFn allgather_init();
 // the MPI's MPI_X from a tool's, shim/allreduce_shim.cc); null if unknown.
 const void* mpi_library_base();
 
+// The file of the library that calls made through `name` reach (what the
+// first definition in load order is), where it is not nexar's own; null
+// where it is nexar's (or `name` is defined nowhere).
+const char* other_definer_of(const char* name);
+
 }  // namespace nexar::pmpi

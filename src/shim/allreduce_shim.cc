@@ -21,7 +21,6 @@
 
 #include "base/log.h"
 #include "call/collective.h"
-#include "call/nonblocking.h"
 #include "mpi/mpi_family.h"
 #include "mpi/pmpi.h"
 #include "runtime/runtime.h"
@@ -32,29 +31,13 @@ namespace nexar {
 
 namespace {
 
-// The library whose `name` the calls made through that name reach, where
-// it is not this one (null: this one's).
-const char* other_definer(const char* name, Dl_info* first) {
-    Dl_info mine;
-    void* f = dlsym(RTLD_DEFAULT, name);
-    if (f && dladdr(f, first) && dladdr(reinterpret_cast<void*>(&other_definer), &mine) &&
-        first->dli_fbase != mine.dli_fbase)
-        return first->dli_fname ? first->dli_fname : "another library";
-    return nullptr;
-}
-
 // A library loaded before this one that defines PMPI_Allreduce as well takes
-// the calls tools make through PMPI_Allreduce: nexar cannot see them.  One
-// that defines PMPI_Wait or PMPI_Test takes the waits for nexar's persistent
-// calls: those then never run alone (call/nonblocking.h).
+// the calls tools make through PMPI_Allreduce: nexar cannot see them.
 void check_pmpi_order() {
-    Dl_info first;
-    if (const char* other = other_definer("PMPI_Allreduce", &first))
+    if (const char* other = pmpi::other_definer_of("PMPI_Allreduce"))
         NEXAR_WARN("%s defines PMPI_Allreduce and is loaded before libnexar_pmpi: calls that tools make through "
                    "PMPI_* reach it, not nexar; load libnexar_pmpi first",
                    other);
-    for (const char* name : {"PMPI_Wait", "PMPI_Test"})
-        if (other_definer(name, &first)) set_completion_calls_ours(false);
 }
 
 }  // namespace

@@ -145,7 +145,7 @@ int report_any(const int* index, MPI_Request requests[], MPI_Status* status, int
 
 int wait_here(MPI_Request* request, MPI_Status* status) {
     return completion_guard("MPI_Wait", [&] {
-        complete_alone(*request, true);  // a persistent one-shot alone: done, its request then inactive in the MPI
+        if (request) complete_alone(*request, true);  // a persistent one-shot alone: done, its request inactive in the MPI
         const int rc = wait_progressing([&](int* done) { return pmpi::test(request, done, status); },
                                         [&] { return pmpi::wait(request, status); });
         return report_one(*request, status, rc);
