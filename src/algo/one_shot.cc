@@ -98,11 +98,40 @@ Status KnownOneShot::poll(bool* moved, std::string* error) {
 
 OneShotAllreduce::OneShotAllreduce(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence,
                                    const void* sendbuf, void* recvbuf, size_t count, DataType type, ReduceOp op,
-                                   bool input_on_board)
-    : BoardCall(boards, me, sequence, count * datatype_size(type)), send_(static_cast<const char*>(sendbuf)),
-      recv_(static_cast<char*>(recvbuf)), count_(count), bytes_(count * datatype_size(type)), type_(type), op_(op) {
-    valid_ = valid_ && op_supported(type, op);
+                                   bool input_on_board, const OneShotBlocks* blocks)
+    : BoardCall(boards, me, sequence,
+                me >= 0 && size_t(me) < boards.size() ? input_bytes(blocks, me, count, type) : count),
+      send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)), count_(count),
+      bytes_(me >= 0 && size_t(me) < boards.size() ? input_bytes(blocks, me, count, type) : 0), type_(type), op_(op),
+      blocks_(blocks ? *blocks : OneShotBlocks()) {
+    const bool moves_only = blocks_.part == OneShotPart::allgather;
+    valid_ = valid_ && (moves_only || op_supported(type, op)) &&
+             (blocks_.part == OneShotPart::allreduce || (blocks_.displs && blocks_.counts));
     published_ = input_on_board;
+}
+
+// Every board holds the call: this rank's part of the result.
+Status OneShotAllreduce::take_part() {
+    const size_t esz = datatype_size(type_), ranks = boards_.size();
+    switch (blocks_.part) {
+        case OneShotPart::allreduce:
+            return reduce_in_rank_order(
+                recv_, ranks, [&](size_t r) { return input_of(boards_[r], bytes_); }, count_, type_, op_);
+        case OneShotPart::reduce_scatter: {
+            const size_t at = blocks_.displs[me_] * esz;
+            return reduce_in_rank_order(
+                recv_, ranks, [&](size_t r) { return input_of(boards_[r], bytes_) + at; }, blocks_.counts[me_], type_,
+                op_);
+        }
+        case OneShotPart::allgather:
+            for (size_t r = 0; r < ranks; ++r) {
+                char* to = recv_ + blocks_.displs[r] * esz;
+                if (int(r) == me_ && to == send_) continue;  // in place: already there
+                memcpy(to, int(r) == me_ ? send_ : input_of(boards_[r], bytes_), blocks_.counts[r] * esz);
+            }
+            return Status::ok;
+    }
+    return Status::invalid_argument;
 }
 
 Status OneShotAllreduce::poll(bool* moved, std::string* error) {
@@ -113,9 +142,7 @@ Status OneShotAllreduce::poll(bool* moved, std::string* error) {
         *moved = true;
     }
     if (waiting_for() >= 0) return Status::ok;
-    // Every board holds this call.
-    const Status s = reduce_in_rank_order(
-        recv_, boards_.size(), [&](size_t r) { return input_of(boards_[r], bytes_); }, count_, type_, op_);
+    const Status s = take_part();
     if (!ok(s)) {
         *error = "the one-shot allreduce's reduction failed";
         return s;

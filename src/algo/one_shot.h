@@ -164,21 +164,46 @@ private:
     bool taken_ = false;
 };
 
+// The one-shot's halves, on the same boards: every rank's MPI block, in
+// elements, by rank (alike on every rank).
+//   reduce_scatter: each rank publishes its whole vector, and reduces every
+//                   rank's copy of its own block, in rank order, into its
+//                   recvbuf;
+//   allgather:      each rank publishes its own block, and copies every
+//                   rank's to its place in recvbuf.
+enum class OneShotPart { allreduce, reduce_scatter, allgather };
+struct OneShotBlocks {
+    OneShotPart part = OneShotPart::allreduce;
+    const size_t* displs = nullptr;
+    const size_t* counts = nullptr;
+};
+
 class OneShotAllreduce final : public BoardCall {
 public:
     // sendbuf may equal recvbuf.  Check valid() first: the vector must fit
     // a slot and the op the type.  input_on_board: every rank's
     // BoardMeeting of this sequence put its input on its board already.
+    // `blocks` (null: the allreduce): `count` is the whole vector; the
+    // allgather's sendbuf is this rank's block (which may lie in place in
+    // recvbuf).
     OneShotAllreduce(const std::vector<OneShotBoard>& boards, int me, uint64_t sequence, const void* sendbuf,
-                     void* recvbuf, size_t count, DataType type, ReduceOp op, bool input_on_board = false);
+                     void* recvbuf, size_t count, DataType type, ReduceOp op, bool input_on_board = false,
+                     const OneShotBlocks* blocks = nullptr);
     Status poll(bool* moved, std::string* error);
+    // What a rank publishes for a call of `count` elements (whole vector).
+    static size_t input_bytes(const OneShotBlocks* blocks, int me, size_t count, DataType type) {
+        const bool own_block = blocks && blocks->part == OneShotPart::allgather;
+        return (own_block ? blocks->counts[me] : count) * datatype_size(type);
+    }
 
 private:
+    Status take_part();
     const char* send_;
     char* recv_;
-    const size_t count_, bytes_;
+    const size_t count_, bytes_;  // bytes_: what each rank publishes
     const DataType type_;
     const ReduceOp op_;
+    const OneShotBlocks blocks_;
 };
 
 }  // namespace nexar

@@ -363,10 +363,26 @@ RingCallRun* CollectiveTask::board_meeting() {
     // The input goes along where this rank could take the one-shot: where
     // every rank could, decide_route picks it, and every input is there.
     // (Its slot holds any vector within the one-shot's limit.)
-    input_on_board_ = call_.kind == Collective::allreduce && plan_.ready && plan_.shm && one_shot_size();
+    input_on_board_ = plan_.ready && plan_.shm && one_shot_size();
+    const size_t input_bytes = OneShotAllreduce::input_bytes(one_shot_blocks(), me_, ring_count_, element_.type);
     meeting_.emplace(*ctx_, opt_, reinterpret_cast<int64_t*>(&agreement_), agreement_fields(),
-                     input_on_board_ ? src_ : nullptr, input_on_board_ ? bytes_ : 0);
+                     input_on_board_ ? one_shot_input() : nullptr, input_on_board_ ? input_bytes : 0);
     return meeting_->valid() ? &*meeting_ : nullptr;  // (valid on every rank: the boards and sizes are alike)
+}
+
+const void* CollectiveTask::one_shot_input() const {
+    if (call_.kind != Collective::allgather) return src_;
+    // The allgather's own block: from sendbuf, or in place in recvbuf.
+    return in_place_ ? static_cast<const char*>(call_.recvbuf) + blocks_->displs[size_t(me_)] * esz_ : call_.sendbuf;
+}
+
+const OneShotBlocks* CollectiveTask::one_shot_blocks() {
+    if (call_.kind == Collective::allreduce) return nullptr;
+    one_shot_blocks_.part =
+        call_.kind == Collective::reduce_scatter ? OneShotPart::reduce_scatter : OneShotPart::allgather;
+    one_shot_blocks_.displs = blocks_->displs.data();
+    one_shot_blocks_.counts = blocks_->counts.data();
+    return &one_shot_blocks_;
 }
 
 TaskStep CollectiveTask::met(Status s) {
@@ -423,7 +439,7 @@ TaskStep CollectiveTask::agreed() {
 const char* ring_algorithm_name(RingAlgorithm a) {
     switch (a) {
         case RingAlgorithm::flat: return "the flat ring";
-        case RingAlgorithm::one_shot: return "the one-shot allreduce";
+        case RingAlgorithm::one_shot: return "the one-shot";
         case RingAlgorithm::hierarchical: return "the hierarchical allreduce";
         case RingAlgorithm::ipc: return "GPU to GPU through IPC";
         case RingAlgorithm::ipc_hierarchical: return "the hierarchical allreduce, IPC inside each node";
@@ -485,16 +501,17 @@ TaskStep CollectiveTask::decide_route() {
                        "progress thread may call the MPI only under MPI_THREAD_MULTIPLE (or NEXAR_PROGRESS=calls)");
         return route_to_mpi("its ring would take the MPI's point-to-point on nexar's progress thread");
     }
-    // Host buffers everywhere (shared memory agreed): a small allreduce on
-    // one node takes the one-shot, a larger one the hierarchical allreduce
-    // where it is ready and chosen, else the flat ring with its same-node
-    // hops in shared memory.  Otherwise the flat ring on the network only.
-    // The one-shot's limit is on what each rank reads from the others'
-    // boards, which grows with the ranks.
+    // Host buffers everywhere (shared memory agreed): a small call on one
+    // node takes the one-shot (the allreduce, or its reduce-scatter or
+    // allgather half), a larger allreduce the hierarchical allreduce where
+    // it is ready and chosen, else the flat ring with its same-node hops in
+    // shared memory.  Otherwise the flat ring on the network only.  The
+    // one-shot's limit is on what each rank publishes, times the ranks that
+    // read it (one_shot_size).
     const bool allreduce = call_.kind == Collective::allreduce;
     if (ipc)
         algorithm_ = ctx_->topology().nodes() > 1 ? RingAlgorithm::ipc_hierarchical : RingAlgorithm::ipc;
-    else if (allreduce && a.shm && ctx_->boards_ready() && one_shot_size())
+    else if (a.shm && ctx_->boards_ready() && one_shot_size())
         algorithm_ = RingAlgorithm::one_shot;
     else if (allreduce && a.shm && a.hier && wants_hierarchical(cfg_, *ctx_, bytes_, net_))
         algorithm_ = RingAlgorithm::hierarchical;
@@ -628,8 +645,8 @@ RingCallRun* CollectiveTask::build_run() {
         }
         case RingAlgorithm::one_shot:
             // After a board meeting, every rank's input is on its board (board_meeting).
-            one_shot_run_.emplace(*ctx_, src_, call_.recvbuf, ring_count_, type, op, opt_,
-                                  meeting_ && input_on_board_ ? &*meeting_ : nullptr);
+            one_shot_run_.emplace(*ctx_, one_shot_input(), call_.recvbuf, ring_count_, type, op, opt_,
+                                  meeting_ && input_on_board_ ? &*meeting_ : nullptr, one_shot_blocks());
             return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;
         case RingAlgorithm::hierarchical: {
             RingOptions local_opt = opt_;
@@ -655,7 +672,9 @@ RingCallRun* CollectiveTask::build_run() {
 // host memory where the two overlap.)
 Status CollectiveTask::move_own_block() {
     // (The IPC reduce-scatter puts it there itself, GPU to GPU: final_out.)
-    if (call_.kind != Collective::reduce_scatter || !in_place_ || ipc()) return Status::ok;
+    // (So does the one-shot: it reduces the block straight into recvbuf.)
+    if (call_.kind != Collective::reduce_scatter || !in_place_ || ipc() || algorithm_ == RingAlgorithm::one_shot)
+        return Status::ok;
     char* block = ring_recv_ + blocks_->displs[size_t(me_)] * esz_;
     const size_t own = blocks_->counts[size_t(me_)] * esz_;
     const bool overlap = block != call_.recvbuf && block < static_cast<char*>(call_.recvbuf) + own;

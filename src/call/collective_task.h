@@ -171,7 +171,17 @@ private:
     TaskStep decide_route();
     // The vector is within the one-shot's limit, on what each rank reads
     // from the others' boards (NEXAR_ONE_SHOT_BYTES).
-    bool one_shot_size() const { return uint64_t(bytes_) * uint64_t(size_ - 1) <= cfg_.one_shot_bytes; }
+    // Whether the call is small enough for the one-shot: what a rank
+    // publishes fits its board's slot, which holds one_shot_bytes / (ranks
+    // - 1) (the allreduce's and the reduce-scatter's whole vector; the
+    // allgather's block).  Alike on every rank.
+    bool one_shot_size() const {
+        const uint64_t published = call_.kind == Collective::allgather ? uint64_t(bytes_) / uint64_t(size_) : bytes_;
+        return published * uint64_t(size_ - 1) <= cfg_.one_shot_bytes;
+    }
+    // What this rank publishes for the one-shot (OneShotAllreduce's input).
+    const void* one_shot_input() const;
+    const OneShotBlocks* one_shot_blocks();
     TaskStep route_to_mpi(const char* why);
     void lay_out_blocks();
     void check_own_buffers();
@@ -270,6 +280,7 @@ private:
     std::optional<FlatRingRun> flat_;
     std::optional<HierarchicalRun> hier_;
     std::optional<OneShotRun> one_shot_run_;
+    OneShotBlocks one_shot_blocks_;  // its reduce-scatter's or allgather's blocks
     std::optional<IpcRun> ipc_run_;
     std::optional<IpcHierarchicalRun> ipc_hier_run_;
     nexar_ipc_memory src_ipc_{}, recv_ipc_{};  // the buffers as ipc_possible() exported them

@@ -163,10 +163,17 @@ KnownOneShotRun::KnownOneShotRun(CommContext& ctx, const RingOptions& opt, uint6
 
 void KnownOneShotRun::account() const { count_known_one_shot(uint64_t(bytes_)); }
 
+namespace {
+const char* one_shot_what(const OneShotBlocks* blocks) {
+    if (!blocks || blocks->part == OneShotPart::allreduce) return "a one-shot allreduce";
+    return blocks->part == OneShotPart::reduce_scatter ? "a one-shot reduce-scatter" : "a one-shot allgather";
+}
+}  // namespace
+
 OneShotRun::OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-                       const RingOptions& opt, const AgreementRun* met)
-    : BoardRun(ctx, opt, "a one-shot allreduce", ctx.boards(), ctx.rank(), met ? met->sequence() : ctx.next_one_shot(),
-               src, recvbuf, count, type, op, met != nullptr),
+                       const RingOptions& opt, const AgreementRun* met, const OneShotBlocks* blocks)
+    : BoardRun(ctx, opt, one_shot_what(blocks), ctx.boards(), ctx.rank(),
+               met ? met->sequence() : ctx.next_one_shot(), src, recvbuf, count, type, op, met != nullptr, blocks),
       bytes_(count * datatype_size(type)) {}
 
 void OneShotRun::account() const {

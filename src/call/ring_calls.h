@@ -193,14 +193,15 @@ private:
     size_t bytes_;
 };
 
-// The one-shot allreduce (algo/one_shot.h) on the context's boards.
+// The one-shot allreduce (algo/one_shot.h) on the context's boards, or
+// its reduce-scatter or allgather (`blocks`, valid while it runs).
 // Requires ctx.boards_ready(); takes the context's next one-shot sequence,
 // or `met`'s, where that AgreementRun put every rank's input on the boards.
 class OneShotRun final : public BoardRun<OneShotAllreduce> {
 public:
     // Check `valid` before the first poll.
     OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t count, DataType type, ReduceOp op,
-               const RingOptions& opt, const AgreementRun* met = nullptr);
+               const RingOptions& opt, const AgreementRun* met = nullptr, const OneShotBlocks* blocks = nullptr);
     bool valid() const { return op_.valid(); }
     void account() const override;
 

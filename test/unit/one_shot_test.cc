@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -101,6 +102,74 @@ TEST(OneShot, TwoRanksOutOfPlace) { run_calls(2, 1000, 5, 1, false); }
 TEST(OneShot, TwoRanksInPlace) { run_calls(2, 4096, 5, 0, true); }
 TEST(OneShot, FourRanksManyCalls) { run_calls(4, 777, 9, 2, false); }
 TEST(OneShot, EmptyVector) { run_calls(3, 0, 3, 1, false); }
+
+// The halves (OneShotBlocks): `calls` calls in a row on `ranks` ranks with
+// uneven blocks (some empty), each result against sums or copies made here.
+void run_halves(OneShotPart part, int ranks, int calls, bool in_place) {
+    std::vector<size_t> counts(static_cast<size_t>(ranks)), displs(static_cast<size_t>(ranks));
+    size_t total = 0;
+    for (int r = 0; r < ranks; ++r) {
+        // The allgather's blocks are alike; the reduce-scatter's differ (one empty).
+        counts[size_t(r)] = part == OneShotPart::allgather ? 37 : size_t(r == 1 ? 0 : 5 + 17 * r);
+        displs[size_t(r)] = total;
+        total += counts[size_t(r)];
+    }
+    const OneShotBlocks blocks{part, displs.data(), counts.data()};
+    Boards boards(ranks, total * sizeof(float));
+    for (uint64_t call = 1; call <= uint64_t(calls); ++call) {
+        std::vector<std::vector<float>> send{size_t(ranks)}, recv{size_t(ranks)};
+        std::vector<std::unique_ptr<OneShotAllreduce>> ops;
+        for (int r = 0; r < ranks; ++r) {
+            send[size_t(r)].resize(total);
+            for (size_t i = 0; i < total; ++i) send[size_t(r)][i] = input(r, i, call);
+            recv[size_t(r)].assign(total, -1.0f);
+            const float* src = send[size_t(r)].data();
+            if (part == OneShotPart::allgather) {
+                src += displs[size_t(r)];  // its own block
+                if (in_place) {
+                    std::copy(src, src + counts[size_t(r)], recv[size_t(r)].begin() + long(displs[size_t(r)]));
+                    src = recv[size_t(r)].data() + displs[size_t(r)];
+                }
+            } else if (in_place) {
+                recv[size_t(r)] = send[size_t(r)];
+                src = recv[size_t(r)].data();
+            }
+            ops.emplace_back(new OneShotAllreduce(boards.views, r, call, src, recv[size_t(r)].data(), total,
+                                                  DataType::f32, ReduceOp::sum, false, &blocks));
+            ASSERT_TRUE(ops.back()->valid());
+        }
+        std::string error;
+        for (int round = 0; round < 2; ++round)
+            for (int r = ranks - 1; r >= 0; --r) {
+                bool moved = false;
+                ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
+            }
+        for (int r = 0; r < ranks; ++r) {
+            ASSERT_TRUE(ops[size_t(r)]->finished());
+            if (part == OneShotPart::reduce_scatter) {
+                // This rank's block, reduced, at the start of recvbuf.
+                for (size_t i = 0; i < counts[size_t(r)]; ++i) {
+                    float want = 0;
+                    for (int q = 0; q < ranks; ++q) want += input(q, displs[size_t(r)] + i, call);
+                    ASSERT_EQ(recv[size_t(r)][i], want) << "rank " << r << " item " << i << " call " << call;
+                }
+                if (!in_place && counts[size_t(r)] < total)
+                    EXPECT_EQ(recv[size_t(r)][counts[size_t(r)]], -1.0f) << "written past its block";
+            } else {
+                // Every rank's own block, in its place.
+                for (int q = 0; q < ranks; ++q)
+                    for (size_t i = 0; i < counts[size_t(q)]; ++i)
+                        ASSERT_EQ(recv[size_t(r)][displs[size_t(q)] + i], input(q, displs[size_t(q)] + i, call))
+                            << "rank " << r << " block " << q << " item " << i << " call " << call;
+            }
+        }
+    }
+}
+
+TEST(OneShot, ReduceScatterUnevenBlocks) { run_halves(OneShotPart::reduce_scatter, 3, 5, false); }
+TEST(OneShot, ReduceScatterInPlace) { run_halves(OneShotPart::reduce_scatter, 4, 4, true); }
+TEST(OneShot, AllgatherOutOfPlace) { run_halves(OneShotPart::allgather, 3, 5, false); }
+TEST(OneShot, AllgatherInPlace) { run_halves(OneShotPart::allgather, 2, 4, true); }
 
 TEST(OneShot, RefusesWhatDoesNotFit) {
     Boards boards(2, 256);
