@@ -6,24 +6,29 @@
 // where the ring takes 2 (P - 1) steps of a chunk each: for small vectors
 // those steps' meetings cost more than the bytes do (docs/how-it-works.md, "Small
 // calls").  Every rank reduces the same inputs in the same order, so all get
-// the same bits, as from the ring.
+// the same bits, as from the ring.  Small reduce-scatters and allgathers
+// take its halves on the same boards (OneShotBlocks, below).
 //
 // A board has two slots, used by calls alternately: a rank writes slot
 // s % 2 again only at call s + 2, by when every peer has published s + 1,
-// and so has finished reading call s.  Every rank of the communicator must
-// take every one-shot call, in the same order (the caller's agreement).
+// and so has finished reading call s (every caller publishes a call only
+// once its previous call on the boards has finished: the nonblocking
+// engine's start order, call/nonblocking_engine.h).  Every rank of the
+// communicator must take every one-shot call, in the same order (the
+// caller's agreement).
 //
 // Polled, like RingOperation: the first poll copies the input in and
 // publishes it; later polls reduce once every board holds the call.
 //
 // Each slot starts with a head (BoardHead: the call's sequence, published
 // last, a key saying what the slot holds, and an input of up to
-// kBoardHeadInputBytes), then a larger input, then a note.  The boards also carry the ranks' agreement
-// (BoardMeeting): the note says what the rank says about the call (the
-// caller's vector, reduced with MIN), so that a call meets the other ranks
-// once: its input goes onto the board with its note, and where every note
-// says the one-shot, the one-shot reduces it with no second meeting.  A
-// known one-shot (KnownOneShot) needs no note: its key says it all.
+// kBoardHeadInputBytes), then a larger input, then a note.  The boards
+// also carry the ranks' agreement (BoardMeeting): the note says what the
+// rank says about the call (the caller's vector, reduced with MIN), so
+// that a call meets the other ranks once: its input goes onto the board
+// with its note, and where every note says the one-shot, the one-shot
+// reduces it with no second meeting.  A known one-shot (KnownOneShot)
+// needs no note: its key says it all.
 // Liveness (a peer that exited, a timeout) is the caller's (it knows the
 // processes): waiting_for() names the rank not yet there.
 #pragma once
