@@ -714,8 +714,10 @@ int CollectiveTask::finish_ring(Status s) {
         return raise_error(s == Status::mismatch ? MPI_ERR_COUNT : MPI_ERR_OTHER);
     }
     Stats& stats = process_stats();
-    stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
-    stats.ring_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
+    if (algorithm_ != RingAlgorithm::one_shot || !run_) {  // (a one-shot's run counted them: count_one_shot)
+        stats.ring_calls.fetch_add(1, std::memory_order_relaxed);
+        stats.ring_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
+    }
     if (call_.kind == Collective::reduce_scatter) stats.reduce_scatter_calls.fetch_add(1, std::memory_order_relaxed);
     if (call_.kind == Collective::allgather) stats.allgather_calls.fetch_add(1, std::memory_order_relaxed);
     if (device_engine_ && device_engine_->mode() == DeviceEngine::Mode::direct)

@@ -243,7 +243,7 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
         c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);
         return raise_mpi_error(c.task.call().comm, rc);
     }
-    engine().add(call);
+    engine().add(c.shared_from_this());
     engine().progress(true);
     return MPI_SUCCESS;
 }
@@ -297,24 +297,27 @@ PersistentRegistry& persistent_registry() {
 }
 
 // Each thread's last lookup: a loop of MPI_Start and MPI_Wait on one
-// request asks for it twice a call, without the mutex.  (Weak: a thread's
-// cache must not keep a freed call, nor destroy one after MPI_Finalize.)
+// request asks for it twice a call, without the mutex (or a reference
+// count's locked additions).
 struct LastFound {
     MPI_Request request = MPI_REQUEST_NULL;
     uint64_t version = ~uint64_t(0);
-    std::weak_ptr<NonblockingCall> call;
+    NonblockingCall* call = nullptr;
 };
 thread_local LastFound t_last_found;
 
-CallPtr find_persistent(MPI_Request request) {
+// The live persistent call of `request`, or null.  Valid while the
+// registry holds it: until MPI_Request_free of the request, which MPI does
+// not let a program make while it uses the request otherwise.
+NonblockingCall* find_persistent(MPI_Request request) {
     PersistentRegistry& reg = persistent_registry();
     if (reg.live.load(std::memory_order_acquire) == 0) return nullptr;
     LastFound& last = t_last_found;
     const uint64_t version = reg.version.load(std::memory_order_acquire);
-    if (last.version == version && last.request == request) return last.call.lock();
+    if (last.version == version && last.request == request) return last.call;
     std::lock_guard<std::mutex> lock(reg.mutex);
     auto it = reg.calls.find(request);
-    CallPtr found = it == reg.calls.end() ? nullptr : it->second;
+    NonblockingCall* found = it == reg.calls.end() ? nullptr : it->second.get();
     last.request = request, last.version = reg.version.load(std::memory_order_relaxed), last.call = found;
     return found;
 }
@@ -387,9 +390,9 @@ int init_persistent(const CollectiveCall& given, MPI_Request* request, const std
 }
 
 int start_request(MPI_Request* request) {
-    CallPtr call = request ? find_persistent(*request) : nullptr;
-    if (!call) return pmpi::start(request);
-    NonblockingCall& c = *call;
+    NonblockingCall* found = request ? find_persistent(*request) : nullptr;
+    if (!found) return pmpi::start(request);
+    NonblockingCall& c = *found;
     if (c.active) {  // (the MPI would say so of its carrier, which a call alone has not started)
         NEXAR_ERROR("MPI_Start: %s's request is active already (started, and not completed since)",
                     c.task.call().name);
@@ -418,7 +421,7 @@ int start_request(MPI_Request* request) {
     if (!c.carrier_started && start_carrier(c) != MPI_SUCCESS)  // (something went in flight just now)
         NEXAR_ERROR("%s: MPI could not start its persistent request (its completion calls may return early)",
                     c.task.call().name);
-    engine().add(call);
+    engine().add(c.shared_from_this());
     engine().progress(true);
     return MPI_SUCCESS;
 }
@@ -450,8 +453,9 @@ bool complete_alone(MPI_Request request, bool wait) { return engine().complete_a
 
 int take_persistent_error(MPI_Request request) {
     if (request == MPI_REQUEST_NULL) return MPI_SUCCESS;
-    CallPtr call = find_persistent(request);
-    return call ? call->unreported_error.exchange(MPI_SUCCESS, std::memory_order_acq_rel) : MPI_SUCCESS;
+    NonblockingCall* call = find_persistent(request);
+    if (!call || call->unreported_error.load(std::memory_order_acquire) == MPI_SUCCESS) return MPI_SUCCESS;
+    return call->unreported_error.exchange(MPI_SUCCESS, std::memory_order_acq_rel);
 }
 
 }  // namespace nexar

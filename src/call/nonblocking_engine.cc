@@ -188,7 +188,8 @@ void Engine::complete_request(NonblockingCall& c, bool listed) {
         PMPI_Grequest_complete(c.request);
     }
     if (c.device) device_calls_.fetch_sub(1, std::memory_order_relaxed);
-    if (listed) in_flight_.fetch_sub(1, std::memory_order_release);
+    if (!listed) return;  // (a call alone: no wait_progressing counts on it)
+    in_flight_.fetch_sub(1, std::memory_order_release);
     completions.fetch_add(1, std::memory_order_release);
 }
 

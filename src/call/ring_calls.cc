@@ -161,7 +161,7 @@ KnownOneShotRun::KnownOneShotRun(CommContext& ctx, const RingOptions& opt, uint6
                recvbuf, count, type, op),
       bytes_(count * datatype_size(type)) {}
 
-void KnownOneShotRun::account() const { count_known_one_shot(uint64_t(bytes_)); }
+void KnownOneShotRun::account() const { count_one_shot(uint64_t(bytes_), true); }
 
 namespace {
 const char* one_shot_what(const OneShotBlocks* blocks) {
@@ -176,11 +176,8 @@ OneShotRun::OneShotRun(CommContext& ctx, const void* src, void* recvbuf, size_t 
                met ? met->sequence() : ctx.next_one_shot(), src, recvbuf, count, type, op, met != nullptr, blocks),
       bytes_(count * datatype_size(type)) {}
 
-void OneShotRun::account() const {
-    Stats& stats = process_stats();
-    stats.shm_bytes.fetch_add(uint64_t(bytes_), std::memory_order_relaxed);
-    stats.one_shot_calls.fetch_add(1, std::memory_order_relaxed);
-}
+// (Its ring_calls and ring_bytes too: CollectiveTask::finish_ring leaves them.)
+void OneShotRun::account() const { count_one_shot(uint64_t(bytes_), false); }
 
 namespace {
 const char* ipc_what(IpcPart part) {

@@ -184,7 +184,7 @@ public:
     bool valid() const { return op_.valid(); }
     bool taken() const { return op_.taken(); }
     // Its stats as a one-shot's that met once (AgreementRun, OneShotRun),
-    // its ring_calls and ring_bytes too (count_known_one_shot).
+    // its ring_calls and ring_bytes too (count_one_shot).
     void account() const override;
 
 private:

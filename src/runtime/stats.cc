@@ -7,16 +7,17 @@ namespace nexar {
 
 namespace {
 
-// One thread's known one-shots: written by that thread only (a load and a
-// store, no locked add), read by any.
+// One thread's one-shots: written by that thread only (a load and a
+// store, no locked add), read by any.  `known`: those of them that were
+// known one-shots.
 struct KnownOneShotCounts {
-    std::atomic<uint64_t> calls{0}, bytes{0};
+    std::atomic<uint64_t> calls{0}, bytes{0}, known{0};
 };
 // Every live thread's counts, and what threads that ended had counted.
 struct KnownOneShotRegistry {
     std::mutex mutex;
     std::vector<KnownOneShotCounts*> threads;
-    uint64_t ended_calls = 0, ended_bytes = 0;
+    uint64_t ended_calls = 0, ended_bytes = 0, ended_known = 0;
 };
 KnownOneShotRegistry& known_registry() {
     static auto* r = new KnownOneShotRegistry;  // never destroyed: threads may end after exit() began
@@ -34,39 +35,46 @@ struct ThreadKnownOneShots {
         std::lock_guard<std::mutex> lock(r.mutex);
         r.ended_calls += counts.calls.load(std::memory_order_relaxed);
         r.ended_bytes += counts.bytes.load(std::memory_order_relaxed);
+        r.ended_known += counts.known.load(std::memory_order_relaxed);
         for (size_t i = 0; i < r.threads.size(); ++i)
             if (r.threads[i] == &counts) r.threads.erase(r.threads.begin() + long(i));
     }
 };
 thread_local ThreadKnownOneShots t_known_one_shots;
 
-void known_one_shot_totals(uint64_t* calls, uint64_t* bytes) {
+void one_shot_totals(uint64_t* calls, uint64_t* bytes, uint64_t* known) {
     KnownOneShotRegistry& r = known_registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    *calls = r.ended_calls, *bytes = r.ended_bytes;
+    *calls = r.ended_calls, *bytes = r.ended_bytes, *known = r.ended_known;
     for (const KnownOneShotCounts* c : r.threads) {
         *calls += c->calls.load(std::memory_order_relaxed);
         *bytes += c->bytes.load(std::memory_order_relaxed);
+        *known += c->known.load(std::memory_order_relaxed);
     }
+}
+
+void add_here(std::atomic<uint64_t>& counter, uint64_t n) {
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
 
 }  // namespace
 
-void count_known_one_shot(uint64_t bytes) {
+void count_one_shot(uint64_t bytes, bool known) {
     KnownOneShotCounts& c = t_known_one_shots.counts;
-    c.calls.store(c.calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    c.bytes.store(c.bytes.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+    add_here(c.calls, 1);
+    add_here(c.bytes, bytes);
+    if (known) add_here(c.known, 1);
 }
 
 uint64_t stats_value(const Stats& s, std::atomic<uint64_t> Stats::*member) {
     uint64_t v = (s.*member).load();
-    const bool calls = member == &Stats::ring_calls || member == &Stats::one_shot_calls ||
-                       member == &Stats::board_agreements || member == &Stats::known_one_shots;
+    const bool calls = member == &Stats::ring_calls || member == &Stats::one_shot_calls;
+    const bool known = member == &Stats::board_agreements || member == &Stats::known_one_shots;
     const bool bytes = member == &Stats::ring_bytes || member == &Stats::shm_bytes;
-    if (calls || bytes) {
-        uint64_t known_calls = 0, known_bytes = 0;
-        known_one_shot_totals(&known_calls, &known_bytes);
-        v += calls ? known_calls : known_bytes;
+    if (calls || known || bytes) {
+        uint64_t one_shot_calls = 0, one_shot_bytes = 0, known_calls = 0;
+        one_shot_totals(&one_shot_calls, &one_shot_bytes, &known_calls);
+        v += calls ? one_shot_calls : known ? known_calls : one_shot_bytes;
     }
     return v;
 }

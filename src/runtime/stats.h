@@ -54,12 +54,13 @@ struct Stats {
 // part of them is counted apart.
 Stats& process_stats();
 
-// A known one-shot of `bytes` that every rank took (call/known_one_shot.h):
-// counted in this thread's own counters, with no locked instruction (six
-// atomic additions cost a sixth of an 8-byte call), and added at reading
-// to ring_calls, ring_bytes, shm_bytes, one_shot_calls, board_agreements
-// and known_one_shots.
-void count_known_one_shot(uint64_t bytes);
+// A one-shot of `bytes` (algo/one_shot.h) that finished: counted in this
+// thread's own counters, with no locked instruction (six atomic additions
+// cost a sixth of an 8-byte call), and added at reading to ring_calls,
+// ring_bytes, shm_bytes and one_shot_calls; a known one-shot
+// (call/known_one_shot.h, `known`) to board_agreements and
+// known_one_shots as well.
+void count_one_shot(uint64_t bytes, bool known);
 
 // The counters by name, in the order of the NEXAR_STATS line (DESIGN.md:
 // fields are only ever appended): the line and nexar_get_counter() both
