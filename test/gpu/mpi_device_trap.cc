@@ -10,6 +10,7 @@
 #include "mpi_device_trap.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include "../mpi/persistent.h"
 
@@ -31,6 +32,9 @@ void check(const char* name, const void* sendbuf, const void* recvbuf) {
     fprintf(stderr, "FAIL rank %d: a device buffer reached P%s of an MPI that does not know CUDA (%s)\n", rank, name,
             on_device(sendbuf) ? "sendbuf" : "recvbuf");
     fflush(stderr);
+    // MPICH's launcher drops what it has not forwarded yet once MPI_Abort
+    // starts killing (the line went missing once in a CI run): give it a moment.
+    usleep(300000);
     PMPI_Abort(MPI_COMM_WORLD, 5);
 }
 
