@@ -86,6 +86,12 @@ int start_carrier(NonblockingCall& c) {
     return rc;
 }
 
+void start_carrier_late(NonblockingCall& c) {
+    if (start_carrier(c) != MPI_SUCCESS)
+        NEXAR_ERROR("%s: MPI could not start its persistent request (its completion calls may return early)",
+                    c.task.call().name);
+}
+
 void complete_carrier(NonblockingCall& c) {
     if (!c.carrier_started) return;  // a call that ran alone: the MPI sees its request inactive
     c.carrier_started = false;
@@ -418,9 +424,7 @@ int start_request(MPI_Request* request) {
     // other calls on the communicator.
     if (c.mpi_each_start && !c.ctx) post_fall_back(c);
     if (alone && engine().start_alone(c)) return MPI_SUCCESS;
-    if (!c.carrier_started && start_carrier(c) != MPI_SUCCESS)  // (something went in flight just now)
-        NEXAR_ERROR("%s: MPI could not start its persistent request (its completion calls may return early)",
-                    c.task.call().name);
+    if (!c.carrier_started) start_carrier_late(c);  // (something went in flight just now)
     engine().add(c.shared_from_this());
     engine().progress(true);
     return MPI_SUCCESS;

@@ -231,9 +231,7 @@ bool Engine::complete_alone(MPI_Request request, bool wait) {
 }
 
 void Engine::list_alone(NonblockingCall& c) {
-    if (start_carrier(c) != MPI_SUCCESS)
-        NEXAR_ERROR("%s: MPI could not start its persistent request (its completion calls may return early)",
-                    c.task.call().name);
+    start_carrier_late(c);
     add(c.shared_from_this());
 }
 

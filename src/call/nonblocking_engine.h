@@ -253,6 +253,8 @@ void finish_inner(NonblockingCall& c);
 // A persistent call's carrier starts, and completes where it was started
 // (call/nonblocking.cc).
 int start_carrier(NonblockingCall& c);
+// ...after the call started (it ran alone so far): a failure is only said.
+void start_carrier_late(NonblockingCall& c);
 void complete_carrier(NonblockingCall& c);
 // Moves the MPI's own requests along once (while a call alone is waited on).
 void nudge_mpi();
