@@ -23,6 +23,8 @@
 #   - both networks (NEXAR_NET=auto): timed at setup, each call on the
 #     faster for its size, the same on every rank (a test crossover makes
 #     one run take both);
+#   - a second `up` is refused while a cluster is up; one whose holders
+#     were killed (a run that ended without `down`) is removed by the next;
 #   - mismatched counts across nodes: MPI_ERR_COUNT on every rank, no hang;
 #   - a whole node dies (Open MPI only), or hangs, in the middle of a ring: rank 0, on the
 #     other node, gets an error within NEXAR_TIMEOUT_S;
@@ -275,6 +277,21 @@ grep -aE '^[0-9]+ [^ ]+ [0-9]+$' "$log" | awk -v root="$root_dev" '
 "$nxc" exec 1 test -e /dev/shm/nxc-visibility && fail "node 1 sees node 0's /dev/shm"
 [ -e /dev/shm/nxc-visibility ] && fail "the root namespace sees node 0's /dev/shm"
 "$nxc" exec 0 rm -f /dev/shm/nxc-visibility
+
+# --- A cluster up is never torn down by another `up`; one left over by a
+# run killed before its `down` (a timeout, the end of a harness's session)
+# does not block later runs: the next `up` removes it. ---
+echo "== a live cluster is refused, a left-over one removed"
+"$nxc" up 2 >"$log" 2>&1 && fail "a second 'up' succeeded while the cluster was up"
+grep -q "already up" "$log" || { cat "$log"; fail "a second 'up' did not say a cluster is up"; }
+state=${NXC_STATE:-/run/nexar-cluster}
+# shellcheck disable=SC2046
+kill -KILL $(cat "$state"/node*.pid)  # the holders die; namespaces and state stay
+for t in $(seq 50); do "$nxc" status | grep -q '^no cluster is up (one left over' && break; sleep 0.1; done
+"$nxc" status | grep -q '^no cluster is up (one left over' || { "$nxc" status; fail "status does not call the dead cluster left over"; }
+"$nxc" up 2 >"$log" 2>&1 || { cat "$log"; fail "'up' over a left-over cluster failed"; }
+grep -q "removing a cluster left over" "$log" || { cat "$log"; fail "'up' did not say it removed a left-over cluster"; }
+holders+=" $(cat "$state"/node*.pid)"
 
 # --- Correctness at several placements.  Up to 4 ranks busy-poll on the
 # cores of this machine: small case counts. ---
