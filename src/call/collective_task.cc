@@ -358,8 +358,17 @@ TaskStep CollectiveTask::plan() {
     return TaskStep::agree;
 }
 
+bool CollectiveTask::meets_on_boards() const {
+    if (!ctx_->boards_ready()) return false;
+    if (!nonblocking_) return true;
+    // A nonblocking call only where it may take the one-shot: it meets at
+    // its turn on the context (call/nonblocking_engine.h), no sooner, which
+    // costs a larger call the agreement's overlap with the calls before it.
+    return !persistent_ && one_shot_size();
+}
+
 RingCallRun* CollectiveTask::board_meeting() {
-    if (nonblocking_ || !ctx_->boards_ready()) return nullptr;
+    if (!meets_on_boards()) return nullptr;
     // The input goes along where this rank could take the one-shot: where
     // every rank could, decide_route picks it, and every input is there.
     // (Its slot holds any vector within the one-shot's limit.)

@@ -106,6 +106,11 @@ public:
     // agreement with the MPI).  The driver polls it to its end, then calls
     // met().
     RingCallRun* board_meeting();
+    // Whether board_meeting() meets (after plan() said agree; alike on
+    // every rank): a blocking call wherever the context has boards, a
+    // nonblocking one (not persistent) where it is small enough for the
+    // one-shot too.
+    bool meets_on_boards() const;
     // Step 2 after a board meeting, with its status: as agreed().
     TaskStep met(Status meeting_status);
     // Step 2: agree (again: some rank had released its inboxes, and every

@@ -236,9 +236,10 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
     c.task.end_planning();
     int rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
+    c.meets_on_boards = c.task.meets_on_boards();
     if (rc == MPI_SUCCESS) {
         c.request = *request;
-        if ((rc = post_agreement(c)) != MPI_SUCCESS) {
+        if (!c.meets_on_boards && (rc = post_agreement(c)) != MPI_SUCCESS) {
             PMPI_Grequest_complete(*request);
             pmpi::request_free(request);
         }

@@ -55,8 +55,8 @@ void Engine::add(CallPtr c) {
 }
 
 // After the agreement: what every rank does with the call (the same on all).
-void Engine::decide(NonblockingCall& c) {
-    c.next = c.task.agreed();  // never agree: a nonblocking task falls back instead
+void Engine::decide(NonblockingCall& c, TaskStep next) {
+    c.next = next;  // never agree: a nonblocking task falls back instead (a void meeting meets again: meet_step)
     if (c.next == TaskStep::done) {
         c.result = c.task.result();
         c.raise = true;
@@ -81,7 +81,7 @@ bool Engine::agree_step(NonblockingCall& c, bool may_call_mpi) {
         }
         if (c.exchange->finished()) {
             c.exchange.reset();
-            decide(c);
+            decide(c, c.task.agreed());
             return true;
         }
         return moved;
@@ -94,8 +94,33 @@ bool Engine::agree_step(NonblockingCall& c, bool may_call_mpi) {
         c.stage = Stage::complete;
         return true;
     }
-    if (flag) decide(c);
+    if (flag) decide(c, c.task.agreed());
     return flag != 0;
+}
+
+// The agreement on the boards, with the input (its turn has come: no
+// earlier call of the context is undecided or busy).  Its stall checks as
+// a run's (run_step).
+bool Engine::meet_step(NonblockingCall& c) {
+    if (!c.meeting && !(c.meeting = c.task.board_meeting())) {
+        // (Not on any rank: the boards and the call's size are alike.)
+        NEXAR_ERROR("%s on communicator context %u: its meeting on the boards could not be made", c.task.call().name,
+                    c.ctx->id());
+        c.result = MPI_ERR_INTERN;
+        c.raise = true;
+        c.stage = NonblockingCall::Stage::complete;
+        return true;
+    }
+    bool moved = false;
+    Status s = c.meeting->poll(&moved, c.task.error());
+    if (ok(s) && !c.meeting->finished() && c.idle.after_round(moved))
+        s = c.meeting->check_stall(c.idle.idle_since(), c.task.error());
+    if (ok(s) && !c.meeting->finished()) return moved;
+    c.meeting = nullptr;
+    c.idle = IdleBackoff(kEngineRoundsBetweenChecks);
+    const TaskStep next = c.task.met(s);
+    if (next != TaskStep::agree) decide(c, next);  // (agree: a peer took the sequence otherwise; the next round meets again)
+    return true;
 }
 
 bool Engine::run_step(NonblockingCall& c) {
@@ -118,7 +143,10 @@ bool Engine::step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy,
     int flag = 0;
     switch (c.stage) {
         case Stage::agreeing:
-            // Decisions in start order: fallbacks are posted in it.
+            // Decisions in start order: fallbacks are posted in it.  A
+            // meeting on the boards takes the context's next board
+            // sequence: at its turn.
+            if (c.meets_on_boards) return !earlier_undecided && !earlier_busy && meet_step(c);
             return !earlier_undecided && agree_step(c, may_call_mpi);
         case Stage::decided:
             if (c.next == TaskStep::fall_back) {
@@ -281,7 +309,13 @@ bool Engine::progress(bool may_call_mpi, bool wait_for_lock) {
     for (const CallPtr& c : calls_) {
         Seen& seen = seen_of(c->ctx);
         if (c->device && api) api->set_device(c->device_id);
-        moved |= step(*c, seen.undecided, seen.busy, may_call_mpi);
+        // Its next steps at once, while each takes it to another stage (a
+        // small call's meeting, run and finish, where its peers are there).
+        for (Stage before = c->stage; step(*c, seen.undecided, seen.busy, may_call_mpi);) {
+            moved = true;
+            if (c->stage == before || c->stage == Stage::complete) break;
+            before = c->stage;
+        }
         seen.undecided |= c->stage == Stage::agreeing;
         // A later ring waits only for earlier calls that (may) run a ring on
         // the context: a fallback runs in MPI, on the duplicate.

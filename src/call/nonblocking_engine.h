@@ -93,6 +93,10 @@ struct NonblockingCall : std::enable_shared_from_this<NonblockingCall> {
     TaskStep next = TaskStep::agree;           // once decided: run, fall_back or done
     std::optional<UcxRingExchange> exchange;   // the agreement over UCX
     MPI_Request agreement = MPI_REQUEST_NULL;  // ... or over MPI (communicators too large for it)
+    // ... or on the context's boards, with the input, at the call's turn
+    // (CollectiveTask::meets_on_boards): its meeting once it has begun.
+    bool meets_on_boards = false;
+    RingCallRun* meeting = nullptr;
     MPI_Request inner = MPI_REQUEST_NULL;
     // The inner call's device buffers in host memory (an MPI that does not
     // know CUDA), copied back when it completes.
@@ -192,8 +196,10 @@ private:
     }
     bool step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy, bool may_call_mpi);
     bool agree_step(NonblockingCall& c, bool may_call_mpi);
+    bool meet_step(NonblockingCall& c);
     bool run_step(NonblockingCall& c);
-    void decide(NonblockingCall& c);
+    // After the agreement: `next` (the task's agreed() or met()).
+    void decide(NonblockingCall& c, TaskStep next);
     std::vector<CallPtr> take_finished();
     void complete(std::vector<CallPtr>& done);
     // Completes c's request (c out of the list; `listed`: it was in it).

@@ -43,6 +43,10 @@
 //      the same inputs; every start counted as a one-shot (none passed
 //      through or fell back: with the learnt threshold too); a second
 //      MPI_Start of an active request is an error (MPI_ERR_REQUEST).
+//   8. nonblocking allreduces of 4 and 16 KiB, one or two in flight, in
+//      place and not: each result the MPI's own of the same inputs, and
+//      each call one meeting on the boards with its input, counted as a
+//      meeting and a one-shot (none passed through or fell back).
 // --expect-known (with NEXAR_THRESHOLD_BYTES=0): calls must have taken the
 // known one-shot (known_one_shots grew), every one also counted as a
 // one-shot and a meeting on the boards.
@@ -267,6 +271,50 @@ void small_persistent() {
 }
 #endif
 
+// 8. Nonblocking allreduces small enough for the one-shot, from 4 KiB
+// (where such calls are nexar's with the learnt threshold too): one or two
+// in flight, in place and not, each result the MPI's own of the same
+// inputs; each call meets the other ranks once, on the boards, with its
+// input (counted as a meeting and a one-shot; none passed through or fell
+// back).
+void small_nonblocking() {
+    const int counts[] = {512, 2048};  // 4 and 16 KiB of doubles
+    for (int n : counts)
+        for (int in_place = 0; in_place < 2; ++in_place) {
+            const uint64_t one_shots0 = counter("one_shot_calls"), met0 = counter("board_agreements"),
+                           passed0 = counter("passthrough_calls"), fell0 = counter("fallback_calls");
+            std::vector<double> in[2], out[2], want[2];
+            int calls = 0;
+            for (int round = 0; round < 10; ++round) {
+                const int at_once = round % 2 + 1;
+                MPI_Request reqs[2];
+                for (int k = 0; k < at_once; ++k) {
+                    in[k].assign(size_t(n), 0), want[k].assign(size_t(n), 0), out[k].assign(size_t(n), -99);
+                    fill(in[k], n, round * 2 + k, g_rank);
+                    own_mpi(PMPI_Allreduce)(in[k].data(), want[k].data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+                    if (in_place) out[k] = in[k];
+                }
+                for (int k = 0; k < at_once; ++k, ++calls)
+                    MPI_Iallreduce(in_place ? MPI_IN_PLACE : in[k].data(), out[k].data(), n, MPI_DOUBLE, MPI_SUM,
+                                   MPI_COMM_WORLD, &reqs[k]);
+                if (at_once == 1) MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+                else MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+                for (int k = 0; k < at_once; ++k)
+                    if (out[k] != want[k])
+                        fail("MPI_Iallreduce double SUM of " + std::to_string(n) + " items" +
+                             (in_place ? " in place" : "") + ", round " + std::to_string(round) + " (" +
+                             std::to_string(at_once) + " in flight): not the MPI's result");
+            }
+            const uint64_t one_shots = counter("one_shot_calls") - one_shots0, met = counter("board_agreements") - met0,
+                           passed = counter("passthrough_calls") - passed0, fell = counter("fallback_calls") - fell0;
+            if (one_shots != uint64_t(calls) || met != uint64_t(calls) || passed || fell)
+                fail("MPI_Iallreduce double SUM of " + std::to_string(n) + " items" + (in_place ? " in place" : "") +
+                     ": " + std::to_string(calls) + " calls counted " + std::to_string(one_shots) + " one-shots, " +
+                     std::to_string(met) + " meetings on the boards, " + std::to_string(passed) +
+                     " passed through, " + std::to_string(fell) + " fell back (each must be one meeting, the one-shot)");
+        }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -402,6 +450,8 @@ int main(int argc, char** argv) {
 #ifdef NB_ALLREDUCE_INIT
     small_persistent();
 #endif
+    // 8. Small nonblocking allreduces.
+    small_nonblocking();
 
     int total = 0;
     own_mpi(PMPI_Allreduce)(&g_errors, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
