@@ -55,8 +55,10 @@ TaskStep CollectiveTask::check_call() {
     // Nonblocking calls are not timed (decide/path_learner.h): with the
     // threshold learnt, they take the ring from a size of their own.
     // (A persistent allreduce, from any size, where it is the one-shot:
-    // init_persistent; its start publishes its input, as a blocking call's.)
-    if (below_nonblocking_floor() && !(persistent_ && allreduce)) return TaskStep::pass_through;
+    // init_persistent; its start publishes its input, as a blocking call's.
+    // A nonblocking one, from any size, where it meets on the boards:
+    // plan(), once the context is known.)
+    if (below_nonblocking_floor() && !allreduce) return TaskStep::pass_through;
     return TaskStep::agree;
 }
 
@@ -316,7 +318,11 @@ TaskStep CollectiveTask::plan() {
         return TaskStep::pass_through;
     }
     ctx_ = rt_.context_for(call_.comm, &error_);
+    size_ = ctx_->size();
     if (learnt_mpi()) return TaskStep::pass_through;
+    // Below their floor, nonblocking allreduces are nexar's only where their
+    // agreement and input meet on the boards at once (alike on every rank).
+    if (below_nonblocking_floor() && !persistent_ && !meets_on_boards()) return TaskStep::pass_through;
     // A blocking call that may take the ring first completes the
     // nonblocking calls started before it on its communicator: they come
     // first in MPI's order, in the context's ring sequence, and in the use
@@ -367,12 +373,16 @@ bool CollectiveTask::meets_on_boards() const {
     return !persistent_ && one_shot_size();
 }
 
+bool CollectiveTask::one_shot_input_planned() const {
+    return meets_on_boards() && plan_.ready && plan_.shm && one_shot_size();
+}
+
 RingCallRun* CollectiveTask::board_meeting() {
     if (!meets_on_boards()) return nullptr;
     // The input goes along where this rank could take the one-shot: where
     // every rank could, decide_route picks it, and every input is there.
     // (Its slot holds any vector within the one-shot's limit.)
-    input_on_board_ = plan_.ready && plan_.shm && one_shot_size();
+    input_on_board_ = one_shot_input_planned();
     const size_t input_bytes = OneShotAllreduce::input_bytes(one_shot_blocks(), me_, ring_count_, element_.type);
     meeting_.emplace(*ctx_, opt_, reinterpret_cast<int64_t*>(&agreement_), agreement_fields(),
                      input_on_board_ ? one_shot_input() : nullptr, input_on_board_ ? input_bytes : 0);
@@ -526,6 +536,10 @@ TaskStep CollectiveTask::decide_route() {
         algorithm_ = RingAlgorithm::hierarchical;
     else
         algorithm_ = RingAlgorithm::flat;
+    // Below their floor nonblocking calls are nexar's only as the one-shot
+    // (they met on the boards to learn whether every rank can take it).
+    if (below_nonblocking_floor() && !persistent_ && algorithm_ != RingAlgorithm::one_shot)
+        return route_to_mpi("below the nonblocking calls' floor nexar takes only the one-shot");
     NEXAR_TRACE("%s of %zu bytes on communicator context %u: %s%s%s", call_.name, bytes_, ctx_->id(),
                 ring_algorithm_name(algorithm_), needs_network ? ", network " : "",
                 needs_network ? CommContext::network_name(net_) : "");
@@ -629,18 +643,26 @@ DeviceEngine& CollectiveTask::new_device_engine() {
                                   rt_.device_wire(), cfg_.gpu_profile);
 }
 
+namespace {
+template <class Run>
+RingCallRun* valid_or_null(Run& run) {
+    return run.valid() ? &run : nullptr;
+}
+}  // namespace
+
 // The agreed algorithm on the agreed channels (null: arguments no ring takes).
 RingCallRun* CollectiveTask::build_run() {
     const DataType type = element_.type;
     const ReduceOp op = element_.op;
     switch (algorithm_) {
         case RingAlgorithm::ipc_hierarchical:
-            ipc_hier_run_.emplace(*ctx_, net_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_,
-                                  ring_count_, type, op, opt_);
-            return ipc_hier_run_->valid() ? &*ipc_hier_run_ : nullptr;
+            return valid_or_null(run_storage_.emplace<IpcHierarchicalRun>(*ctx_, net_, new_device_engine(), src_,
+                                                                          call_.recvbuf, src_ipc_, recv_ipc_,
+                                                                          ring_count_, type, op, opt_));
         case RingAlgorithm::ipc: {
             if (call_.kind == Collective::allreduce)
-                return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_);
+                return &run_storage_.emplace<IpcRun>(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_,
+                                                     type, op, opt_);
             // The MPI's blocks, by rank; the reduce-scatter's result goes to
             // recvbuf, the allgather's own block comes from sendbuf.
             IpcLayout blocks;
@@ -649,19 +671,21 @@ RingCallRun* CollectiveTask::build_run() {
             if (scatter) blocks.own_out = static_cast<char*>(call_.recvbuf);
             if (scatter && in_place_) blocks.own_out = ipc_scratch_, blocks.final_out = static_cast<char*>(call_.recvbuf);
             if (!scatter && !in_place_) blocks.own_in = static_cast<const char*>(call_.sendbuf);
-            return &ipc_run_.emplace(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op, opt_,
-                                     scatter ? IpcPart::reduce_scatter : IpcPart::allgather, blocks);
+            return &run_storage_.emplace<IpcRun>(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type,
+                                                 op, opt_, scatter ? IpcPart::reduce_scatter : IpcPart::allgather,
+                                                 blocks);
         }
         case RingAlgorithm::one_shot:
             // After a board meeting, every rank's input is on its board (board_meeting).
-            one_shot_run_.emplace(*ctx_, one_shot_input(), call_.recvbuf, ring_count_, type, op, opt_,
-                                  meeting_ && input_on_board_ ? &*meeting_ : nullptr, one_shot_blocks());
-            return one_shot_run_->valid() ? &*one_shot_run_ : nullptr;
+            return valid_or_null(run_storage_.emplace<OneShotRun>(*ctx_, one_shot_input(), call_.recvbuf,
+                                                                  ring_count_, type, op, opt_,
+                                                                  meeting_ && input_on_board_ ? &*meeting_ : nullptr,
+                                                                  one_shot_blocks()));
         case RingAlgorithm::hierarchical: {
             RingOptions local_opt = opt_;
             local_opt.segment_bytes = cfg_.shm_segment_bytes();
-            hier_.emplace(*ctx_, net_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_);
-            return hier_->valid() ? &*hier_ : nullptr;
+            return valid_or_null(run_storage_.emplace<HierarchicalRun>(*ctx_, net_, src_, call_.recvbuf,
+                                                                       ring_count_, type, op, local_opt, opt_));
         }
         case RingAlgorithm::flat: break;
     }
@@ -671,9 +695,10 @@ RingCallRun* CollectiveTask::build_run() {
         engine = &new_device_engine();
     else
         engine = &host_engine_.emplace(type, op, ctx_->scratch(), ring_in_place_);
-    flat_.emplace(*ctx_, net_, agreement_.shm != 0, used_.mode, *engine, ring_src_, ring_recv_, layout_,
-                  collective_phases(call_.kind), type, op, opt_, own_chunk_out_);
-    return flat_->valid() ? &*flat_ : nullptr;
+    return valid_or_null(run_storage_.emplace<FlatRingRun>(*ctx_, net_, agreement_.shm != 0, used_.mode, *engine,
+                                                           ring_src_, ring_recv_, layout_,
+                                                           collective_phases(call_.kind), type, op, opt_,
+                                                           own_chunk_out_));
 }
 
 // In place, a reduce-scatter leaves this rank's block at its place in the

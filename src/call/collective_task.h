@@ -33,6 +33,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "call/call_plan.h"
 #include "call/collective.h"
@@ -111,6 +112,8 @@ public:
     // nonblocking one (not persistent) where it is small enough for the
     // one-shot too.
     bool meets_on_boards() const;
+    // ... and takes this rank's input along, for the one-shot.
+    bool one_shot_input_planned() const;
     // Step 2 after a board meeting, with its status: as agreed().
     TaskStep met(Status meeting_status);
     // Step 2: agree (again: some rank had released its inboxes, and every
@@ -282,12 +285,10 @@ private:
     bool input_on_board_ = false;            // ...carried this rank's input for the one-shot
     std::optional<HostEngine> host_engine_;  // before the runs: their channels use it
     std::optional<DeviceEngine> device_engine_;
-    std::optional<FlatRingRun> flat_;
-    std::optional<HierarchicalRun> hier_;
-    std::optional<OneShotRun> one_shot_run_;
+    // The routed algorithm's run (build_run): one at a time, so the task
+    // holds the largest, not all (a nonblocking call's task lives on the heap).
+    std::variant<std::monostate, FlatRingRun, HierarchicalRun, OneShotRun, IpcRun, IpcHierarchicalRun> run_storage_;
     OneShotBlocks one_shot_blocks_;  // its reduce-scatter's or allgather's blocks
-    std::optional<IpcRun> ipc_run_;
-    std::optional<IpcHierarchicalRun> ipc_hier_run_;
     nexar_ipc_memory src_ipc_{}, recv_ipc_{};  // the buffers as ipc_possible() exported them
     const char* ipc_why_ = "";  // why this rank's call cannot take IPC ("": it can, or not a device call)
     char* ipc_scratch_ = nullptr;  // an in-place reduce-scatter's result, until it goes into place

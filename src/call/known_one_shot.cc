@@ -39,6 +39,9 @@ constexpr int kKnownOneShots = 4;
 thread_local KnownOneShotCall t_one_shots[kKnownOneShots];
 thread_local int t_next_one_shot = 0;
 
+// Makes `task`'s call known to this thread (remember_one_shot).
+void remember(Runtime& rt, CollectiveTask& task);
+
 // The call's key on the boards: alike on every rank that makes the same
 // call; differs where the vector (its ring elements), their type, the op
 // or in-place-ness differs.
@@ -60,23 +63,50 @@ void count_in_learner(const Config& cfg, CommContext& ctx, const LearnShape& sha
     if (r.ends_round) end_learning_round(ctx, r, shape, "MPI_Allreduce", bytes, comm);
 }
 
-}  // namespace
-
-bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op,
-                        MPI_Comm comm, int* rc) {
+// The call's entry where this thread knows it and it may take the known
+// one-shot (its buffers, size and context), else null.
+const KnownOneShotCall* known_entry(const Runtime& rt, const void* sendbuf, const void* recvbuf, int64_t count,
+                                    MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
     const KnownOneShotCall* k = nullptr;
     for (const KnownOneShotCall& c : t_one_shots)
         if (c.comm == comm && c.datatype == dt && c.op == op) k = &c;
-    if (!k || k->generation != rt.context_generation()) return false;
+    if (!k || k->generation != rt.context_generation()) return nullptr;
+    const bool in_place = sendbuf == MPI_IN_PLACE;
+    const void* src = in_place ? recvbuf : sendbuf;
+    if (count <= 0 || uint64_t(count) * k->item_bytes > k->most_bytes || !src || !recvbuf ||
+        (!in_place && sendbuf == recvbuf) || sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM)
+        return nullptr;
+    if (rt.device_possible() && (src != k->host_send || recvbuf != k->host_recv)) return nullptr;
+    if (k->ctx->disabled() || k->ctx->failed()) return nullptr;  // the task sends such calls to the MPI
+    return k;
+}
+
+}  // namespace
+
+bool known_nonblocking_one_shot(const Runtime& rt, const CollectiveCall& call, KnownOneShotArgs* args) {
+    if (call.kind != Collective::allreduce) return false;
+    const KnownOneShotCall* k =
+        known_entry(rt, call.sendbuf, call.recvbuf, call.count, call.datatype, call.op, call.comm);
+    if (!k) return false;
+    const bool in_place = call.sendbuf == MPI_IN_PLACE;
+    args->ctx = k->ctx;
+    args->src = in_place ? call.recvbuf : call.sendbuf;
+    args->ring_count = size_t(call.count) * k->element.per_item;
+    args->key = key_of(args->ring_count, k->element, in_place);
+    args->type = k->element.type;
+    args->op = k->element.op;
+    args->bytes = uint64_t(call.count) * k->item_bytes;
+    return true;
+}
+
+bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op,
+                        MPI_Comm comm, int* rc) {
+    const KnownOneShotCall* k = known_entry(rt, sendbuf, recvbuf, count, dt, op, comm);
+    if (!k) return false;
     const bool in_place = sendbuf == MPI_IN_PLACE;
     const void* src = in_place ? recvbuf : sendbuf;
     const uint64_t bytes = uint64_t(count) * k->item_bytes;
-    if (count <= 0 || bytes > k->most_bytes || !src || !recvbuf || (!in_place && sendbuf == recvbuf) ||
-        sendbuf == MPI_BOTTOM || recvbuf == MPI_BOTTOM)
-        return false;
-    if (rt.device_possible() && (src != k->host_send || recvbuf != k->host_recv)) return false;
     CommContext& ctx = *k->ctx;
-    if (ctx.disabled() || ctx.failed()) return false;  // the task sends such calls to the MPI
     const Config& cfg = rt.config();
     // The learnt threshold: a size settled on nexar, or nexar's trial in
     // its class's round (timed as the task times it); else the fixed one.
@@ -133,8 +163,18 @@ bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t
 }
 
 void remember_one_shot(Runtime& rt, CollectiveTask& task) {
+    if (task.took_one_shot()) remember(rt, task);
+}
+
+void remember_nonblocking_one_shot(Runtime& rt, CollectiveTask& task) {
+    if (task.one_shot_input_planned()) remember(rt, task);
+}
+
+namespace {
+
+void remember(Runtime& rt, CollectiveTask& task) {
     const CollectiveCall& c = task.call();
-    if (c.kind != Collective::allreduce || !task.took_one_shot() || task.buffers().device()) return;
+    if (c.kind != Collective::allreduce || task.buffers().device()) return;
     if (!known_mpi_datatype(c.datatype)) return;  // a freed derived type's handle may come back as another type
     RingElement e;
     if (!map_mpi_call(c.datatype, c.op, &e) || mpi_forbids(c.datatype, c.op)) return;
@@ -158,5 +198,7 @@ void remember_one_shot(Runtime& rt, CollectiveTask& task) {
     k.host_recv = c.recvbuf;
     *slot = k;
 }
+
+}  // namespace
 
 }  // namespace nexar

@@ -24,16 +24,28 @@
 // learner's route() would), or the fixed one below it.  As the task does,
 // it first completes the nonblocking calls started before it on the
 // communicator.
+//
+// A nonblocking allreduce (call/nonblocking.h) may take it too, where
+// nothing else of nexar's is in flight: its start publishes, its wait
+// reduces (known_nonblocking_one_shot).  Such a call is nexar's at every
+// size within the one-shot's limit, on every rank (a nonblocking call's
+// route is not learnt), so the learner is not asked; where the keys
+// differ, every rank's call meets through its task at the next sequence.
 #pragma once
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
+
+#include "reduce/types.h"
 
 namespace nexar {
 
 class CollectiveTask;
+class CommContext;
 class Runtime;
+struct CollectiveCall;
 
 // The known one-shot of MPI_Allreduce: true when the call was handled
 // (*rc is its return code, success or the error raised through the
@@ -44,5 +56,22 @@ bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t
 // After a blocking allreduce's task: where it ran the one-shot, what a
 // later call like it needs.
 void remember_one_shot(Runtime& rt, CollectiveTask& task);
+// After a nonblocking allreduce's plan: where it will put its input on the
+// boards with its meeting (CollectiveTask::one_shot_input_planned), the same.
+void remember_nonblocking_one_shot(Runtime& rt, CollectiveTask& task);
+
+// What a known one-shot run of a nonblocking call needs (KnownOneShotRun).
+struct KnownOneShotArgs {
+    CommContext* ctx = nullptr;
+    const void* src = nullptr;  // the input (recvbuf in place)
+    size_t ring_count = 0;
+    uint64_t key = 0;
+    DataType type{};
+    ReduceOp op{};
+    uint64_t bytes = 0;
+};
+// True where this thread knows `call` (an MPI_Iallreduce) and it may take
+// the known one-shot: *args says how.
+bool known_nonblocking_one_shot(const Runtime& rt, const CollectiveCall& call, KnownOneShotArgs* args);
 
 }  // namespace nexar

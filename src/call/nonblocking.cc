@@ -10,6 +10,7 @@
 #include "algo/tag.h"
 #include "base/log.h"
 #include "call/collective_task.h"
+#include "call/known_one_shot.h"
 #include "call/mpi_staging.h"
 #include "call/nonblocking_engine.h"
 #include "call/pass_through.h"
@@ -214,6 +215,38 @@ int pass_through_or_staged(Runtime* rt, const CollectiveCall& given, MPI_Request
     return MPI_SUCCESS;
 }
 
+bool may_run_alone_here(const Runtime& rt);
+
+// A nonblocking allreduce this thread knows (call/known_one_shot.h), where
+// nothing else of nexar's is in flight: its start publishes its input with
+// its key, beside the engine (Engine::start_alone), and its wait reduces;
+// no plan, no agreement, no engine round.  True: started (*rc says how).
+bool start_known_alone(Runtime& rt, const CollectiveCall& given, MPI_Request* request, int* rc) {
+    KnownOneShotArgs k;
+    if (!may_run_alone_here(rt) || !engine().idle() || !known_nonblocking_one_shot(rt, given, &k)) return false;
+    auto call = std::make_shared<NonblockingCall>(rt, given, false);
+    NonblockingCall& c = *call;
+    *rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
+    if (*rc != MPI_SUCCESS) {
+        NEXAR_ERROR("%s: MPI could not make a request for it (error %d)", given.name, *rc);
+        *rc = raise_mpi_error(given.comm, *rc);
+        return true;
+    }
+    c.request = *request;
+    c.ctx = k.ctx;
+    c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);  // its inboxes stay while it is in flight
+    c.meets_on_boards = true;
+    RingOptions opt;
+    // (Moved only in MPI calls, a peer that computes delays it: no timeout.)
+    opt.timeout_s = rt.config().progress == ProgressMode::calls ? 0 : rt.config().timeout_s;
+    c.known.emplace(*k.ctx, opt, k.key, k.src, given.recvbuf, k.ring_count, k.type, k.op);
+    c.known_bytes = k.bytes;
+    *rc = MPI_SUCCESS;
+    if (engine().start_alone(c)) return true;
+    engine().add(call);
+    engine().progress(true);
+    return true;
+}
 
 }  // namespace
 
@@ -222,6 +255,8 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
     if (!rt) rt = Runtime::start_late(given.comm);
     if (!rt || !rt->config().enable || !rt->config().nonblocking || !request)
         return pass_through_or_staged(rt, own_block_as_in_place(given), request);
+    int known_rc = MPI_SUCCESS;
+    if (start_known_alone(*rt, given, request, &known_rc)) return known_rc;
     auto call = std::make_shared<NonblockingCall>(*rt, given, true);
     NonblockingCall& c = *call;
     switch (c.task.plan()) {
@@ -235,6 +270,7 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
     // In flight from here: the runtime keeps its context's inboxes.
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
     c.task.end_planning();
+    remember_nonblocking_one_shot(*rt, c.task);  // (the next like it may take the known one-shot)
     int rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
     c.meets_on_boards = c.task.meets_on_boards();
     if (rc == MPI_SUCCESS) {
@@ -259,12 +295,13 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
 
 namespace {
 
-// Whether a persistent call may run alone (Engine::start_alone): its
-// carrier then stays inactive in the MPI until nexar's own completion call
-// finishes it, so every completion call must reach nexar.  Not where a
-// library loaded before nexar defines one of them too (the calls that
-// tools make through PMPI_* would reach it, and the MPI would call the
-// request complete at once); and not under MPI_THREAD_MULTIPLE, where
+// Whether a call may run alone (Engine::start_alone): a persistent one's
+// carrier then stays inactive in the MPI, and a nonblocking one's request
+// incomplete, until nexar's own completion call finishes it, so every
+// completion call must reach nexar.  Not where a library loaded before
+// nexar defines one of them too (the calls that tools make through PMPI_*
+// would reach it: the MPI would call a carrier complete at once, and
+// nothing would move a nonblocking call); and not under MPI_THREAD_MULTIPLE, where
 // another thread's call could take the next board sequence while this
 // one's wait polls it outside the engine.
 bool may_run_alone_here(const Runtime& rt) {
@@ -449,6 +486,8 @@ int free_request(MPI_Request* request) {
         engine().drain([&](const NonblockingCall& c) { return &c == call.get(); });
         if (call->ctx && call->ctx->nonblocking_calls.fetch_sub(1) == 1)
             if (Runtime* rt = Runtime::get()) rt->release_orphan(call->ctx);
+    } else {
+        engine().take_in_alone();  // a nonblocking call alone, freed: the engine completes it
     }
     return pmpi::request_free(request);
 }

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "call/nonblocking.h"
 #include "mpi/pmpi.h"
+#include "runtime/job_report.h"
 #include "runtime/runtime.h"
 #include "runtime/stats.h"
 
@@ -101,7 +102,8 @@ bool Engine::agree_step(NonblockingCall& c, bool may_call_mpi) {
 // The agreement on the boards, with the input (its turn has come: no
 // earlier call of the context is undecided or busy).  Its stall checks as
 // a run's (run_step).
-bool Engine::meet_step(NonblockingCall& c) {
+bool Engine::meet_step(NonblockingCall& c, bool may_call_mpi) {
+    if (c.known) return known_step(c, may_call_mpi);
     if (!c.meeting && !(c.meeting = c.task.board_meeting())) {
         // (Not on any rank: the boards and the call's size are alike.)
         NEXAR_ERROR("%s on communicator context %u: its meeting on the boards could not be made", c.task.call().name,
@@ -120,6 +122,55 @@ bool Engine::meet_step(NonblockingCall& c) {
     c.idle = IdleBackoff(kEngineRoundsBetweenChecks);
     const TaskStep next = c.task.met(s);
     if (next != TaskStep::agree) decide(c, next);  // (agree: a peer took the sequence otherwise; the next round meets again)
+    return true;
+}
+
+// A known one-shot (call/known_one_shot.h): taken by every rank, it is
+// the call; else every rank's call plans its task, which meets at the
+// next sequence (planning asks the MPI: in an application thread's round).
+bool Engine::known_step(NonblockingCall& c, bool may_call_mpi) {
+    using Stage = NonblockingCall::Stage;
+    KnownOneShotRun& run = *c.known;
+    bool moved = false;
+    Status s = Status::ok;
+    if (run.valid()) {  // (valid on every rank alike: where not, every rank's task meets)
+        s = run.poll(&moved, c.task.error());
+        if (ok(s) && !run.finished() && c.idle.after_round(moved))
+            s = run.check_stall(c.idle.idle_since(), c.task.error());
+        if (ok(s) && !run.finished()) return moved;
+    }
+    if (!ok(s)) {
+        c.ctx->mark_failed();
+        NEXAR_ERROR("MPI_Iallreduce of %llu bytes on communicator context %u failed: %s: %s",
+                    (unsigned long long)c.known_bytes, c.ctx->id(), status_string(s), c.task.error()->c_str());
+        c.known.reset();
+        c.result = MPI_ERR_OTHER;
+        c.raise = true;
+        c.stage = Stage::complete;
+        return true;
+    }
+    if (run.valid() && run.taken()) {
+        run.account();
+        if (JobReport* report = job_report())
+            report->add_nexar(Collective::allreduce, CallMode::nonblocking,
+                              ReportCounts::shape(c.task.call().sendbuf == MPI_IN_PLACE, false), c.known_bytes,
+                              ReportPath::one_shot, -1);
+        c.known.reset();
+        c.result = MPI_SUCCESS;
+        c.stage = Stage::complete;
+        return true;
+    }
+    if (!may_call_mpi) return moved;
+    c.known.reset();
+    c.idle = IdleBackoff(kEngineRoundsBetweenChecks);
+    const TaskStep planned = c.task.plan();
+    c.task.end_planning();
+    if (planned == TaskStep::agree && c.task.meets_on_boards()) return true;  // it meets in its next step
+    // (Not on any rank: the known call's checks are the meeting's.)
+    NEXAR_WARN("MPI_Iallreduce on communicator context %u: its task did not plan a meeting after its known one-shot; "
+               "it goes to the MPI",
+               c.ctx->id());
+    decide(c, planned == TaskStep::done ? TaskStep::done : TaskStep::fall_back);
     return true;
 }
 
@@ -146,7 +197,7 @@ bool Engine::step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy,
             // Decisions in start order: fallbacks are posted in it.  A
             // meeting on the boards takes the context's next board
             // sequence: at its turn.
-            if (c.meets_on_boards) return !earlier_undecided && !earlier_busy && meet_step(c);
+            if (c.meets_on_boards) return !earlier_undecided && !earlier_busy && meet_step(c, may_call_mpi);
             return !earlier_undecided && agree_step(c, may_call_mpi);
         case Stage::decided:
             if (c.next == TaskStep::fall_back) {
@@ -259,7 +310,7 @@ bool Engine::complete_alone(MPI_Request request, bool wait) {
 }
 
 void Engine::list_alone(NonblockingCall& c) {
-    start_carrier_late(c);
+    if (c.persistent) start_carrier_late(c);  // (a nonblocking call's request is its own)
     add(c.shared_from_this());
 }
 

@@ -97,6 +97,10 @@ struct NonblockingCall : std::enable_shared_from_this<NonblockingCall> {
     // (CollectiveTask::meets_on_boards): its meeting once it has begun.
     bool meets_on_boards = false;
     RingCallRun* meeting = nullptr;
+    // ... or first as a known one-shot (call/known_one_shot.h): its task
+    // is planned only where the ranks' keys differ.
+    std::optional<KnownOneShotRun> known;
+    uint64_t known_bytes = 0;
     MPI_Request inner = MPI_REQUEST_NULL;
     // The inner call's device buffers in host memory (an MPI that does not
     // know CUDA), copied back when it completes.
@@ -136,7 +140,8 @@ using CallPtr = std::shared_ptr<NonblockingCall>;
 // thread that moves them along while the application computes.
 //
 // One call may run beside the list instead ("alone"): a persistent
-// one-shot (may_run_alone) started while nothing else is in flight.  Its
+// one-shot (may_run_alone), or a known nonblocking one-shot, started while
+// nothing else is in flight.  Its
 // start takes the context's next board sequence and publishes its input
 // at once; the application's MPI_Wait or MPI_Test on it polls it to its
 // end there (complete_alone), with no round of the engine, no lock and no
@@ -165,11 +170,11 @@ public:
         while (!idle_of(match)) idle.after_round(progress(true));
     }
     // At MPI_Start of a persistent call that may run alone (in the
-    // application's thread, its carrier not started): where nothing else
-    // is in flight, its run starts here and publishes its input; true (the
-    // call is alone, or in the list where another thread's call went alone
-    // meanwhile).  False: nothing done (the caller starts the carrier and
-    // adds it).
+    // application's thread, its carrier not started), or at the start of a
+    // known nonblocking one-shot: where nothing else is in flight, its run
+    // starts here and publishes its input; true (the call is alone, or in
+    // the list where another thread's call went alone meanwhile).  False:
+    // nothing done (the caller starts the carrier and adds it).
     bool start_alone(NonblockingCall& c);
     // The application waits on (`wait`) or tests `request`: where it is
     // the call alone, it is polled here, to its end or once.
@@ -196,7 +201,8 @@ private:
     }
     bool step(NonblockingCall& c, bool earlier_undecided, bool earlier_busy, bool may_call_mpi);
     bool agree_step(NonblockingCall& c, bool may_call_mpi);
-    bool meet_step(NonblockingCall& c);
+    bool meet_step(NonblockingCall& c, bool may_call_mpi);
+    bool known_step(NonblockingCall& c, bool may_call_mpi);
     bool run_step(NonblockingCall& c);
     // After the agreement: `next` (the task's agreed() or met()).
     void decide(NonblockingCall& c, TaskStep next);

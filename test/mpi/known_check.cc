@@ -43,10 +43,15 @@
 //      the same inputs; every start counted as a one-shot (none passed
 //      through or fell back: with the learnt threshold too); a second
 //      MPI_Start of an active request is an error (MPI_ERR_REQUEST).
-//   8. nonblocking allreduces of 4 and 16 KiB, one or two in flight, in
+//   8. nonblocking allreduces of 8 B to 16 KiB, one or two in flight, in
 //      place and not: each result the MPI's own of the same inputs, and
-//      each call one meeting on the boards with its input, counted as a
-//      meeting and a one-shot (none passed through or fell back).
+//      each call one meeting on the boards with its input (a known
+//      one-shot where nothing else is in flight: its start publishes, its
+//      wait reduces), counted as a meeting and a one-shot (none passed
+//      through or fell back); then an MPI_Test loop, a late rank,
+//      MPI_Request_free of a started call, and rank 0 taking its task's
+//      meeting while the others take the known one-shot (keys differ:
+//      every rank meets again).
 // --expect-known (with NEXAR_THRESHOLD_BYTES=0): calls must have taken the
 // known one-shot (known_one_shots grew), every one also counted as a
 // one-shot and a meeting on the boards.
@@ -271,39 +276,55 @@ void small_persistent() {
 }
 #endif
 
-// 8. Nonblocking allreduces small enough for the one-shot, from 4 KiB
-// (where such calls are nexar's with the learnt threshold too): one or two
-// in flight, in place and not, each result the MPI's own of the same
-// inputs; each call meets the other ranks once, on the boards, with its
-// input (counted as a meeting and a one-shot; none passed through or fell
-// back).
+// 8. Nonblocking allreduces small enough for the one-shot, of every size
+// (below 4 KiB too: with the learnt threshold such calls are nexar's where
+// they meet on the boards): one or two in flight, in place and not, each
+// result the MPI's own of the same inputs; each call meets the other ranks
+// once, on the boards, with its input (a known one-shot alone, or its
+// task's meeting: counted as a meeting and a one-shot; none passed
+// through or fell back).  Then the ways out of the known one-shot alone:
+// an MPI_Test loop, a late rank, MPI_Request_free of a started call, and
+// keys that differ (rank 0 has another call in flight and takes its task's
+// meeting while the others publish their known key: every rank meets
+// again, with exact results).
+struct NonblockingSum {
+    int n;
+    bool in_place;
+    std::vector<double> in, out, want;
+    NonblockingSum(int n_, bool in_place_, int call)
+        : n(n_), in_place(in_place_), in(size_t(n_)), out(size_t(n_), -99), want(size_t(n_)) {
+        fill(in, n, call, g_rank);
+        own_mpi(PMPI_Allreduce)(in.data(), want.data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        if (in_place) out = in;
+    }
+    void start(MPI_Request* req, MPI_Comm comm = MPI_COMM_WORLD) {
+        MPI_Iallreduce(in_place ? MPI_IN_PLACE : in.data(), out.data(), n, MPI_DOUBLE, MPI_SUM, comm, req);
+    }
+    void check(const std::string& what) {
+        if (out != want)
+            fail("MPI_Iallreduce double SUM of " + std::to_string(n) + " items" + (in_place ? " in place" : "") +
+                 ", " + what + ": not the MPI's result");
+    }
+};
+
 void small_nonblocking() {
-    const int counts[] = {512, 2048};  // 4 and 16 KiB of doubles
+    const int counts[] = {1, 6, 64, 512, 2048};  // 8 B (the slot's head) to 16 KiB
     for (int n : counts)
         for (int in_place = 0; in_place < 2; ++in_place) {
             const uint64_t one_shots0 = counter("one_shot_calls"), met0 = counter("board_agreements"),
                            passed0 = counter("passthrough_calls"), fell0 = counter("fallback_calls");
-            std::vector<double> in[2], out[2], want[2];
             int calls = 0;
             for (int round = 0; round < 10; ++round) {
                 const int at_once = round % 2 + 1;
+                std::vector<NonblockingSum> sums;
+                for (int k = 0; k < at_once; ++k) sums.emplace_back(n, in_place != 0, round * 2 + k);
                 MPI_Request reqs[2];
-                for (int k = 0; k < at_once; ++k) {
-                    in[k].assign(size_t(n), 0), want[k].assign(size_t(n), 0), out[k].assign(size_t(n), -99);
-                    fill(in[k], n, round * 2 + k, g_rank);
-                    own_mpi(PMPI_Allreduce)(in[k].data(), want[k].data(), n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-                    if (in_place) out[k] = in[k];
-                }
-                for (int k = 0; k < at_once; ++k, ++calls)
-                    MPI_Iallreduce(in_place ? MPI_IN_PLACE : in[k].data(), out[k].data(), n, MPI_DOUBLE, MPI_SUM,
-                                   MPI_COMM_WORLD, &reqs[k]);
+                for (int k = 0; k < at_once; ++k, ++calls) sums[size_t(k)].start(&reqs[k]);
                 if (at_once == 1) MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
                 else MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
                 for (int k = 0; k < at_once; ++k)
-                    if (out[k] != want[k])
-                        fail("MPI_Iallreduce double SUM of " + std::to_string(n) + " items" +
-                             (in_place ? " in place" : "") + ", round " + std::to_string(round) + " (" +
-                             std::to_string(at_once) + " in flight): not the MPI's result");
+                    sums[size_t(k)].check("round " + std::to_string(round) + " (" + std::to_string(at_once) +
+                                          " in flight)");
             }
             const uint64_t one_shots = counter("one_shot_calls") - one_shots0, met = counter("board_agreements") - met0,
                            passed = counter("passthrough_calls") - passed0, fell = counter("fallback_calls") - fell0;
@@ -313,6 +334,62 @@ void small_nonblocking() {
                      std::to_string(met) + " meetings on the boards, " + std::to_string(passed) +
                      " passed through, " + std::to_string(fell) + " fell back (each must be one meeting, the one-shot)");
         }
+
+    for (int n : {1, 64}) {
+        int call = 100;
+        // An MPI_Test loop.
+        for (int k = 0; k < 3; ++k) {
+            NonblockingSum a(n, false, call++);
+            MPI_Request req;
+            a.start(&req);
+            int flag = 0;
+            while (!flag) MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+            a.check("an MPI_Test loop");
+        }
+        // A late rank: the others wait (or test) for its input.
+        for (int k = 0; k < 2; ++k) {
+            NonblockingSum a(n, true, call++);
+            if (g_rank == 0) {
+                const double t0 = MPI_Wtime();
+                while (MPI_Wtime() - t0 < 0.02) {
+                }
+            }
+            MPI_Request req;
+            a.start(&req);
+            int flag = 0;
+            if (k == 0) MPI_Wait(&req, MPI_STATUS_IGNORE);
+            else while (!flag) MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+            a.check("a late rank");
+        }
+        // Freed once started: a later blocking allreduce on the communicator
+        // completes it first (nexar's, or the MPI's: the result is there
+        // once that call returns, as MPI orders the two).
+        {
+            NonblockingSum a(n, false, call++);
+            MPI_Request req;
+            a.start(&req);
+            MPI_Request_free(&req);
+            checked_call<double>(MPI_DOUBLE, MPI_SUM, "double SUM after a freed Iallreduce", 2, call, false,
+                                 MPI_COMM_WORLD);
+            a.check("MPI_Request_free of a started call");
+        }
+        // Keys that differ: rank 0 has a call in flight on another
+        // communicator, so its call goes through its task's meeting.
+        MPI_Comm other;
+        MPI_Comm_dup(MPI_COMM_WORLD, &other);
+        for (int k = 0; k < 3; ++k) {
+            NonblockingSum a(n, k % 2 == 1, call++), b(8, false, call++);
+            MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+            if (g_rank == 0) b.start(&reqs[1], other);
+            a.start(&reqs[0]);
+            MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+            a.check("with rank 0 taking its task's meeting and the others the known one-shot");
+            if (g_rank != 0) b.start(&reqs[1], other);
+            MPI_Wait(&reqs[1], MPI_STATUS_IGNORE);
+            if (b.out != b.want) fail("the Iallreduce on the other communicator, started in different places");
+        }
+        MPI_Comm_free(&other);
+    }
 }
 
 }  // namespace
