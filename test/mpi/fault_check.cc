@@ -31,6 +31,13 @@
 //                   error within NEXAR_TIMEOUT_S, and the other requests of
 //                   the same MPI_Waitall complete; istall-node and
 //                   pstall-node the same for a stalled node
+//   kill-small      a persistent one-shot allreduce whose peer died
+//   kill-meet, stall-meet, kill-known, stall-known
+//                   a small blocking allreduce whose peer died or stopped
+//                   before its meeting on the boards, or before a known
+//                   one-shot; ikill-known, istall-known the same for a
+//                   known MPI_Iallreduce (published at its start, reduced
+//                   in its MPI_Wait)
 //
 // Every victim says when it stops itself, and rank 0 when it called and got
 // its error (test/fault_clock.h): test/lib.sh's check_fault_report measures
@@ -367,11 +374,21 @@ void mode_kill_small() {
 // the same call as the one before, which every rank then takes as a known
 // one-shot (call/known_one_shot.h, no meeting); else another op (MAX),
 // which nothing remembers, so that its task meets.
-void mode_meet(int sig, const char* name, bool known) {
+// `nonblocking`: both calls are MPI_Iallreduce + MPI_Wait (the second, known,
+// publishes at its start and waits in MPI_Wait: Engine::complete_alone).
+int allreduce_now(const float* a, float* b, int n, MPI_Op op, bool nonblocking) {
+    if (!nonblocking) return MPI_Allreduce(a, b, n, MPI_FLOAT, op, MPI_COMM_WORLD);
+    MPI_Request req;
+    int rc = MPI_Iallreduce(a, b, n, MPI_FLOAT, op, MPI_COMM_WORLD, &req);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    return rc;
+}
+
+void mode_meet(int sig, const char* name, bool known, bool nonblocking = false) {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     std::vector<float> a(256, 1.0f), b(256, 0.0f);
     // One call that both ranks make: the boards are in use and in step.
-    int rc = MPI_Allreduce(a.data(), b.data(), int(a.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    int rc = allreduce_now(a.data(), b.data(), int(a.size()), MPI_SUM, nonblocking);
     if (rc == MPI_SUCCESS && b[0] != float(g_size)) {
         fprintf(stderr, "fault_check %s: rank %d: the first allreduce gave %g, not %d\n", name, g_rank, double(b[0]),
                 g_size);
@@ -385,7 +402,7 @@ void mode_meet(int sig, const char* name, bool known) {
     const FaultClock called;
     const double t0 = MPI_Wtime();
     if (rc == MPI_SUCCESS)
-        rc = MPI_Allreduce(a.data(), b.data(), int(a.size()), MPI_FLOAT, known ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD);
+        rc = allreduce_now(a.data(), b.data(), int(a.size()), known ? MPI_SUM : MPI_MAX, nonblocking);
     if (g_rank == 0) {
         report_error(name, rc, MPI_Wtime() - t0, called, FaultClock());
         fflush(stderr);
@@ -533,8 +550,10 @@ int main(int argc, char** argv) {
     else if (mode == "stall-meet") mode_meet(SIGSTOP, "stall-meet", false);
     else if (mode == "kill-known") mode_meet(SIGKILL, "kill-known", true);
     else if (mode == "stall-known") mode_meet(SIGSTOP, "stall-known", true);
+    else if (mode == "ikill-known") mode_meet(SIGKILL, "ikill-known", true, true);
+    else if (mode == "istall-known") mode_meet(SIGSTOP, "istall-known", true, true);
     else {
-        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|istall-node|pstall-node|oom|threads|shared-endpoint|ikill|istall|pstall|kill-small|kill-meet|stall-meet|kill-known|stall-known\n");
+        if (g_rank == 0) fprintf(stderr, "usage: fault_check errors|count-mismatch|kill|stall|kill-node|stall-node|istall-node|pstall-node|oom|threads|shared-endpoint|ikill|istall|pstall|kill-small|kill-meet|stall-meet|kill-known|stall-known|ikill-known|istall-known\n");
         ++g_failures;
     }
     int total = 0;

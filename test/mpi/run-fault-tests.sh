@@ -82,10 +82,12 @@ fi
 # (kill-small); a blocking small allreduce whose peer died or stopped
 # before the meeting on the boards that carries its agreement (kill-meet,
 # stall-meet), or before a known one-shot, which has no meeting
-# (kill-known, stall-known).
-modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall kill-small kill-meet stall-meet kill-known stall-known kill-mpi stall-mpi"
+# (kill-known, stall-known); the same for a known MPI_Iallreduce, which
+# publishes at its start and reduces in its MPI_Wait (ikill-known,
+# istall-known).
+modes="kill stall kill-ucx stall-ucx ikill istall-ucx pstall kill-small kill-meet stall-meet kill-known stall-known ikill-known istall-known kill-mpi stall-mpi"
 if [ "$NEXAR_MPI_FAMILY" = mpich ]; then
-    modes="stall stall-ucx istall-ucx pstall stall-meet stall-known stall-mpi"
+    modes="stall stall-ucx istall-ucx pstall stall-meet stall-known istall-known stall-mpi"
     echo "(kill, kill-ucx and ikill not run: MPICH ends the job itself when a process dies)"
 fi
 for mode in $(for _ in $(seq "$repeat"); do echo $modes; done); do
@@ -113,6 +115,10 @@ for mode in $(for _ in $(seq "$repeat"); do echo $modes; done); do
                         fail "kill-known: the error did not come from the known one-shot" ;;
         stall-known) grep -aq "a known one-shot allreduce waits for rank 1" "$log" ||
                          fail "stall-known: the error did not come from the known one-shot" ;;
+        ikill-known) grep -aq "MPI_Iallreduce of 1024 bytes.*has exited in the middle of a known one-shot allreduce" "$log" ||
+                         fail "ikill-known: the error did not come from the nonblocking known one-shot" ;;
+        istall-known) grep -aq "MPI_Iallreduce of 1024 bytes.*a known one-shot allreduce waits for rank 1" "$log" ||
+                          fail "istall-known: the error did not come from the nonblocking known one-shot" ;;
     esac
 done
 # The check must not pass what it cannot read: this lane's own last report,
