@@ -119,7 +119,9 @@ TOPICS = {
                 "(`bench/nexar-overlap --persistent`, `bench/osu_iallreduce.c`) times `MPI_Start` + "
                 "`MPI_Wait` of one persistent allreduce, the MPI's own and nexar's, beside each side's "
                 "blocking call, best of 7 alternating repetitions; its last column is each repetition's "
-                "blocking time ÷ persistent time (measured next to each other), the median and range.",
+                "blocking time ÷ persistent time (measured next to each other), the median and range. "
+                "The same run times `MPI_Iallreduce` + `MPI_Wait` at once, the MPI's own and nexar's (the "
+                "nonblocking table).",
     },
     "across-nodes": {
         "title": "Across nodes: allreduce over a simulated cluster",
@@ -448,13 +450,16 @@ def osu_summary(rows):
 
 
 def persistent_rows(path):
-    cols = ["size_bytes", "mpi_blocking_us", "mpi_persistent_us", "nexar_blocking_us", "nexar_persistent_us",
-            "nexar_persistent_speedup_median", "nexar_persistent_speedup_min", "nexar_persistent_speedup_max"]
+    times = ["mpi_blocking_us", "mpi_persistent_us", "nexar_blocking_us", "nexar_persistent_us",
+             "mpi_nonblocking_us", "nexar_nonblocking_us"]
+    cols = ["size_bytes"] + times + ["nexar_persistent_speedup_median", "nexar_persistent_speedup_min",
+                                     "nexar_persistent_speedup_max"]
     _, rows = read_csv(path, cols)
     for r in rows:
-        if min(r[c] for c in cols[1:5]) <= 0:
+        if min(r[c] for c in times) <= 0:
             raise PageError(f"{path}: a time of 0 or less at {int(r['size_bytes'])} bytes")
         r["vs_mpi"] = r["mpi_persistent_us"] / r["nexar_persistent_us"]
+        r["nonblocking_vs_mpi"] = r["mpi_nonblocking_us"] / r["nexar_nonblocking_us"]
     return rows
 
 
@@ -468,10 +473,19 @@ def persistent_table(rows):
                  ["---:"] * 7, body)
 
 
+def nonblocking_table(rows):
+    body = [[size_name(r["size_bytes"]), us(r["mpi_nonblocking_us"]), us(r["nexar_nonblocking_us"]),
+             ratio(r["nonblocking_vs_mpi"]), ratio(r["nexar_nonblocking_us"] / r["nexar_blocking_us"])] for r in rows]
+    return table(["size", "MPI nonblocking µs", "nexar nonblocking µs", "MPI ÷ nexar",
+                  "nexar nonblocking ÷ its blocking"], ["---:"] * 5, body)
+
+
 def persistent_summary(rows):
     return (f"nexar's persistent call against the MPI's persistent call: {rng([r['vs_mpi'] for r in rows])} "
             f"({size_span([r['size_bytes'] for r in rows])}); its blocking time ÷ its persistent time, the median "
-            f"per size: {rng([r['nexar_persistent_speedup_median'] for r in rows])} (1: as fast).")
+            f"per size: {rng([r['nexar_persistent_speedup_median'] for r in rows])} (1: as fast); its "
+            f"nonblocking call (`MPI_Iallreduce` + `MPI_Wait` at once) against the MPI's: "
+            f"{rng([r['nonblocking_vs_mpi'] for r in rows])}.")
 
 
 def osu_headline(tables):
@@ -725,6 +739,8 @@ def render(topic, d):
         for name, title, short in t.get("persistent_csvs", []):
             rows = persistent_rows(os.path.join(d, name))
             sections += [f"## {title}", ""] + links(name) + [""] + persistent_table(rows) + [""]
+            sections += ["Nonblocking (`MPI_Iallreduce` + `MPI_Wait` at once), from the same run:", ""]
+            sections += nonblocking_table(rows) + [""]
             summary += [f"- **{short}**: " + persistent_summary(rows)]
     elif t["kind"] == "cluster":
         heads = []
