@@ -365,12 +365,12 @@ TaskStep CollectiveTask::plan() {
 }
 
 bool CollectiveTask::meets_on_boards() const {
-    if (!ctx_->boards_ready()) return false;
-    if (!nonblocking_) return true;
-    // A nonblocking call only where it may take the one-shot: it meets at
-    // its turn on the context (call/nonblocking_engine.h), no sooner, which
-    // costs a larger call the agreement's overlap with the calls before it.
-    return !persistent_ && one_shot_size();
+    // Every call alike, whatever its count: where ranks pass different
+    // counts, all meet, and all see it (MPI_ERR_COUNT).  A nonblocking call
+    // meets at its turn on the context (call/nonblocking_engine.h), no
+    // sooner, which costs a large call the overlap of its agreement with
+    // the rings before it; a persistent one agreed at its initialization.
+    return ctx_->boards_ready() && !persistent_;
 }
 
 bool CollectiveTask::one_shot_input_planned() const {

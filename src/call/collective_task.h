@@ -108,9 +108,8 @@ public:
     // met().
     RingCallRun* board_meeting();
     // Whether board_meeting() meets (after plan() said agree; alike on
-    // every rank): a blocking call wherever the context has boards, a
-    // nonblocking one (not persistent) where it is small enough for the
-    // one-shot too.
+    // every rank, whatever the count): a blocking or nonblocking call (not
+    // a persistent one) wherever the context has boards.
     bool meets_on_boards() const;
     // ... and takes this rank's input along, for the one-shot.
     bool one_shot_input_planned() const;

@@ -88,6 +88,10 @@ bool known_nonblocking_one_shot(const Runtime& rt, const CollectiveCall& call, K
     const KnownOneShotCall* k =
         known_entry(rt, call.sendbuf, call.recvbuf, call.count, call.datatype, call.op, call.comm);
     if (!k) return false;
+    // A fixed threshold sends smaller calls to the MPI (statically_eligible),
+    // on every rank: this one too.
+    const uint64_t bytes = uint64_t(call.count) * k->item_bytes;
+    if (bytes < threshold_bytes_for(rt.config(), Collective::allreduce)) return false;
     const bool in_place = call.sendbuf == MPI_IN_PLACE;
     args->ctx = k->ctx;
     args->src = in_place ? call.recvbuf : call.sendbuf;
@@ -95,8 +99,14 @@ bool known_nonblocking_one_shot(const Runtime& rt, const CollectiveCall& call, K
     args->key = key_of(args->ring_count, k->element, in_place);
     args->type = k->element.type;
     args->op = k->element.op;
-    args->bytes = uint64_t(call.count) * k->item_bytes;
+    args->bytes = bytes;
+    args->recvbuf = call.recvbuf;
     return true;
+}
+
+void forget_known_one_shot(const CollectiveCall& call) {
+    for (KnownOneShotCall& k : t_one_shots)
+        if (k.comm == call.comm && k.datatype == call.datatype && k.op == call.op) k = KnownOneShotCall();
 }
 
 bool run_known_one_shot(Runtime& rt, const void* sendbuf, void* recvbuf, int64_t count, MPI_Datatype dt, MPI_Op op,

@@ -64,6 +64,7 @@ void remember_nonblocking_one_shot(Runtime& rt, CollectiveTask& task);
 struct KnownOneShotArgs {
     CommContext* ctx = nullptr;
     const void* src = nullptr;  // the input (recvbuf in place)
+    void* recvbuf = nullptr;
     size_t ring_count = 0;
     uint64_t key = 0;
     DataType type{};
@@ -73,5 +74,9 @@ struct KnownOneShotArgs {
 // True where this thread knows `call` (an MPI_Iallreduce) and it may take
 // the known one-shot: *args says how.
 bool known_nonblocking_one_shot(const Runtime& rt, const CollectiveCall& call, KnownOneShotArgs* args);
+// A known call was not taken on every rank: this thread forgets calls like
+// it until one is planned again (else a rank that can never take the
+// one-shot would cost every later call a meeting more).
+void forget_known_one_shot(const CollectiveCall& call);
 
 }  // namespace nexar

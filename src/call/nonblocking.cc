@@ -236,11 +236,8 @@ bool start_known_alone(Runtime& rt, const CollectiveCall& given, MPI_Request* re
     c.ctx = k.ctx;
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);  // its inboxes stay while it is in flight
     c.meets_on_boards = true;
-    RingOptions opt;
-    // (Moved only in MPI calls, a peer that computes delays it: no timeout.)
-    opt.timeout_s = rt.config().progress == ProgressMode::calls ? 0 : rt.config().timeout_s;
-    c.known.emplace(*k.ctx, opt, k.key, k.src, given.recvbuf, k.ring_count, k.type, k.op);
-    c.known_bytes = k.bytes;
+    c.known_first = true;  // (its run takes its board sequence in its first step, at its turn)
+    c.known_args = k;
     *rc = MPI_SUCCESS;
     if (engine().start_alone(c)) return true;
     engine().add(call);

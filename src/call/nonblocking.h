@@ -23,9 +23,11 @@
 //     (transport/ucx_exchange.h), which the thread can move without MPI
 //     (MPI's own nonblocking collectives progress only inside MPI calls:
 //     Open MPI's overlapped nothing).  Communicators larger than the tags
-//     allow use a PMPI_Iallreduce.  A call small enough for the one-shot,
-//     on a communicator with the boards, meets on them instead, with its
-//     input, at its turn (CollectiveTask::meets_on_boards): one meeting;
+//     allow use a PMPI_Iallreduce.  On a communicator with the one-shot's
+//     boards (one node) every call meets on them instead, at its turn
+//     (CollectiveTask::meets_on_boards), with its input where it is small
+//     enough for the one-shot: one meeting, and counts that differ
+//     between the ranks are seen there;
 //   - then, in the order the calls were started on the communicator: the
 //     ring (one at a time: the context's scratch and ring sequence serve one
 //     ring), or, where some rank cannot take it, the call itself as a

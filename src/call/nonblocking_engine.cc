@@ -103,7 +103,7 @@ bool Engine::agree_step(NonblockingCall& c, bool may_call_mpi) {
 // earlier call of the context is undecided or busy).  Its stall checks as
 // a run's (run_step).
 bool Engine::meet_step(NonblockingCall& c, bool may_call_mpi) {
-    if (c.known) return known_step(c, may_call_mpi);
+    if (c.known_first) return known_step(c, may_call_mpi);
     if (!c.meeting && !(c.meeting = c.task.board_meeting())) {
         // (Not on any rank: the boards and the call's size are alike.)
         NEXAR_ERROR("%s on communicator context %u: its meeting on the boards could not be made", c.task.call().name,
@@ -130,6 +130,14 @@ bool Engine::meet_step(NonblockingCall& c, bool may_call_mpi) {
 // next sequence (planning asks the MPI: in an application thread's round).
 bool Engine::known_step(NonblockingCall& c, bool may_call_mpi) {
     using Stage = NonblockingCall::Stage;
+    const KnownOneShotArgs& k = c.known_args;
+    if (!c.known) {
+        RingOptions opt;
+        // (Moved only in MPI calls, a peer that computes delays it: no timeout.)
+        const Config& cfg = Runtime::get()->config();
+        opt.timeout_s = cfg.progress == ProgressMode::calls ? 0 : cfg.timeout_s;
+        c.known.emplace(*k.ctx, opt, k.key, k.src, k.recvbuf, k.ring_count, k.type, k.op);
+    }
     KnownOneShotRun& run = *c.known;
     bool moved = false;
     Status s = Status::ok;
@@ -142,8 +150,9 @@ bool Engine::known_step(NonblockingCall& c, bool may_call_mpi) {
     if (!ok(s)) {
         c.ctx->mark_failed();
         NEXAR_ERROR("MPI_Iallreduce of %llu bytes on communicator context %u failed: %s: %s",
-                    (unsigned long long)c.known_bytes, c.ctx->id(), status_string(s), c.task.error()->c_str());
+                    (unsigned long long)k.bytes, c.ctx->id(), status_string(s), c.task.error()->c_str());
         c.known.reset();
+        c.known_first = false;
         c.result = MPI_ERR_OTHER;
         c.raise = true;
         c.stage = Stage::complete;
@@ -153,20 +162,24 @@ bool Engine::known_step(NonblockingCall& c, bool may_call_mpi) {
         run.account();
         if (JobReport* report = job_report())
             report->add_nexar(Collective::allreduce, CallMode::nonblocking,
-                              ReportCounts::shape(c.task.call().sendbuf == MPI_IN_PLACE, false), c.known_bytes,
+                              ReportCounts::shape(c.task.call().sendbuf == MPI_IN_PLACE, false), k.bytes,
                               ReportPath::one_shot, -1);
         c.known.reset();
+        c.known_first = false;
         c.result = MPI_SUCCESS;
         c.stage = Stage::complete;
         return true;
     }
     if (!may_call_mpi) return moved;
     c.known.reset();
+    c.known_first = false;
     c.idle = IdleBackoff(kEngineRoundsBetweenChecks);
+    forget_known_one_shot(c.task.call());
     const TaskStep planned = c.task.plan();
     c.task.end_planning();
     if (planned == TaskStep::agree && c.task.meets_on_boards()) return true;  // it meets in its next step
-    // (Not on any rank: the known call's checks are the meeting's.)
+    // (Not where every rank's checks are alike: the known call's are the
+    // task's, the fixed threshold's among them.)
     NEXAR_WARN("MPI_Iallreduce on communicator context %u: its task did not plan a meeting after its known one-shot; "
                "it goes to the MPI",
                c.ctx->id());

@@ -21,6 +21,7 @@
 
 #include "algo/ring.h"
 #include "call/collective_task.h"
+#include "call/known_one_shot.h"
 #include "call/mpi_staging.h"
 #include "transport/ucx_exchange.h"
 
@@ -98,9 +99,11 @@ struct NonblockingCall : std::enable_shared_from_this<NonblockingCall> {
     bool meets_on_boards = false;
     RingCallRun* meeting = nullptr;
     // ... or first as a known one-shot (call/known_one_shot.h): its task
-    // is planned only where the ranks' keys differ.
+    // is planned only where the ranks' keys differ.  Its run is made at
+    // its turn (it takes the context's next board sequence then).
+    bool known_first = false;
+    KnownOneShotArgs known_args;
     std::optional<KnownOneShotRun> known;
-    uint64_t known_bytes = 0;
     MPI_Request inner = MPI_REQUEST_NULL;
     // The inner call's device buffers in host memory (an MPI that does not
     // know CUDA), copied back when it completes.
@@ -217,8 +220,8 @@ private:
     std::mutex mutex_;  // the calls, and one round of progress at a time
     std::deque<CallPtr> calls_;
     std::atomic<int> in_flight_{0};
-    // The call alone (held by the persistent registry while it lives):
-    // whichever thread swaps it out owns it.
+    // The call alone (held by the persistent registry while it lives, or
+    // by its generalized request): whichever thread swaps it out owns it.
     std::atomic<NonblockingCall*> alone_{nullptr};
 
 public:

@@ -47,6 +47,22 @@ no_rank() {
     for v in "${values[@]}"; do [ "$v" = 0 ] || fail "$1=$v on a rank: expected none"; done
 }
 
+# fallbacks_below_floor: the run's fallbacks (fallback_calls, all ranks)
+# are exactly its nonblocking device calls below 4 KiB: on one node such
+# a call meets on the boards (every rank alike, whatever its buffers) and
+# then goes to the MPI, staged, where the one-shot cannot take it (the run
+# has NEXAR_LOG=trace, which names each fallback's reason).
+fallbacks_below_floor() {
+    local v total=0 below others
+    read_stats "$log" fallback_calls
+    for v in "${values[@]}"; do total=$((total + v)); done
+    below=$(grep -ac "goes to the MPI: below the nonblocking calls' floor" "$log")
+    others=$(grep -a "goes to the MPI: " "$log" | grep -avc "below the nonblocking calls' floor")
+    [ "$others" = 0 ] || fail "fallbacks for another reason: $(grep -a "goes to the MPI: " "$log" | grep -av "below the nonblocking" | head -n 3)"
+    [ "$below" = "$total" ] || fail "fallback_calls add up to $total, but $below calls below the floor went to the MPI"
+    [ "$total" -gt 0 ] || fail "no nonblocking call below the floor went to the MPI (the run makes some)"
+}
+
 min_ring=1
 # One node, device buffers everywhere: allreduces, reduce-scatters and
 # allgathers go GPU to GPU through IPC (algo/ipc_allreduce.h).  Every call
@@ -237,16 +253,17 @@ grep -aq "FAIL rank [01]: a device buffer reached PMPI_Allreduce of an MPI that 
     { tail -n 20 "$log"; fail "with NEXAR_ENABLE=0 the run failed, but not by the trap"; }
 # Nonblocking device calls from 4 KiB take nexar's staged device ring (over
 # UCX: no blocking call set IPC up), several in flight at once on the
-# communicator (each waits for its turn on its ring); the small ones go to
-# the MPI, staged for it on the device ranks.  Two GPUs, one per rank
+# communicator (each waits for its turn on its ring); the small ones meet
+# on the boards, then go to the MPI, staged for it on the device ranks
+# (fallbacks_below_floor).  Two GPUs, one per rank
 # as on most GPU nodes: rank 1's calls run on GPU 1, also when nexar's
 # progress thread moves them (the test computes before each completion
 # call), and the emulated GPU fails a kernel launched from a thread whose
 # current GPU is another.
-run 2 NEXAR_THRESHOLD_BYTES=auto NEXAR_EMULATED_GPU_DEVICES=2 -- --nonblocking
+run 2 NEXAR_THRESHOLD_BYTES=auto NEXAR_EMULATED_GPU_DEVICES=2 NEXAR_LOG=trace -- --nonblocking
 every_rank ucx_bytes
 every_rank staged_calls
-no_rank fallback_calls
+fallbacks_below_floor
 # Once a blocking call set IPC up, nonblocking calls take it too: every
 # call, four in flight at once among them (2 and 3 ranks, one GPU each).
 run 2 NEXAR_EMULATED_GPU_DEVICES=2 -- --nonblocking --ipc-first

@@ -1,7 +1,7 @@
 // The known one-shot (call/known_one_shot.h): small blocking allreduces that
 // skip their task once their communicator took them as the one-shot.
 //
-//   known_check [--expect-known]
+//   known_check [--expect-known | --fixed-threshold BYTES]
 //
 // Every result is compared with the MPI's own PMPI_Allreduce of the same
 // inputs (own_mpi.h), exactly (integer values, also in the floating
@@ -48,10 +48,14 @@
 //      each call one meeting on the boards with its input (a known
 //      one-shot where nothing else is in flight: its start publishes, its
 //      wait reduces), counted as a meeting and a one-shot (none passed
-//      through or fell back); then an MPI_Test loop, a late rank,
-//      MPI_Request_free of a started call, and rank 0 taking its task's
-//      meeting while the others take the known one-shot (keys differ:
-//      every rank meets again).
+//      through or fell back), most as the known one-shot; then an
+//      MPI_Test loop, a late rank, and rank 0 taking its task's meeting
+//      while the others take the known one-shot (keys differ: every rank
+//      meets again, no known one-shot counted).
+// --fixed-threshold BYTES (with NEXAR_THRESHOLD_BYTES=BYTES): only a check
+// that a nonblocking call below a fixed threshold goes to the MPI on every
+// rank, also where its (communicator, datatype, op) is known and some
+// ranks are busy (fixed_threshold, below).
 // --expect-known (with NEXAR_THRESHOLD_BYTES=0): calls must have taken the
 // known one-shot (known_one_shots grew), every one also counted as a
 // one-shot and a meeting on the boards.
@@ -61,6 +65,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -282,11 +287,13 @@ void small_persistent() {
 // result the MPI's own of the same inputs; each call meets the other ranks
 // once, on the boards, with its input (a known one-shot alone, or its
 // task's meeting: counted as a meeting and a one-shot; none passed
-// through or fell back).  Then the ways out of the known one-shot alone:
-// an MPI_Test loop, a late rank, MPI_Request_free of a started call, and
-// keys that differ (rank 0 has another call in flight and takes its task's
-// meeting while the others publish their known key: every rank meets
-// again, with exact results).
+// through or fell back), most as the known one-shot (the calls started
+// while nothing else was in flight).  Then the ways out of the known
+// one-shot alone: an MPI_Test loop, a late rank, and keys that differ
+// (rank 0 has another call in flight and takes its task's meeting while
+// the others publish their known key: every rank meets again, with exact
+// results, and no known one-shot is counted).  (MPI_Request_free of a
+// nonblocking collective's request is erroneous: not tried.)
 struct NonblockingSum {
     int n;
     bool in_place;
@@ -312,14 +319,16 @@ void small_nonblocking() {
     for (int n : counts)
         for (int in_place = 0; in_place < 2; ++in_place) {
             const uint64_t one_shots0 = counter("one_shot_calls"), met0 = counter("board_agreements"),
-                           passed0 = counter("passthrough_calls"), fell0 = counter("fallback_calls");
-            int calls = 0;
+                           passed0 = counter("passthrough_calls"), fell0 = counter("fallback_calls"),
+                           known0 = counter("known_one_shots");
+            int calls = 0, alone = 0;
             for (int round = 0; round < 10; ++round) {
                 const int at_once = round % 2 + 1;
                 std::vector<NonblockingSum> sums;
                 for (int k = 0; k < at_once; ++k) sums.emplace_back(n, in_place != 0, round * 2 + k);
                 MPI_Request reqs[2];
                 for (int k = 0; k < at_once; ++k, ++calls) sums[size_t(k)].start(&reqs[k]);
+                ++alone;  // (the first of each round starts with nothing in flight)
                 if (at_once == 1) MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
                 else MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
                 for (int k = 0; k < at_once; ++k)
@@ -333,6 +342,15 @@ void small_nonblocking() {
                      ": " + std::to_string(calls) + " calls counted " + std::to_string(one_shots) + " one-shots, " +
                      std::to_string(met) + " meetings on the boards, " + std::to_string(passed) +
                      " passed through, " + std::to_string(fell) + " fell back (each must be one meeting, the one-shot)");
+            // Every call started with nothing in flight takes the known
+            // one-shot (its start publishes), but perhaps the first: a
+            // communicator made or freed since the thread's last like it
+            // makes it plan again.
+            const uint64_t known = counter("known_one_shots") - known0;
+            if (known + 1 < uint64_t(alone) || known > uint64_t(alone))
+                fail("MPI_Iallreduce double SUM of " + std::to_string(n) + " items" + (in_place ? " in place" : "") +
+                     ": " + std::to_string(known) + " known one-shots, not " + std::to_string(alone) +
+                     " (one per call started with nothing in flight, perhaps but the first)");
         }
 
     for (int n : {1, 64}) {
@@ -361,22 +379,11 @@ void small_nonblocking() {
             else while (!flag) MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
             a.check("a late rank");
         }
-        // Freed once started: a later blocking allreduce on the communicator
-        // completes it first (nexar's, or the MPI's: the result is there
-        // once that call returns, as MPI orders the two).
-        {
-            NonblockingSum a(n, false, call++);
-            MPI_Request req;
-            a.start(&req);
-            MPI_Request_free(&req);
-            checked_call<double>(MPI_DOUBLE, MPI_SUM, "double SUM after a freed Iallreduce", 2, call, false,
-                                 MPI_COMM_WORLD);
-            a.check("MPI_Request_free of a started call");
-        }
         // Keys that differ: rank 0 has a call in flight on another
         // communicator, so its call goes through its task's meeting.
         MPI_Comm other;
         MPI_Comm_dup(MPI_COMM_WORLD, &other);
+        const uint64_t known0 = counter("known_one_shots"), one_shots0 = counter("one_shot_calls");
         for (int k = 0; k < 3; ++k) {
             NonblockingSum a(n, k % 2 == 1, call++), b(8, false, call++);
             MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
@@ -388,16 +395,58 @@ void small_nonblocking() {
             MPI_Wait(&reqs[1], MPI_STATUS_IGNORE);
             if (b.out != b.want) fail("the Iallreduce on the other communicator, started in different places");
         }
+        // No `a` counts as a known one-shot (each met through its task; only
+        // the `b`s may: 3 at most); 6 one-shots.
+        const uint64_t known = counter("known_one_shots") - known0, one_shots = counter("one_shot_calls") - one_shots0;
+        if (known > 3)
+            fail("keys that differ: " + std::to_string(known) + " known one-shots counted");
+        if (one_shots != 6) fail("keys that differ: " + std::to_string(one_shots) + " one-shots, not 6");
         MPI_Comm_free(&other);
     }
 }
 
 }  // namespace
 
+// --fixed-threshold BYTES (run with NEXAR_THRESHOLD_BYTES=BYTES): an
+// MPI_Iallreduce below the threshold, of a (communicator, datatype, op)
+// known from a larger blocking call, with rank 0 busy with another call
+// (its start goes through its task) and the others idle (their starts may
+// look for the known one-shot): every rank must pass it to the MPI, with
+// exact results, none counted as a one-shot.
+int fixed_threshold(size_t threshold) {
+    const int big = int(2 * threshold / sizeof(double)), small = 1;
+    checked_call<double>(MPI_DOUBLE, MPI_SUM, "double SUM above the threshold", big, 0, false, MPI_COMM_WORLD);
+    checked_call<double>(MPI_DOUBLE, MPI_SUM, "double SUM above the threshold", big, 1, false, MPI_COMM_WORLD);
+    MPI_Comm other;
+    MPI_Comm_dup(MPI_COMM_WORLD, &other);
+    const uint64_t one_shots0 = counter("one_shot_calls");
+    for (int k = 0; k < 5; ++k) {
+        NonblockingSum a(small, k % 2 == 1, 10 + k), b(big, false, 20 + k);
+        MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+        if (g_rank == 0) b.start(&reqs[1], other);
+        a.start(&reqs[0]);
+        MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+        a.check("below the fixed threshold, rank 0 busy");
+        if (g_rank != 0) b.start(&reqs[1], other);
+        MPI_Wait(&reqs[1], MPI_STATUS_IGNORE);
+        b.check("above the fixed threshold, on another communicator");
+    }
+    // Only the 5 `b`s (above the threshold) may be nexar's.
+    const uint64_t one_shots = counter("one_shot_calls") - one_shots0;
+    if (one_shots > 5) fail("below the fixed threshold: " + std::to_string(one_shots) + " one-shots, more than the 5 above it");
+    MPI_Comm_free(&other);
+    int total = 0;
+    own_mpi(PMPI_Allreduce)(&g_errors, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (g_rank == 0) printf("known_check: %d ranks, fixed threshold %zu bytes, failures=%d\n", g_size, threshold, total);
+    MPI_Finalize();
+    return total ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (argc > 2 && strcmp(argv[1], "--fixed-threshold") == 0) return fixed_threshold(size_t(atol(argv[2])));
     const bool expect_known = argc > 1 && strcmp(argv[1], "--expect-known") == 0;
 
     // 1. Shapes on the world: four pairs in turn, then five.

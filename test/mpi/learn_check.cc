@@ -325,8 +325,9 @@ int main(int argc, char** argv) {
     }
     // Nonblocking calls are not timed: under auto they take the ring from
     // 4 KiB (kAutoNonblockingBytes), and below only as the one-shot (host
-    // buffers on a communicator of one node, within its limit:
-    // kOneShotBytes, 32 KiB, over the ranks that read each input).
+    // buffers on a communicator of one node with its boards, at most
+    // kMaxOneShotRanks, 16; within its limit: kOneShotBytes, 32 KiB, over
+    // the ranks that read each input; both defaults: no NEXAR_* is set).
     MPI_Comm node_comm;
     MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm);
     int node_size = 0;
@@ -349,7 +350,7 @@ int main(int argc, char** argv) {
                     break;
                 }
         }
-        const bool one_shot = !device && node_size == size && bytes * size_t(size - 1) <= (32u << 10);
+        const bool one_shot = !device && node_size == size && size <= 16 && bytes * size_t(size - 1) <= (32u << 10);
         const uint64_t ring = read_paths().v[0] - before.v[0], want = bytes >= (4u << 10) || one_shot ? 3 : 0;
         if (ring != want) {
             fprintf(stderr, "FAIL [rank %d]: MPI_Iallreduce of %zu bytes: %" PRIu64 " of 3 calls took the ring, "

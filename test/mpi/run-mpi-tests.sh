@@ -220,4 +220,8 @@ echo "== known_check at 2 ranks, NEXAR_THRESHOLD_BYTES=0 NEXAR_PROGRESS=calls"
 NEXAR_PROGRESS=calls nexar_mpirun 2 "$known" --expect-known >"$log" 2>&1 ||
     { tail -n 20 "$log"; fail "known_check, NEXAR_PROGRESS=calls"; }
 grep -a "^known_check" "$log"
+echo "== known_check at 2 ranks, NEXAR_THRESHOLD_BYTES=4096: nonblocking calls below it go to the MPI on every rank"
+NEXAR_THRESHOLD_BYTES=4096 nexar_mpirun 2 "$known" --fixed-threshold 4096 >"$log" 2>&1 ||
+    { tail -n 20 "$log"; fail "known_check, fixed threshold"; }
+grep -a "^known_check" "$log"
 echo "all MPI runs passed"
