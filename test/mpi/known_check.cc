@@ -314,6 +314,21 @@ struct NonblockingSum {
     }
 };
 
+// `a` on MPI_COMM_WORLD while rank 0 is busy: rank 0 starts `b` on
+// `other` first (its `a` then finds a call in flight), the other ranks
+// start `b` once `a` is done (theirs find nothing in flight).
+void with_rank0_busy(NonblockingSum& a, NonblockingSum& b, MPI_Comm other, const std::string& what_a,
+                     const std::string& what_b) {
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (g_rank == 0) b.start(&reqs[1], other);
+    a.start(&reqs[0]);
+    MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+    a.check(what_a);
+    if (g_rank != 0) b.start(&reqs[1], other);
+    MPI_Wait(&reqs[1], MPI_STATUS_IGNORE);
+    b.check(what_b);
+}
+
 void small_nonblocking() {
     const int counts[] = {1, 6, 64, 512, 2048};  // 8 B (the slot's head) to 16 KiB
     for (int n : counts)
@@ -386,14 +401,8 @@ void small_nonblocking() {
         const uint64_t known0 = counter("known_one_shots"), one_shots0 = counter("one_shot_calls");
         for (int k = 0; k < 3; ++k) {
             NonblockingSum a(n, k % 2 == 1, call++), b(8, false, call++);
-            MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-            if (g_rank == 0) b.start(&reqs[1], other);
-            a.start(&reqs[0]);
-            MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
-            a.check("with rank 0 taking its task's meeting and the others the known one-shot");
-            if (g_rank != 0) b.start(&reqs[1], other);
-            MPI_Wait(&reqs[1], MPI_STATUS_IGNORE);
-            if (b.out != b.want) fail("the Iallreduce on the other communicator, started in different places");
+            with_rank0_busy(a, b, other, "with rank 0 taking its task's meeting and the others the known one-shot",
+                            "the Iallreduce on the other communicator, started in different places");
         }
         // No `a` counts as a known one-shot (each met through its task; only
         // the `b`s may: 3 at most); 6 one-shots.
@@ -422,14 +431,8 @@ int fixed_threshold(size_t threshold) {
     const uint64_t one_shots0 = counter("one_shot_calls");
     for (int k = 0; k < 5; ++k) {
         NonblockingSum a(small, k % 2 == 1, 10 + k), b(big, false, 20 + k);
-        MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-        if (g_rank == 0) b.start(&reqs[1], other);
-        a.start(&reqs[0]);
-        MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
-        a.check("below the fixed threshold, rank 0 busy");
-        if (g_rank != 0) b.start(&reqs[1], other);
-        MPI_Wait(&reqs[1], MPI_STATUS_IGNORE);
-        b.check("above the fixed threshold, on another communicator");
+        with_rank0_busy(a, b, other, "below the fixed threshold, rank 0 busy",
+                        "above the fixed threshold, on another communicator");
     }
     // Only the 5 `b`s (above the threshold) may be nexar's.
     const uint64_t one_shots = counter("one_shot_calls") - one_shots0;
