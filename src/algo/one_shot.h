@@ -100,6 +100,12 @@ protected:
     }
     const OneShotBoard& own() const { return boards_[size_t(me_)]; }
     BoardHead& own_head() const { return *own().heads[slot()]; }
+    // The same call again as call `sequence` (a persistent call's next
+    // start): nothing published, nothing finished.
+    void restart(uint64_t sequence) {
+        seq_ = sequence;
+        published_ = finished_ = false;
+    }
     // Publishes this rank's slot, which holds `key`'s kind of content.
     void publish(uint64_t key) {
         own_head().key = key;
@@ -109,7 +115,7 @@ protected:
 
     const std::vector<OneShotBoard>& boards_;
     const int me_;
-    const uint64_t seq_;
+    uint64_t seq_;
     bool valid_ = false, published_ = false, finished_ = false;
 };
 
@@ -195,6 +201,9 @@ public:
                      void* recvbuf, size_t count, DataType type, ReduceOp op, bool input_on_board = false,
                      const OneShotBlocks* blocks = nullptr);
     Status poll(bool* moved, std::string* error);
+    // A persistent call's next start: the same vectors, call `sequence`
+    // (its input was not on the board before: input_on_board false).
+    using BoardCall::restart;
     // What a rank publishes for a call of `count` elements (whole vector).
     static size_t input_bytes(const OneShotBlocks* blocks, int me, size_t count, DataType type) {
         const bool own_block = blocks && blocks->part == OneShotPart::allgather;

@@ -603,7 +603,14 @@ TaskStep CollectiveTask::start_run() {
         return run_ ? TaskStep::run : (result_ = finish_ring(Status::invalid_argument), TaskStep::done);
     };
     switch (algorithm_) {
-        case RingAlgorithm::one_shot: return built();  // no scratch; its sequence number is taken whatever happens
+        case RingAlgorithm::one_shot:
+            // No scratch; its sequence number is taken whatever happens.  A
+            // persistent call's run serves every start.
+            if (OneShotRun* again = persistent_ ? std::get_if<OneShotRun>(&run_storage_) : nullptr; again && run_ == again) {
+                again->restart();
+                return TaskStep::run;
+            }
+            return built();
         case RingAlgorithm::ipc:
         case RingAlgorithm::ipc_hierarchical:
             opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the rings across nodes'

@@ -204,6 +204,12 @@ public:
                const RingOptions& opt, const AgreementRun* met = nullptr, const OneShotBlocks* blocks = nullptr);
     bool valid() const { return op_.valid(); }
     void account() const override;
+    // A persistent call's next start (built without a meeting): the same
+    // run, on the context's next one-shot sequence, its peers checked again.
+    void restart() {
+        op_.restart(ctx_.next_one_shot());
+        checked_peers_ = false;
+    }
 
 private:
     ShmInbox& board(int rank) override { return ctx_.board(rank); }

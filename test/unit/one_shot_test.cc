@@ -98,6 +98,53 @@ void run_calls(int ranks, size_t count, int calls, int late, bool in_place) {
     }
 }
 
+// A persistent call's run: built once, restarted for each call on the
+// same buffers (new inputs each time), with the next sequence.
+TEST(OneShot, RestartedForEachCall) {
+    const int ranks = 3;
+    const size_t count = 40;  // more than a slot's head holds
+    Boards boards(ranks, count * sizeof(float) + 64);
+    std::vector<std::vector<float>> send(ranks, std::vector<float>(count)), recv(ranks, std::vector<float>(count));
+    std::vector<std::unique_ptr<OneShotAllreduce>> ops;
+    for (int r = 0; r < ranks; ++r)
+        ops.emplace_back(new OneShotAllreduce(boards.views, r, 1, send[size_t(r)].data(), recv[size_t(r)].data(), count,
+                                              DataType::f32, ReduceOp::sum));
+    std::string error;
+    for (uint64_t call = 1; call <= 5; ++call) {
+        for (int r = 0; r < ranks; ++r) {
+            for (size_t i = 0; i < count; ++i) send[size_t(r)][i] = input(r, i, call);
+            std::fill(recv[size_t(r)].begin(), recv[size_t(r)].end(), -1.0f);
+            if (call > 1) ops[size_t(r)]->restart(call);
+            EXPECT_FALSE(ops[size_t(r)]->finished());
+        }
+        // The last rank has not published this call yet: the others wait for it.
+        for (int r = 0; r + 1 < ranks; ++r) {
+            bool moved = false;
+            ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
+            EXPECT_TRUE(moved);  // published this call
+        }
+        for (int r = 0; r + 1 < ranks; ++r) {
+            bool moved = false;
+            ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
+            EXPECT_FALSE(ops[size_t(r)]->finished());
+            EXPECT_EQ(ops[size_t(r)]->waiting_for(), ranks - 1);
+        }
+        for (int round = 0; round < 2; ++round)
+            for (int r = 0; r < ranks; ++r) {
+                bool moved = false;
+                ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
+            }
+        for (int r = 0; r < ranks; ++r) {
+            ASSERT_TRUE(ops[size_t(r)]->finished());
+            for (size_t i = 0; i < count; ++i) {
+                float want = 0;
+                for (int q = 0; q < ranks; ++q) want += input(q, i, call);
+                ASSERT_EQ(recv[size_t(r)][i], want) << "rank " << r << " item " << i << " call " << call;
+            }
+        }
+    }
+}
+
 TEST(OneShot, TwoRanksOutOfPlace) { run_calls(2, 1000, 5, 1, false); }
 TEST(OneShot, TwoRanksInPlace) { run_calls(2, 4096, 5, 0, true); }
 TEST(OneShot, FourRanksManyCalls) { run_calls(4, 777, 9, 2, false); }
