@@ -48,6 +48,28 @@ struct Boards {
 
 float input(int rank, size_t i, uint64_t call) { return float(int(i % 13) - 6 + rank * 3 + int(call)); }
 
+// Every rank's call, all published: two rounds of polls finish them, each
+// with the sum of every rank's input of call `call`.
+void finish_and_check(std::vector<std::unique_ptr<OneShotAllreduce>>& ops,
+                      const std::vector<std::vector<float>>& recv, size_t count, uint64_t call) {
+    const int ranks = int(ops.size());
+    std::string error;
+    for (int round = 0; round < 2; ++round)
+        for (int r = 0; r < ranks; ++r) {
+            bool moved = false;
+            ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
+        }
+    for (int r = 0; r < ranks; ++r) {
+        ASSERT_TRUE(ops[size_t(r)]->finished());
+        EXPECT_EQ(ops[size_t(r)]->waiting_for(), -1);
+        for (size_t i = 0; i < count; ++i) {
+            float want = 0;
+            for (int q = 0; q < ranks; ++q) want += input(q, i, call);
+            ASSERT_EQ(recv[size_t(r)][i], want) << "rank " << r << " item " << i << " call " << call;
+        }
+    }
+}
+
 // `calls` calls in a row on `ranks` ranks; rank `late` publishes last.
 void run_calls(int ranks, size_t count, int calls, int late, bool in_place) {
     Boards boards(ranks, count * sizeof(float) + 64);
@@ -81,20 +103,7 @@ void run_calls(int ranks, size_t count, int calls, int late, bool in_place) {
             EXPECT_EQ(ops[size_t(r)]->any_peer_arrived(), ranks > 2);  // the others than `late`
         }
         EXPECT_TRUE(ops[size_t(late)]->any_peer_arrived());
-        for (int round = 0; round < 2; ++round)
-            for (int r = 0; r < ranks; ++r) {
-                bool moved = false;
-                ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
-            }
-        for (int r = 0; r < ranks; ++r) {
-            ASSERT_TRUE(ops[size_t(r)]->finished());
-            EXPECT_EQ(ops[size_t(r)]->waiting_for(), -1);
-            for (size_t i = 0; i < count; ++i) {
-                float want = 0;
-                for (int q = 0; q < ranks; ++q) want += input(q, i, call);
-                ASSERT_EQ(recv[size_t(r)][i], want) << "rank " << r << " item " << i << " call " << call;
-            }
-        }
+        finish_and_check(ops, recv, count, call);
     }
 }
 
@@ -129,19 +138,7 @@ TEST(OneShot, RestartedForEachCall) {
             EXPECT_FALSE(ops[size_t(r)]->finished());
             EXPECT_EQ(ops[size_t(r)]->waiting_for(), ranks - 1);
         }
-        for (int round = 0; round < 2; ++round)
-            for (int r = 0; r < ranks; ++r) {
-                bool moved = false;
-                ASSERT_EQ(ops[size_t(r)]->poll(&moved, &error), Status::ok) << error;
-            }
-        for (int r = 0; r < ranks; ++r) {
-            ASSERT_TRUE(ops[size_t(r)]->finished());
-            for (size_t i = 0; i < count; ++i) {
-                float want = 0;
-                for (int q = 0; q < ranks; ++q) want += input(q, i, call);
-                ASSERT_EQ(recv[size_t(r)][i], want) << "rank " << r << " item " << i << " call " << call;
-            }
-        }
+        finish_and_check(ops, recv, count, call);
     }
 }
 
