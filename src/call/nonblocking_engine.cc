@@ -105,7 +105,7 @@ bool Engine::agree_step(NonblockingCall& c, bool may_call_mpi) {
 bool Engine::meet_step(NonblockingCall& c, bool may_call_mpi) {
     if (c.known_first) return known_step(c, may_call_mpi);
     if (!c.meeting && !(c.meeting = c.task.board_meeting())) {
-        // (Not on any rank: the boards and the call's size are alike.)
+        // (Not on any rank: every rank's context has boards, or none.)
         NEXAR_ERROR("%s on communicator context %u: its meeting on the boards could not be made", c.task.call().name,
                     c.ctx->id());
         c.result = MPI_ERR_INTERN;
