@@ -188,8 +188,8 @@ void Runtime::connect_boards(CommContext& ctx) {
         views.push_back(v);
     }
     ctx.set_boards(std::move(boards), std::move(views));
-    NEXAR_INFO("communicator context %u: allreduces up to %s take the one-shot allreduce; every blocking call's "
-               "agreement meets on the boards",
+    NEXAR_INFO("communicator context %u: allreduces up to %s take the one-shot allreduce; every blocking and "
+               "nonblocking call's agreement meets on the boards",
                ctx.id(), format_bytes(largest).c_str());
 }
 

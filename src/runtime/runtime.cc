@@ -329,8 +329,9 @@ void Runtime::start_device() {
         NEXAR_INFO("a job with a GPU: %s",
                    describe_gpu_job(config_, path ? path : "none on rank 0", mpi_cuda_aware_ ? 1 : 0).c_str());
     const std::string threshold =
-        config_.learn ? "learnt per communicator and size: " + learnt_sizes(config_) + " (nonblocking calls from " +
-                            format_bytes(kAutoNonblockingBytes) + ")"
+        config_.learn ? "learnt per communicator and size: " + learnt_sizes(config_) +
+                            " (nonblocking and persistent calls from " + format_bytes(kAutoNonblockingBytes) +
+                            "; their allreduces on one node from any size as the one-shot)"
                       : "from " + format_bytes(config_.threshold_bytes);
     NEXAR_INFO("threshold: %s; host buffers %s", threshold.c_str(),
                config_.host_buffers ? "take the ring" : "pass through");
