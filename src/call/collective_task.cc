@@ -341,9 +341,7 @@ TaskStep CollectiveTask::plan() {
     net_ = ctx_->network_for(bytes_, !ring_may_not_call_mpi());
     opt_.segment_bytes = network_segment(cfg_, net_);
     opt_.depth = cfg_.pipeline_depth;
-    // Nonblocking calls moved only inside MPI calls (NEXAR_PROGRESS=calls)
-    // wait for peers that compute: no timeout, only a dead peer ends them.
-    opt_.timeout_s = nonblocking_ && cfg_.progress == ProgressMode::calls ? 0 : cfg_.timeout_s;
+    opt_.timeout_s = nonblocking_ ? cfg_.nonblocking_timeout_s() : cfg_.timeout_s;
     // Every ring of a large call streams its settled results (the node
     // rings of the hierarchical allreduce see one piece each).
     opt_.stream_results = bytes_ >= cfg_.stream_bytes;
@@ -351,7 +349,7 @@ TaskStep CollectiveTask::plan() {
     // (a nonblocking call lets go once it counts as in flight: end_planning).
     in_call_ = std::unique_lock<std::mutex>(ctx_->call_mutex());
     rt_.touch(*ctx_);
-    size_ = ctx_->size(), me_ = ctx_->rank();
+    me_ = ctx_->rank();  // (size_: at the context's lookup)
     lay_out_blocks();
     in_place_ = call_.sendbuf == MPI_IN_PLACE;
     check_own_buffers();

@@ -54,6 +54,18 @@ int free_grequest(void* extra) {
 }
 int cancel_grequest(void*, int) { return MPI_SUCCESS; }  // a started collective cannot be cancelled
 
+// The call's request, a generalized request holding the call (c.request
+// too); the MPI's error code where it could not make one, said here.
+int start_request_of(const CallPtr& call, MPI_Request* request) {
+    const int rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
+    if (rc != MPI_SUCCESS) {
+        NEXAR_ERROR("%s: MPI could not make a request for it (error %d)", call->task.call().name, rc);
+        return rc;
+    }
+    call->request = *request;
+    return MPI_SUCCESS;
+}
+
 // Persistent calls' requests are carriers: a persistent receive of 0 bytes
 // from this process itself, on nexar's own duplicate of MPI_COMM_SELF, with
 // a tag of the call's own.  A real persistent request of the MPI's: every
@@ -177,7 +189,7 @@ int post_agreement(NonblockingCall& c) {
         // Moved only in MPI calls, a peer that computes delays it: no timeout.
         const Config& cfg = Runtime::get()->config();
         c.exchange.emplace(ring, ctx.next_agreement_sequence(), reinterpret_cast<int64_t*>(&a),
-                           c.task.agreement_fields(), cfg.progress == ProgressMode::calls ? 0 : cfg.timeout_s);
+                           c.task.agreement_fields(), cfg.nonblocking_timeout_s());
         return MPI_SUCCESS;
     }
     return pmpi::iallreduce(MPI_IN_PLACE, &a, c.task.agreement_fields(), MPI_INT64_T, MPI_MIN, c.task.call().comm,
@@ -198,12 +210,7 @@ int pass_through_or_staged(Runtime* rt, const CollectiveCall& given, MPI_Request
     process_stats().passthrough_calls.fetch_add(1, std::memory_order_relaxed);
     auto call = std::make_shared<NonblockingCall>(*rt, given, true);
     NonblockingCall& c = *call;
-    int rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
-    if (rc != MPI_SUCCESS) {
-        NEXAR_ERROR("%s: MPI could not make a request for it (error %d)", given.name, rc);
-        return raise_mpi_error(given.comm, rc);
-    }
-    c.request = *request;
+    if (const int rc = start_request_of(call, request); rc != MPI_SUCCESS) return raise_mpi_error(given.comm, rc);
     post_inner(c, c.task.call());
     if (c.stage == NonblockingCall::Stage::inner) report_mpi_call(given, CallMode::nonblocking);
     if (c.stage != NonblockingCall::Stage::inner) {  // nothing is in flight: the call fails here
@@ -226,13 +233,10 @@ bool start_known_alone(Runtime& rt, const CollectiveCall& given, MPI_Request* re
     if (!may_run_alone_here(rt) || !engine().idle() || !known_nonblocking_one_shot(rt, given, &k)) return false;
     auto call = std::make_shared<NonblockingCall>(rt, given, false);
     NonblockingCall& c = *call;
-    *rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
-    if (*rc != MPI_SUCCESS) {
-        NEXAR_ERROR("%s: MPI could not make a request for it (error %d)", given.name, *rc);
+    if ((*rc = start_request_of(call, request)) != MPI_SUCCESS) {
         *rc = raise_mpi_error(given.comm, *rc);
         return true;
     }
-    c.request = *request;
     c.ctx = k.ctx;
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);  // its inboxes stay while it is in flight
     c.meets_on_boards = true;
@@ -268,16 +272,11 @@ int start_nonblocking(const CollectiveCall& given, MPI_Request* request) {
     c.ctx->nonblocking_calls.fetch_add(1, std::memory_order_relaxed);
     c.task.end_planning();
     remember_nonblocking_one_shot(*rt, c.task);  // (the next like it may take the known one-shot)
-    int rc = PMPI_Grequest_start(query_grequest, free_grequest, cancel_grequest, new CallPtr(call), request);
+    int rc = start_request_of(call, request);
     c.meets_on_boards = c.task.meets_on_boards();
-    if (rc == MPI_SUCCESS) {
-        c.request = *request;
-        if (!c.meets_on_boards && (rc = post_agreement(c)) != MPI_SUCCESS) {
-            PMPI_Grequest_complete(*request);
-            pmpi::request_free(request);
-        }
-    } else {
-        NEXAR_ERROR("%s: MPI could not make a request for it (error %d)", c.task.call().name, rc);
+    if (rc == MPI_SUCCESS && !c.meets_on_boards && (rc = post_agreement(c)) != MPI_SUCCESS) {
+        PMPI_Grequest_complete(*request);
+        pmpi::request_free(request);
     }
     if (rc != MPI_SUCCESS) {
         c.ctx->nonblocking_calls.fetch_sub(1, std::memory_order_relaxed);

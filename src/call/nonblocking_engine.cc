@@ -133,9 +133,7 @@ bool Engine::known_step(NonblockingCall& c, bool may_call_mpi) {
     const KnownOneShotArgs& k = c.known_args;
     if (!c.known) {
         RingOptions opt;
-        // (Moved only in MPI calls, a peer that computes delays it: no timeout.)
-        const Config& cfg = Runtime::get()->config();
-        opt.timeout_s = cfg.progress == ProgressMode::calls ? 0 : cfg.timeout_s;
+        opt.timeout_s = Runtime::get()->config().nonblocking_timeout_s();
         c.known.emplace(*k.ctx, opt, k.key, k.src, k.recvbuf, k.ring_count, k.type, k.op);
     }
     KnownOneShotRun& run = *c.known;
@@ -147,32 +145,26 @@ bool Engine::known_step(NonblockingCall& c, bool may_call_mpi) {
             s = run.check_stall(c.idle.idle_since(), c.task.error());
         if (ok(s) && !run.finished()) return moved;
     }
-    if (!ok(s)) {
-        c.ctx->mark_failed();
-        NEXAR_ERROR("MPI_Iallreduce of %llu bytes on communicator context %u failed: %s: %s",
-                    (unsigned long long)k.bytes, c.ctx->id(), status_string(s), c.task.error()->c_str());
-        c.known.reset();
-        c.known_first = false;
-        c.result = MPI_ERR_OTHER;
-        c.raise = true;
-        c.stage = Stage::complete;
-        return true;
-    }
-    if (run.valid() && run.taken()) {
-        run.account();
-        if (JobReport* report = job_report())
+    const bool taken = ok(s) && run.valid() && run.taken();
+    if (ok(s) && !taken && !may_call_mpi) return moved;
+    if (taken) run.account();
+    c.known.reset();
+    c.known_first = false;
+    if (!ok(s) || taken) {
+        if (!ok(s)) {
+            c.ctx->mark_failed();
+            NEXAR_ERROR("MPI_Iallreduce of %llu bytes on communicator context %u failed: %s: %s",
+                        (unsigned long long)k.bytes, c.ctx->id(), status_string(s), c.task.error()->c_str());
+        } else if (JobReport* report = job_report()) {
             report->add_nexar(Collective::allreduce, CallMode::nonblocking,
                               ReportCounts::shape(c.task.call().sendbuf == MPI_IN_PLACE, false), k.bytes,
                               ReportPath::one_shot, -1);
-        c.known.reset();
-        c.known_first = false;
-        c.result = MPI_SUCCESS;
+        }
+        c.result = taken ? MPI_SUCCESS : MPI_ERR_OTHER;
+        c.raise = !taken;
         c.stage = Stage::complete;
         return true;
     }
-    if (!may_call_mpi) return moved;
-    c.known.reset();
-    c.known_first = false;
     c.idle = IdleBackoff(kEngineRoundsBetweenChecks);
     forget_known_one_shot(c.task.call());
     const TaskStep planned = c.task.plan();

@@ -164,6 +164,9 @@ struct Config {
     bool learn = true;
     bool shm = true;                              // NEXAR_SHM: same-node host rings through shared memory
     double timeout_s = 60.0;                      // NEXAR_TIMEOUT_S (0: wait forever)
+    // A nonblocking call's: moved only inside MPI calls (NEXAR_PROGRESS=calls),
+    // it waits for peers that compute, so only a dead peer ends it.
+    double nonblocking_timeout_s() const { return progress == ProgressMode::calls ? 0 : timeout_s; }
     bool stats = false;                           // NEXAR_STATS
     ReportSetting report = ReportSetting::off;    // NEXAR_REPORT
     LogLevel log_level = LogLevel::warn;          // NEXAR_LOG
