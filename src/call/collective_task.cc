@@ -699,7 +699,7 @@ RingCallRun* CollectiveTask::build_run() {
     if (plan_.device())
         engine = &new_device_engine();
     else
-        engine = &host_engine_.emplace(type, op, ctx_->scratch(), ring_in_place_);
+        engine = &host_engine_.emplace(type, op, ctx_->scratch());
     return valid_or_null(run_storage_.emplace<FlatRingRun>(*ctx_, net_, agreement_.shm != 0, used_.mode, *engine,
                                                            ring_src_, ring_recv_, layout_,
                                                            collective_phases(call_.kind), type, op, opt_,

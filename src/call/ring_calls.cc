@@ -281,7 +281,7 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
                                  DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt)
     : local_out_(*ctx.next_inbox(), ctx.topology().local_next(ctx.rank())),
       local_in_(*ctx.inbox(), ctx.topology().local_prev(ctx.rank()), ctx.local_prev_pid(), type, op),
-      engine_(type, op, ctx.scratch(), true),
+      engine_(type, op, ctx.scratch()),
       inter_(net) {
     HierarchicalLinks h;
     h.local = ctx.local_peers();

@@ -118,7 +118,7 @@ Status run_probe_ring(CommContext& ctx, ProbeRing ring, CommContext::Net net, ui
     UcxEndpoint* to = flat ? links.next : ctx.inter_next();
     UcxEndpoint* from = flat ? links.prev : ctx.inter_prev();
     const bool shm_send = flat && ctx.send_shm(), shm_recv = flat && ctx.recv_shm();
-    HostEngine engine(DataType::f32, ReduceOp::sum, ctx.scratch(), true);
+    HostEngine engine(DataType::f32, ReduceOp::sum, ctx.scratch());
     NetHop hop(net);
     std::optional<ShmSendChannel> shm_out;
     std::optional<ShmRecvChannel> shm_in;

@@ -91,7 +91,7 @@ Status MessageRecvChannel::post(const Arrival& a, bool* posted, std::string* err
     uint32_t k = slot(posted_);
     PendingMessage& m = pending_[k];
     m.arrival = a;
-    m.wire = engine_.recv_target(k, a.place, a.reduce);
+    m.wire = engine_.recv_target(k, a.place, a.input, a.reduce);
     Status s = port_.post_recv(k, m.wire, a.bytes, a.tag, error);
     if (!ok(s)) return s;
     ++posted_;

@@ -15,18 +15,18 @@ Status HostEngine::stage_send(uint32_t, const char* src, size_t, WireBuffer* wir
     return Status::ok;
 }
 
-WireBuffer HostEngine::recv_target(uint32_t slot, char* place, bool reduce) {
-    // In place, the input still sits in `place` while a reduce-scatter
-    // segment travels: it lands in a slot.  Everything else lands in place.
+WireBuffer HostEngine::recv_target(uint32_t slot, char* place, const char* input, bool reduce) {
+    // Where the input still sits in `place` while a segment to reduce
+    // travels, it lands in a slot.  Everything else lands in place.
     WireBuffer w;
-    w.ptr = reduce && in_place_ ? scratch_.slot(slot) : place;
+    w.ptr = reduce && input == place ? scratch_.slot(slot) : place;
     return w;
 }
 
 Status HostEngine::finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) {
     if (!reduce) return Status::ok;
-    // place op= slot (in place), or place op= input (it arrived in place).
-    return host_reduce(place, place, in_place_ ? scratch_.slot(slot) : a, count, type_, op_);
+    // place op= slot (the input sat in place), or place op= input (it arrived in place).
+    return host_reduce(place, place, a == place ? scratch_.slot(slot) : a, count, type_, op_);
 }
 
 DeviceEngine::DeviceEngine(Mode mode, DataType type, ReduceOp op, DeviceBuffers& buffers,
@@ -115,7 +115,7 @@ void DeviceEngine::send_done(uint32_t slot) {
     if (profile_ && slot < posted_ms_.size()) transfers_.add(posted_ms_[slot], now_ms());
 }
 
-WireBuffer DeviceEngine::recv_target(uint32_t slot, char* place, bool reduce) {
+WireBuffer DeviceEngine::recv_target(uint32_t slot, char* place, const char*, bool reduce) {
     WireBuffer w;
     if (mode_ == Mode::staged) {
         w.ptr = buf_.pinned_recv(slot);

@@ -44,8 +44,10 @@ public:
     virtual Status send_ready(uint32_t slot, bool* ready) = 0;
     // UCX has sent the segment of send slot `slot` (profiling only).
     virtual void send_done(uint32_t /*slot*/) {}
-    // Where UCX receives segment `slot`; `place` is its final position.
-    virtual WireBuffer recv_target(uint32_t slot, char* place, bool reduce) = 0;
+    // Where UCX receives segment `slot`; `place` is its final position,
+    // `input` what a reduction combines the segment with (it may be place
+    // itself: the input, or a partial result, still sits there).
+    virtual WireBuffer recv_target(uint32_t slot, char* place, const char* input, bool reduce) = 0;
     // The segment arrived: place = a op received (reduce), or move it into place.
     virtual Status finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) = 0;
     virtual Status recv_ready(uint32_t slot, bool* ready) = 0;
@@ -57,14 +59,15 @@ public:
 
 class HostEngine : public SegmentEngine {
 public:
-    // in_place: sendbuf == recvbuf (MPI_IN_PLACE).  Otherwise reduce-scatter
-    // segments are received straight into recvbuf and reduced there with
-    // the input (dst op= src: two streams, not three), and no slot is used.
-    HostEngine(DataType type, ReduceOp op, RingScratch& scratch, bool in_place)
-        : type_(type), op_(op), scratch_(scratch), in_place_(in_place) {}
+    // A segment to reduce lands in a slot of `scratch` only where its input
+    // sits in its place (in place, or a partial result reduced there
+    // before); otherwise it is received straight into place and reduced
+    // there with the input (dst op= src: two streams, not three).  Decided
+    // per segment, alike in recv_target and finish_recv.
+    HostEngine(DataType type, ReduceOp op, RingScratch& scratch) : type_(type), op_(op), scratch_(scratch) {}
     Status stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) override;
     Status send_ready(uint32_t, bool* ready) override { return *ready = true, Status::ok; }
-    WireBuffer recv_target(uint32_t slot, char* place, bool reduce) override;
+    WireBuffer recv_target(uint32_t slot, char* place, const char* input, bool reduce) override;
     Status finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) override;
     Status recv_ready(uint32_t, bool* ready) override { return *ready = true, Status::ok; }
     Status drain() override { return Status::ok; }
@@ -73,7 +76,6 @@ private:
     DataType type_;
     ReduceOp op_;
     RingScratch& scratch_;
-    bool in_place_;
 };
 
 class DeviceEngine : public SegmentEngine {
@@ -90,7 +92,7 @@ public:
     Status stage_send(uint32_t slot, const char* src, size_t bytes, WireBuffer* wire) override;
     Status send_ready(uint32_t slot, bool* ready) override;
     void send_done(uint32_t slot) override;
-    WireBuffer recv_target(uint32_t slot, char* place, bool reduce) override;
+    WireBuffer recv_target(uint32_t slot, char* place, const char* input, bool reduce) override;
     Status finish_recv(uint32_t slot, char* place, const char* a, size_t count, bool reduce) override;
     Status recv_ready(uint32_t slot, bool* ready) override;
     Status drain() override;

@@ -199,7 +199,7 @@ Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sen
                       DataType type, ReduceOp op, const RingOptions& options, RingScratch& scratch,
                       std::string* error) {
     if (!op_supported(type, op)) return Status::invalid_argument;
-    HostEngine engine(type, op, scratch, sendbuf == recvbuf);
+    HostEngine engine(type, op, scratch);
     return ring_allreduce(links, sequence, sendbuf, recvbuf, count, type, options, scratch, engine, error);
 }
 

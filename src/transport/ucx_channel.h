@@ -143,7 +143,7 @@ struct RingLinks {
 };
 
 // `scratch` must have been reserved for this call (ring_slot_bytes,
-// options.depth; its slots are used by an in-place HostEngine only).
+// options.depth; a HostEngine uses its slots only in place).
 Status ring_allreduce(const RingLinks& links, uint32_t sequence, const void* sendbuf, void* recvbuf, size_t count,
                       DataType type, const RingOptions& options, RingScratch& scratch, SegmentEngine& engine,
                       std::string* error);

@@ -842,7 +842,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                     out[r].assign(count, T(99));
                     if (in_place) out[r] = in;
                     const void* src = in_place ? out[r].data() : in.data();
-                    HostEngine engine(type, op, scratch, in_place || hier);
+                    HostEngine engine(type, op, scratch);
                     UcxEndpoint* from = ep_prev ? ep_prev.get() : ep_next.get();
                     if (hier) {
                         ShmSendChannel local_out(*next_inbox, topo.local_next(r));
@@ -1090,7 +1090,7 @@ TEST(RingPhases, HalvesComposeToTheAllreduce) {
                     opt.timeout_s = 30;
                     RingScratch scratch;
                     res.status = scratch.reserve(0, opt.depth);
-                    HostEngine engine(DataType::i32, ReduceOp::sum, scratch, false);
+                    HostEngine engine(DataType::i32, ReduceOp::sum, scratch);
                     UcxSendChannel to(*links.worker, *links.next, links.peers.next_rank, opt.depth, scratch, engine,
                                       false);
                     UcxRecvChannel from(*links.worker, links.prev, links.peers.prev_rank, opt.depth, scratch, engine,
@@ -1236,7 +1236,7 @@ TEST(RingPhases, BlockLayoutPutsResultsWhereMpiDoes) {
                         SegmentEngine& engine =
                             on_device ? static_cast<SegmentEngine&>(device.emplace(mode, DataType::i32, ReduceOp::sum,
                                                                                    buffers, NEXAR_UCX_MEMORY_HOST))
-                                      : host.emplace(DataType::i32, ReduceOp::sum, scratch, false);
+                                      : host.emplace(DataType::i32, ReduceOp::sum, scratch);
                         UcxSendChannel to(*links.worker, *links.next, links.peers.next_rank, opt.depth, scratch,
                                           engine, false);
                         UcxRecvChannel from(*links.worker, links.prev, links.peers.prev_rank, opt.depth, scratch,
