@@ -1,0 +1,231 @@
+#include "algo/halving_doubling.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "algo/tag.h"
+
+namespace nexar {
+
+namespace {
+
+// Blocks [lo, hi) of `count` elements cut into `blocks` (chunk_span), as one span.
+Span block_range(size_t count, int blocks, int lo, int hi) {
+    const Span first = chunk_span(count, size_t(blocks), size_t(lo));
+    const Span last = chunk_span(count, size_t(blocks), size_t(hi - 1));
+    return Span{first.offset, last.offset + last.count - first.offset};
+}
+
+}  // namespace
+
+void HalvingDoublingSchedule::add(int link, Span send, Span recv, bool reduce, uint32_t phase, uint32_t step) {
+    ExchangeStep& s = step_[steps_++];
+    s.link = link, s.send = send, s.recv = recv, s.reduce = reduce, s.phase = phase, s.step = step;
+}
+
+HalvingDoublingSchedule::HalvingDoublingSchedule(int position, int size, size_t count) : count_(count) {
+    partner_.fill(-1);
+    if (size < 2 || uint64_t(size) > kMaxRingRanks || position < 0 || position >= size) return;
+    int pp = 1, m = 0;
+    while (pp <= size / 2) pp *= 2, ++m;
+    participants_ = pp;
+    const int extra = size - pp;  // positions 0 .. 2 extra - 1 fold in pairs
+    const int fold_link = m;
+    const Span whole{0, count};
+    int me = position - extra;  // this rank's number among the participants
+    if (position < 2 * extra) {
+        if (position % 2 == 0) {  // folds into the next position and waits for the result
+            folded_out_ = true;
+            partner_[size_t(fold_link)] = position + 1;
+            add(fold_link, whole, Span(), false, 0, uint32_t(m));
+            add(fold_link, Span(), whole, false, 1, uint32_t(m));
+            valid_ = true;
+            return;
+        }
+        partner_[size_t(fold_link)] = position - 1;
+        add(fold_link, Span(), whole, true, 0, uint32_t(m));
+        me = position / 2;
+    }
+    const auto position_of = [extra](int participant) {
+        return participant < extra ? 2 * participant + 1 : participant + extra;
+    };
+    // Halving: the range of blocks this rank holds shrinks to block `me`.
+    int lo = 0, hi = pp;
+    for (int k = 0; k < m; ++k) {
+        const int half = pp >> (k + 1), mid = lo + half;
+        partner_[size_t(k)] = position_of(me ^ half);
+        if (me & half) {
+            add(k, block_range(count, pp, lo, mid), block_range(count, pp, mid, hi), true, 0, uint32_t(k));
+            lo = mid;
+        } else {
+            add(k, block_range(count, pp, mid, hi), block_range(count, pp, lo, mid), true, 0, uint32_t(k));
+            hi = mid;
+        }
+    }
+    // Doubling: the same partners backwards; the partner's range lies beside this one's.
+    for (int k = m - 1; k >= 0; --k) {
+        const int half = pp >> (k + 1);
+        if (me & half) {
+            add(k, block_range(count, pp, lo, hi), block_range(count, pp, lo - half, lo), false, 1, uint32_t(k));
+            lo -= half;
+        } else {
+            add(k, block_range(count, pp, lo, hi), block_range(count, pp, hi, hi + half), false, 1, uint32_t(k));
+            hi += half;
+        }
+    }
+    if (partner_[size_t(fold_link)] >= 0) add(fold_link, whole, Span(), false, 1, uint32_t(m));
+    valid_ = true;
+}
+
+size_t HalvingDoublingSchedule::max_segment_elems(size_t seg_elems) const {
+    size_t largest = 0;
+    for (size_t i = 0; i < steps_; ++i)
+        for (const Span& s : {step_[i].send, step_[i].recv}) {
+            const size_t n = segment_count(s.count, seg_elems);
+            if (n) largest = std::max(largest, (s.count + n - 1) / n);
+        }
+    return largest;
+}
+
+bool halving_doubling_arguments_valid(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links,
+                                      const RingOptions& options) {
+    if (!schedule.valid() || options.depth < 1 || options.depth > kMaxRingDepth) return false;
+    for (int l = 0; l < schedule.links(); ++l)
+        if (schedule.link_partner(l) >= 0 && (!links[size_t(l)].out || !links[size_t(l)].in)) return false;
+    return true;
+}
+
+HalvingDoublingOperation::HalvingDoublingOperation(const HalvingDoublingSchedule& schedule,
+                                                   const ExchangeLinks& links, uint32_t sequence,
+                                                   const void* sendbuf, void* recvbuf, DataType type,
+                                                   const RingOptions& options)
+    : schedule_(schedule), links_(links), seq_(sequence), send_(static_cast<const char*>(sendbuf)),
+      recv_(static_cast<char*>(recvbuf)), esz_(datatype_size(type)),
+      seg_elems_(segment_elems(options.segment_bytes, esz_)), opt_(options), in_recv_(send_ == recv_) {
+    if (schedule_.steps() == 0) finished_ = true;
+    else begin_step();
+}
+
+uint64_t HalvingDoublingOperation::tag(uint32_t tag_id, size_t segment) const {
+    const ExchangeStep& s = schedule_.step(step_);
+    TagFields f;
+    f.context_id = tag_id;
+    f.sequence = seq_;
+    f.phase = s.phase;
+    f.step = s.step;
+    f.segment = uint32_t(segment);
+    return pack_tag(f);
+}
+
+void HalvingDoublingOperation::begin_step() {
+    const ExchangeStep& s = schedule_.step(step_);
+    send_segments_ = segment_count(s.send.count, seg_elems_);
+    recv_segments_ = segment_count(s.recv.count, seg_elems_);
+    sent_ = posted_ = 0;
+    const ExchangeLink& l = link();
+    l.out->begin_operation(seq_);
+    l.in->begin_operation(seq_, recv_, schedule_.count() * esz_);
+    recv_base_ = l.in->done();
+}
+
+Status HalvingDoublingOperation::fail(Status s) {
+    abort();
+    return s;
+}
+
+void HalvingDoublingOperation::abort() {
+    if (finished_) return;
+    link().out->abort();
+    link().in->abort();
+}
+
+Status HalvingDoublingOperation::post_receives(std::string* error) {
+    const ExchangeStep& s = schedule_.step(step_);
+    while (posted_ < recv_segments_) {
+        const Span span = segment_span(s.recv, recv_segments_, posted_);
+        const size_t off = span.offset * esz_;
+        Arrival a;
+        a.place = recv_ + off;
+        a.input = (in_recv_ ? recv_ : send_) + off;
+        a.count = span.count;
+        a.bytes = span.count * esz_;
+        a.tag = tag(link().recv_tag_id, posted_);
+        a.reduce = s.reduce;
+        bool posted = false;
+        Status st = link().in->post(a, &posted, error);
+        if (!ok(st)) return fail(st);
+        if (!posted) break;
+        ++posted_;
+    }
+    return Status::ok;
+}
+
+Status HalvingDoublingOperation::start_sends(bool* moved, std::string* error) {
+    const ExchangeStep& s = schedule_.step(step_);
+    while (sent_ < send_segments_) {
+        const Span span = segment_span(s.send, send_segments_, sent_);
+        Departure d;
+        d.offset = span.offset * esz_;
+        d.bytes = span.count * esz_;
+        d.src = (in_recv_ ? recv_ : send_) + d.offset;
+        d.tag = tag(link().send_tag_id, sent_);
+        bool started = false;
+        Status st = link().out->start(d, &started, error);
+        if (!ok(st)) return fail(st);
+        if (!started) break;
+        ++sent_;
+        *moved = true;
+    }
+    return Status::ok;
+}
+
+Status HalvingDoublingOperation::poll(bool* moved, std::string* error) {
+    Status s;
+    while (!finished_) {
+        if (!ok(s = post_receives(error)) || !ok(s = start_sends(moved, error))) return s;
+        const ExchangeLink& l = link();
+        if (!ok(s = l.out->progress(moved, error)) || !ok(s = l.in->progress(moved, error))) return fail(s);
+        const size_t received = l.in->done() - recv_base_;
+        heard_ = heard_ || received > 0;
+        if (sent_ < send_segments_ || received < recv_segments_ || !l.out->drained() || !l.in->drained())
+            return Status::ok;
+        if (!ok(s = l.out->finish(error)) || !ok(s = l.in->finish(error))) return fail(s);
+        // What a reduction left lies in recvbuf: the next steps send from there.
+        in_recv_ = in_recv_ || schedule_.step(step_).reduce;
+        *moved = true;
+        if (++step_ == schedule_.steps()) finished_ = true;
+        else begin_step();
+    }
+    return Status::ok;
+}
+
+Status HalvingDoublingOperation::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
+    if (finished_) return Status::ok;
+    const ExchangeLink& l = link();
+    Status s = l.in->check_peer(error);
+    if (ok(s)) s = l.out->check_peer(error);
+    if (!ok(s)) return fail(s);
+    if (opt_.timeout_s <= 0 || (opt_.patient_start && !heard_)) return Status::ok;
+    const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
+    if (idle_s <= opt_.timeout_s) return Status::ok;
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on rank %d (%s) in exchange %zu of %zu of the "
+             "halving-doubling allreduce (received %zu of %zu, sent %zu of %zu of its segment messages)",
+             idle_s, l.rank, channel_kind_name(l.in->kind()), step_ + 1, schedule_.steps(),
+             l.in->done() - recv_base_, recv_segments_, sent_, send_segments_);
+    *error = buf;
+    return fail(Status::timeout);
+}
+
+Status halving_doubling_allreduce(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links,
+                                  uint32_t sequence, const void* sendbuf, void* recvbuf, DataType type,
+                                  const RingOptions& options, std::string* error) {
+    if (!halving_doubling_arguments_valid(schedule, links, options)) return Status::invalid_argument;
+    std::string ignored;
+    if (!error) error = &ignored;
+    HalvingDoublingOperation op(schedule, links, sequence, sendbuf, recvbuf, type, options);
+    return poll_to_end(op, error);
+}
+
+}  // namespace nexar

@@ -1,0 +1,161 @@
+// The allreduce in log P steps (Rabenseifner's): recursive halving, a
+// reduce-scatter, then recursive doubling, an allgather, for the phase
+// across nodes where a ring's 2(P-1) network latencies cost more than its
+// bytes (issue 49; algo/cost_model.h says where).
+//
+// With P' the largest power of two <= P and m = log2 P':
+//   fold in   where P is not a power of two, the first 2(P - P') positions
+//             pair up: each even one sends its whole vector to the odd one
+//             after it, which reduces it, and sits out until the end;
+//   halving   m steps; at step k a participant (numbered 0 .. P'-1 among
+//             the participants) exchanges with the one whose number differs
+//             in bit m-1-k: each sends the half of its current range that
+//             the other keeps and reduces the half it keeps, so after the
+//             last step participant j holds block j of P' reduced over all;
+//   doubling  the same partners in reverse order: each sends the range it
+//             holds and receives its partner's beside it, until every
+//             participant holds the whole vector;
+//   fold out  each odd position of the fold sends the result to the even
+//             one before it.
+// Each element is reduced by one rank, in one order, and copied to the
+// others: every rank gets the same bits (as from the ring).  Ranges are
+// whole blocks of P' (chunk_span), so a vector shorter than P' gives some
+// participants empty blocks and the exchanges of nothing are skipped alike
+// on both sides.
+//
+// Every exchange is cut into segments (RingOptions::segment_bytes) that
+// stream with up to `depth` in flight, as the ring's do.  A step starts
+// once the step before it has finished both ways: its input is what that
+// step reduced.  Each partner has its own pair of channels (a link), which
+// serves the partner's halving step and then its doubling step, in that
+// order, so a transport that matches a stream's messages in order (the
+// MPI's point-to-point) sees them in the order they were sent.  Tags
+// (algo/tag.h): phase 0 for halving and fold in, phase 1 for doubling and
+// fold out; the step field is the halving step k (the fold: m).
+//
+// Positions follow the caller: position p of `size` is some communicator
+// rank; the caller makes the links to the partners' ranks
+// (HalvingDoublingSchedule::link_partner).  Host or device buffers, as the
+// channels' engines allow.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "algo/channel.h"
+#include "algo/partition.h"
+#include "algo/ring.h"
+#include "base/status.h"
+#include "reduce/types.h"
+
+namespace nexar {
+
+// Most partners a rank has: one per halving step (P' <= 2^15, the tag's
+// step field, algo/tag.h) and the fold's.
+constexpr int kMaxHalvingDoublingLinks = 16;
+
+// One exchange of a rank with one partner: what it sends and receives, in
+// elements of the whole vector (an empty span: nothing that way).
+struct ExchangeStep {
+    int link = 0;         // which of the rank's partners (HalvingDoublingSchedule::link_partner)
+    Span send, recv;
+    bool reduce = false;  // the receive reduces into place; else it is copied there
+    uint32_t phase = 0;   // tag fields (algo/tag.h)
+    uint32_t step = 0;
+};
+
+// This rank's exchanges, in order: a pure function of (position, size,
+// count), so that both sides of every exchange compute the same spans.
+class HalvingDoublingSchedule {
+public:
+    // size >= 2 and <= kMaxRingRanks (valid() says).
+    HalvingDoublingSchedule(int position, int size, size_t count);
+    bool valid() const { return valid_; }
+    size_t count() const { return count_; }  // elements of the whole vector
+    size_t steps() const { return steps_; }
+    const ExchangeStep& step(size_t i) const { return step_[i]; }
+    // Partners: the position each link goes to (-1: the link is unused).
+    int links() const { return kMaxHalvingDoublingLinks; }
+    int link_partner(int link) const { return partner_[size_t(link)]; }
+    // P' and whether this rank sits the halving and doubling out.
+    int participants() const { return participants_; }
+    bool folded_out() const { return folded_out_; }
+    // The largest segment (elements) of any of this rank's exchanges, with
+    // segments of `seg_elems`: sizes the channels' slots.
+    size_t max_segment_elems(size_t seg_elems) const;
+
+private:
+    void add(int link, Span send, Span recv, bool reduce, uint32_t phase, uint32_t step);
+    static constexpr size_t kMaxSteps = 2 * (kMaxHalvingDoublingLinks - 1) + 2;
+    std::array<ExchangeStep, kMaxSteps> step_{};
+    std::array<int, kMaxHalvingDoublingLinks> partner_{};
+    size_t count_ = 0;
+    size_t steps_ = 0;
+    int participants_ = 0;
+    bool folded_out_ = false;
+    bool valid_ = false;
+};
+
+// One link: the channels to and from one partner and the tag ids of the
+// two streams (each stream carries its receiver's, algo/tag.h).
+struct ExchangeLink {
+    SendChannel* out = nullptr;
+    RecvChannel* in = nullptr;
+    int rank = -1;             // the partner's communicator rank (error text)
+    uint32_t send_tag_id = 0;  // the partner's
+    uint32_t recv_tag_id = 0;  // this rank's
+};
+using ExchangeLinks = std::array<ExchangeLink, kMaxHalvingDoublingLinks>;
+
+// The allreduce in flight, polled like a RingOperation.  The schedule,
+// links and buffers are the caller's and must outlive it.  sendbuf may
+// equal recvbuf (in place); otherwise they must not overlap.
+class HalvingDoublingOperation {
+public:
+    HalvingDoublingOperation(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links, uint32_t sequence,
+                             const void* sendbuf, void* recvbuf, DataType type, const RingOptions& options);
+    Status poll(bool* moved, std::string* error);
+    bool finished() const { return finished_; }
+    // While nothing moves: an error when the step's partner is known dead,
+    // or when nothing moved since `idle_since` for longer than the timeout.
+    Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error);
+    void abort();
+    bool heard_from_peer() const { return heard_; }
+    void end_patience() { opt_.patient_start = false; }
+
+private:
+    void begin_step();
+    Status post_receives(std::string* error);
+    Status start_sends(bool* moved, std::string* error);
+    Status fail(Status s);
+    const ExchangeLink& link() const { return links_[size_t(schedule_.step(step_).link)]; }
+    uint64_t tag(uint32_t tag_id, size_t segment) const;
+
+    const HalvingDoublingSchedule& schedule_;
+    const ExchangeLinks& links_;
+    uint32_t seq_;
+    const char* send_;
+    char* recv_;
+    size_t esz_, seg_elems_;
+    RingOptions opt_;
+    size_t step_ = 0;
+    bool in_recv_;  // this rank's current range lies in recvbuf (else still in sendbuf)
+    size_t send_segments_ = 0, recv_segments_ = 0;  // of the step
+    size_t sent_ = 0, posted_ = 0, recv_base_ = 0;
+    bool heard_ = false, finished_ = false;
+};
+
+// Whether the arguments make the operation (sizes, links to every partner).
+bool halving_doubling_arguments_valid(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links,
+                                      const RingOptions& options);
+
+// The whole call, polled to its end.  On failure *error explains it and
+// every channel of the step that failed has been aborted.
+Status halving_doubling_allreduce(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links,
+                                  uint32_t sequence, const void* sendbuf, void* recvbuf, DataType type,
+                                  const RingOptions& options, std::string* error);
+
+}  // namespace nexar

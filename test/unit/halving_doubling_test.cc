@@ -1,0 +1,341 @@
+// The halving-doubling allreduce (algo/halving_doubling.h): its schedule
+// checked exchange by exchange against the partner's, and whole calls on
+// thread-ranks joined by in-memory channels that deliver each stream's
+// messages strictly in order (as the MPI's point-to-point matches them)
+// and check every message's tag and length.  Results are checked against
+// a reference computed here in rank order.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "algo/halving_doubling.h"
+#include "algo/tag.h"
+#include "reduce/host_reduce.h"
+
+using namespace nexar;
+
+namespace {
+
+// ------------------------------------------------------------ the schedule
+
+bool same_span(const Span& a, const Span& b) { return a.count == b.count && (a.count == 0 || a.offset == b.offset); }
+
+// Every exchange of every rank meets the partner's exchange of the same
+// tag fields on the same link, with the spans crossed, in the same order on
+// that link; each rank ends holding the whole vector.
+void check_schedule(int size, size_t count) {
+    SCOPED_TRACE(testing::Message() << size << " ranks, " << count << " elements");
+    std::vector<HalvingDoublingSchedule> s;
+    for (int r = 0; r < size; ++r) s.emplace_back(r, size, count);
+    int folded = 0;
+    for (int r = 0; r < size; ++r) {
+        ASSERT_TRUE(s[r].valid());
+        folded += s[r].folded_out();
+        // Exchanges with partner q, in order, on both sides.
+        for (int l = 0; l < s[r].links(); ++l) {
+            const int q = s[r].link_partner(l);
+            if (q < 0) continue;
+            ASSERT_NE(q, r);
+            ASSERT_LT(q, size);
+            std::vector<const ExchangeStep*> mine, theirs;
+            for (size_t i = 0; i < s[r].steps(); ++i)
+                if (s[r].step(i).link == l) mine.push_back(&s[r].step(i));
+            for (size_t i = 0; i < s[q].steps(); ++i) {
+                const ExchangeStep& t = s[q].step(i);
+                if (s[q].link_partner(t.link) == r) theirs.push_back(&t);
+            }
+            ASSERT_EQ(mine.size(), theirs.size()) << "rank " << r << " and " << q;
+            for (size_t i = 0; i < mine.size(); ++i) {
+                EXPECT_EQ(mine[i]->phase, theirs[i]->phase);
+                EXPECT_EQ(mine[i]->step, theirs[i]->step);
+                EXPECT_TRUE(same_span(mine[i]->send, theirs[i]->recv)) << "rank " << r << " exchange " << i;
+                EXPECT_TRUE(same_span(mine[i]->recv, theirs[i]->send)) << "rank " << r << " exchange " << i;
+                // What arrives in the halving and the fold in is reduced; in the doubling and the fold out, copied.
+                if (mine[i]->recv.count) EXPECT_EQ(mine[i]->reduce, mine[i]->phase == 0);
+            }
+        }
+        // The doubling (and the fold out) leave the whole vector here: the
+        // copies received plus the block the halving left cover [0, count).
+        std::vector<int> covered(count, 0);
+        size_t last_reduce = 0;
+        for (size_t i = 0; i < s[r].steps(); ++i)
+            if (s[r].step(i).reduce) last_reduce = i + 1;
+        if (last_reduce && !s[r].folded_out()) {
+            const Span own = s[r].step(last_reduce - 1).recv;
+            for (size_t e = 0; e < own.count; ++e) covered[own.offset + e]++;
+        }
+        for (size_t i = last_reduce; i < s[r].steps(); ++i) {
+            const Span got = s[r].step(i).recv;
+            for (size_t e = 0; e < got.count; ++e) covered[got.offset + e]++;
+        }
+        for (size_t e = 0; e < count; ++e) ASSERT_EQ(covered[e], 1) << "rank " << r << " element " << e;
+    }
+    int pp = 1;
+    while (pp * 2 <= size) pp *= 2;
+    EXPECT_EQ(folded, size - pp);
+    EXPECT_EQ(s[0].participants(), pp);
+}
+
+TEST(HalvingDoublingSchedule, ExchangesMatchTheirPartnersAndCoverTheVector) {
+    for (int size = 2; size <= 40; ++size)
+        for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(size - 1), size_t(size), size_t(1000)})
+            check_schedule(size, count);
+    check_schedule(64, 4097);
+    check_schedule(100, 12345);
+}
+
+TEST(HalvingDoublingSchedule, StepsAreLogarithmic) {
+    // A power of two: log2 P halving and log2 P doubling exchanges, no fold.
+    HalvingDoublingSchedule s(5, 8, 800);
+    EXPECT_EQ(s.steps(), 6u);
+    EXPECT_FALSE(s.folded_out());
+    // Block 5 of 8 is what the halving leaves on participant 5.
+    EXPECT_EQ(s.step(2).recv.offset, 500u);
+    EXPECT_EQ(s.step(2).recv.count, 100u);
+    // Not a power of two: the folded rank exchanges twice, its partner two more times.
+    HalvingDoublingSchedule out(0, 6, 600), in(1, 6, 600);
+    EXPECT_TRUE(out.folded_out());
+    EXPECT_EQ(out.steps(), 2u);
+    EXPECT_EQ(in.steps(), 2u + 4u);
+    EXPECT_EQ(in.link_partner(in.step(0).link), 0);
+}
+
+TEST(HalvingDoublingSchedule, RejectsBadShapes) {
+    EXPECT_FALSE(HalvingDoublingSchedule(0, 1, 10).valid());
+    EXPECT_FALSE(HalvingDoublingSchedule(3, 3, 10).valid());
+    EXPECT_FALSE(HalvingDoublingSchedule(-1, 3, 10).valid());
+    EXPECT_FALSE(HalvingDoublingSchedule(0, int(kMaxRingRanks) + 1, 10).valid());
+}
+
+// ------------------------------------------------- in-memory channels
+
+struct Message {
+    uint64_t tag;
+    std::vector<char> bytes;
+};
+// One stream, sender to receiver.
+struct Mailbox {
+    std::mutex m;
+    std::deque<Message> queue;
+};
+
+class MemorySend final : public SendChannel {
+public:
+    explicit MemorySend(Mailbox& box) : box_(box) {}
+    ChannelKind kind() const override { return ChannelKind::mpi; }
+    Status start(const Departure& d, bool* started, std::string*) override {
+        std::lock_guard<std::mutex> lock(box_.m);
+        box_.queue.push_back(Message{d.tag, std::vector<char>(d.src, d.src + d.bytes)});
+        bytes_sent_ += d.bytes;
+        *started = true;
+        return Status::ok;
+    }
+    Status progress(bool*, std::string*) override { return Status::ok; }
+    bool drained() const override { return true; }
+    Status check_peer(std::string*) override { return Status::ok; }
+    void abort() override {}
+
+private:
+    Mailbox& box_;
+};
+
+class MemoryRecv final : public RecvChannel {
+public:
+    MemoryRecv(Mailbox& box, DataType type, ReduceOp op, uint32_t depth)
+        : box_(box), type_(type), op_(op), depth_(depth) {}
+    ChannelKind kind() const override { return ChannelKind::mpi; }
+    Status post(const Arrival& a, bool* posted, std::string*) override {
+        *posted = posted_.size() < depth_;
+        if (*posted) posted_.push_back(a);
+        return Status::ok;
+    }
+    Status progress(bool* moved, std::string* error) override {
+        while (!posted_.empty()) {
+            Message msg;
+            {
+                std::lock_guard<std::mutex> lock(box_.m);
+                if (box_.queue.empty()) return Status::ok;
+                msg = std::move(box_.queue.front());
+                box_.queue.pop_front();
+            }
+            const Arrival a = posted_.front();
+            posted_.pop_front();
+            if (msg.tag != a.tag || msg.bytes.size() != a.bytes) {
+                const TagFields got = unpack_tag(msg.tag), want = unpack_tag(a.tag);
+                *error = "message " + std::to_string(done_) + ": tag phase/step/segment " +
+                         std::to_string(got.phase) + "/" + std::to_string(got.step) + "/" +
+                         std::to_string(got.segment) + " of " + std::to_string(msg.bytes.size()) +
+                         " bytes, expected " + std::to_string(want.phase) + "/" + std::to_string(want.step) + "/" +
+                         std::to_string(want.segment) + " of " + std::to_string(a.bytes);
+                return Status::mismatch;
+            }
+            if (a.reduce) {
+                Status s = host_reduce(a.place, a.input, msg.bytes.data(), a.count, type_, op_);
+                if (!ok(s)) return s;
+            } else if (a.bytes) {
+                memcpy(a.place, msg.bytes.data(), a.bytes);
+            }
+            ++done_;
+            *moved = true;
+        }
+        return Status::ok;
+    }
+    size_t done() const override { return done_; }
+    bool drained() const override { return posted_.empty(); }
+    Status check_peer(std::string*) override { return Status::ok; }
+    void abort() override { posted_.clear(); }
+
+private:
+    Mailbox& box_;
+    DataType type_;
+    ReduceOp op_;
+    uint32_t depth_;
+    std::deque<Arrival> posted_;
+    size_t done_ = 0;
+};
+
+// `size` thread-ranks, each with its links to its partners; rank `absent`
+// (if any) never calls.  Returns each rank's status and error.
+struct Outcome {
+    Status status = Status::ok;
+    std::string error;
+};
+
+template <class T>
+std::vector<Outcome> run_allreduce(int size, std::vector<std::vector<T>>& send, std::vector<std::vector<T>>& recv,
+                                   bool in_place, DataType type, ReduceOp op, const RingOptions& opt,
+                                   int absent = -1) {
+    std::vector<std::unique_ptr<Mailbox>> boxes(static_cast<size_t>(size * size));
+    for (auto& b : boxes) b.reset(new Mailbox);
+    std::vector<Outcome> out(static_cast<size_t>(size));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r) {
+        if (r == absent) continue;
+        threads.emplace_back([&, r] {
+            const size_t count = recv[size_t(r)].size();
+            HalvingDoublingSchedule schedule(r, size, count);
+            ExchangeLinks links;
+            std::vector<std::unique_ptr<MemorySend>> sends;
+            std::vector<std::unique_ptr<MemoryRecv>> recvs;
+            for (int l = 0; l < schedule.links(); ++l) {
+                const int q = schedule.link_partner(l);
+                if (q < 0) continue;
+                sends.emplace_back(new MemorySend(*boxes[size_t(r * size + q)]));
+                recvs.emplace_back(new MemoryRecv(*boxes[size_t(q * size + r)], type, op, opt.depth));
+                ExchangeLink& link = links[size_t(l)];
+                link.out = sends.back().get();
+                link.in = recvs.back().get();
+                link.rank = q;
+                link.send_tag_id = 100 + uint32_t(q);
+                link.recv_tag_id = 100 + uint32_t(r);
+            }
+            T* dst = recv[size_t(r)].data();
+            const T* src = in_place ? dst : send[size_t(r)].data();
+            out[size_t(r)].status = halving_doubling_allreduce(schedule, links, 7, src, dst, type, opt,
+                                                               &out[size_t(r)].error);
+        });
+    }
+    for (auto& t : threads) t.join();
+    return out;
+}
+
+RingOptions small_segments(size_t bytes, uint32_t depth) {
+    RingOptions opt;
+    opt.segment_bytes = bytes;
+    opt.depth = depth;
+    opt.timeout_s = 20;
+    return opt;
+}
+
+// Exact sums and maxima of integers, at every rank count to 12, vectors
+// shorter than the participants and long ones of many segments, in place
+// and not.
+TEST(HalvingDoublingAllreduce, ExactAtEveryRankCount) {
+    std::mt19937 rng(49);
+    for (int size : {2, 3, 4, 5, 6, 7, 8, 9, 12})
+        for (size_t count : {size_t(1), size_t(5), size_t(1000), size_t(20011)})
+            for (bool in_place : {false, true}) {
+                SCOPED_TRACE(testing::Message() << size << " ranks, " << count << " elements, "
+                                                << (in_place ? "in place" : "out of place"));
+                std::vector<std::vector<int32_t>> send(static_cast<size_t>(size)), recv(static_cast<size_t>(size));
+                std::vector<int32_t> sum(count, 0), max(count, INT32_MIN);
+                for (int r = 0; r < size; ++r) {
+                    send[size_t(r)].resize(count);
+                    for (auto& v : send[size_t(r)]) v = int32_t(rng() % 2001) - 1000;
+                    for (size_t i = 0; i < count; ++i) {
+                        sum[i] += send[size_t(r)][i];
+                        max[i] = std::max(max[i], send[size_t(r)][i]);
+                    }
+                }
+                for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
+                    for (int r = 0; r < size; ++r)
+                        recv[size_t(r)] = in_place ? send[size_t(r)] : std::vector<int32_t>(count, -7);
+                    const auto out = run_allreduce(size, send, recv, in_place, DataType::i32, op,
+                                                   small_segments(256, 2));
+                    const std::vector<int32_t>& want = op == ReduceOp::sum ? sum : max;
+                    for (int r = 0; r < size; ++r) {
+                        ASSERT_EQ(out[size_t(r)].status, Status::ok) << "rank " << r << ": " << out[size_t(r)].error;
+                        ASSERT_EQ(recv[size_t(r)], want) << "rank " << r;
+                    }
+                }
+            }
+}
+
+// Float sums of values that round: every rank gets the same bits (each
+// element is reduced once, then copied), close to the sum in rank order.
+TEST(HalvingDoublingAllreduce, FloatSumsAreIdenticalOnEveryRank) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (int size : {3, 6, 8}) {
+        const size_t count = 4099;
+        std::vector<std::vector<float>> send(static_cast<size_t>(size), std::vector<float>(count)), recv(static_cast<size_t>(size));
+        std::vector<double> want(count, 0);
+        for (int r = 0; r < size; ++r)
+            for (size_t i = 0; i < count; ++i) want[i] += send[size_t(r)][i] = u(rng);
+        for (int r = 0; r < size; ++r) recv[size_t(r)].assign(count, 0);
+        const auto out = run_allreduce(size, send, recv, false, DataType::f32, ReduceOp::sum, small_segments(1024, 4));
+        for (int r = 0; r < size; ++r) {
+            ASSERT_EQ(out[size_t(r)].status, Status::ok) << out[size_t(r)].error;
+            ASSERT_EQ(memcmp(recv[size_t(r)].data(), recv[0].data(), count * sizeof(float)), 0) << "rank " << r;
+        }
+        for (size_t i = 0; i < count; ++i) ASSERT_NEAR(recv[0][i], want[i], 1e-4) << i;
+    }
+}
+
+// A rank that never calls: every other rank reports a timeout naming the
+// halving-doubling and a rank, within the timeout and a little more.
+TEST(HalvingDoublingAllreduce, AnAbsentRankTimesOut) {
+    for (int absent : {0, 3}) {
+        const int size = 5;
+        std::vector<std::vector<int32_t>> send(size, std::vector<int32_t>(300, 1)), recv(size, std::vector<int32_t>(300));
+        RingOptions opt = small_segments(256, 2);
+        opt.timeout_s = 0.3;
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto out = run_allreduce(size, send, recv, false, DataType::i32, ReduceOp::sum, opt, absent);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        for (int r = 0; r < size; ++r) {
+            if (r == absent) continue;
+            EXPECT_EQ(out[size_t(r)].status, Status::timeout) << "rank " << r;
+            EXPECT_NE(out[size_t(r)].error.find("halving-doubling"), std::string::npos) << out[size_t(r)].error;
+        }
+        EXPECT_LT(seconds, 10.0);
+    }
+}
+
+TEST(HalvingDoublingAllreduce, RefusesMissingLinks) {
+    HalvingDoublingSchedule s(0, 4, 100);
+    ExchangeLinks links;
+    std::vector<int32_t> buf(100);
+    EXPECT_EQ(halving_doubling_allreduce(s, links, 1, buf.data(), buf.data(), DataType::i32, RingOptions(), nullptr),
+              Status::invalid_argument);
+}
+
+}  // namespace
