@@ -881,7 +881,9 @@ def write_index(results_dir):
             "namespace), `gpu` a GPU and `many-ranks` 16 cores; where a topic "
             "cannot run, the script says why and leaves its page as it is. A lent GPU machine (one H200, 16 "
             "cores) runs both of the latter in `test/gpu/run-on-device.sh`, whose output folder makes their "
-            "pages. Each page says how long its run took.", ""]
+            "pages. Each page says how long its run took.", "",
+            "Not a measurement: [the model across nodes to 10,000 nodes](model.md), the predicted time of each "
+            "schedule nexar can choose and Open MPI's choice beside it (`nexar-info --model`).", ""]
     with open(os.path.join(results_dir, "README.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(out))
 

@@ -3,6 +3,10 @@
 //
 //   nexar-info        a readable report
 //   nexar-info -p     key=value lines for scripts
+//   nexar-info --model [[P] L ALPHA_US GBIT] [--csv]
+//                     the cost model's predicted allreduce times across
+//                     nodes, the schedule it picks and Open MPI's tuned pick
+//                     (model_main below); nothing about this machine
 //
 // Build: version, the MPI it was built for, UCX, the host reduction paths
 // compiled in and the one this CPU takes.  Machine: GPUs (through the CUDA
@@ -19,6 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +34,11 @@
 #include <utility>
 #include <vector>
 
+#include "algo/cost_model.h"
+#include "algo/hierarchical.h"
+#include "base/log.h"
+#include "decide/cost_probe.h"
+#include "decide/ompi_tuned_rules.h"
 #include "memory/device.h"
 #include "mpi/mpi_family.h"
 #include "nexar/nexar.h"
@@ -260,16 +272,169 @@ Lines settings_lines(const std::string& plugin_asked, std::vector<std::string>* 
     return settings;
 }
 
+namespace {
+
+const char kUsage[] =
+    "usage: nexar-info [-p]\n"
+    "       nexar-info --model [[P] L ALPHA_US GBIT] [--csv]\n"
+    "  -p       key=value lines for scripts\n"
+    "  --model  the cost model's predicted allreduce times across nodes (predictions, not\n"
+    "           measurements), for P nodes of L ranks, a network of ALPHA_US microseconds a\n"
+    "           message and links of GBIT Gbit/s each way, shared memory as nexar assumes it:\n"
+    "           for each size, every schedule's time (ring, hier, rhd, hier-rhd), the one the\n"
+    "           model picks, and what Open MPI 4.1's coll/tuned fixed rules pick for P*L ranks.\n"
+    "           With no numbers: L=1, 3 us, 25 Gbit/s; with three: L ALPHA_US GBIT; both\n"
+    "           print rows for P = 2 to 10000; with four, the row of that P only.\n"
+    "  --csv    with --model: CSV lines instead of the table\n";
+
+bool parse_whole(const char* s, long lo, long hi, long* out) {
+    char* end = nullptr;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+bool parse_real(const char* s, double lo, double hi, double* out) {
+    char* end = nullptr;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (errno || end == s || *end || !std::isfinite(v) || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+int usage_error(const std::string& what) {
+    fprintf(stderr, "nexar-info: %s\n%s", what.c_str(), kUsage);
+    return 2;
+}
+
+int model_error(const std::string& what) { return usage_error("--model: " + what); }
+
+struct ModelRow {
+    int nodes, ranks_per_node;
+    uint64_t bytes;
+    int pieces;
+    double us[4];  // by Schedule; < 0: not a candidate
+    nexar::Schedule pick;
+    nexar::OmpiAllreduce ompi, ompi_runs;
+};
+
+ModelRow model_row(const nexar::CostModel& m, int P, int L, uint64_t bytes) {
+    ModelRow r{};
+    r.nodes = P;
+    r.ranks_per_node = L;
+    r.bytes = bytes;
+    r.pieces = int(nexar::hierarchical_pieces(bytes, 1, L, P, nexar::kUcxSegmentBytes));
+    for (nexar::Schedule s : nexar::kSchedules)
+        r.us[int(s)] = nexar::is_hierarchical(s) && L < 2
+                           ? -1
+                           : 1e6 * nexar::predicted_seconds(m, s, double(bytes), P, L, r.pieces);
+    r.pick = nexar::fastest_schedule(m, double(bytes), P, L, r.pieces, true);
+    const int ranks = P * L;
+    r.ompi = nexar::ompi_tuned_allreduce_rule(ranks, bytes, true);
+    r.ompi_runs = nexar::ompi_tuned_allreduce_runs(r.ompi, ranks, bytes / sizeof(float), true);
+    return r;
+}
+
+std::string ompi_cell(nexar::OmpiAllreduce a) {
+    return std::to_string(int(a)) + " " + nexar::ompi_allreduce_name(a);
+}
+
+void print_model_row(const ModelRow& r, bool csv) {
+    char cell[4][32];
+    for (int i = 0; i < 4; ++i) {
+        if (r.us[i] < 0)
+            snprintf(cell[i], sizeof cell[i], csv ? "" : "-");
+        else
+            snprintf(cell[i], sizeof cell[i], csv ? "%.3f" : "%.1f", r.us[i]);
+    }
+    if (csv) {
+        printf("%d,%d,%d,%llu,%d,%s,%s,%s,%s,%s,%d,%s,%d,%s\n", r.nodes, r.ranks_per_node, r.nodes * r.ranks_per_node,
+               (unsigned long long)r.bytes, r.pieces, cell[0], cell[1], cell[2], cell[3], nexar::schedule_name(r.pick),
+               int(r.ompi), nexar::ompi_allreduce_name(r.ompi), int(r.ompi_runs),
+               nexar::ompi_allreduce_name(r.ompi_runs));
+        return;
+    }
+    const std::string ompi = ompi_cell(r.ompi) + (r.ompi_runs != r.ompi ? " (runs " + ompi_cell(r.ompi_runs) + ")" : "");
+    printf("%7d %7d %7s %11s %11s %11s %11s  %-9s %s\n", r.nodes, r.nodes * r.ranks_per_node,
+           nexar::format_bytes(r.bytes).c_str(), cell[0], cell[1], cell[2], cell[3], nexar::schedule_name(r.pick),
+           ompi.c_str());
+}
+
+// nexar-info --model: the table of issue 49 (docs/results/across-nodes.md,
+// "The model to 10,000 nodes").  `args`: the numbers given with --model.
+int model_main(const std::vector<const char*>& args, bool csv) {
+    long P = 0, L = 1;
+    double alpha_us = 3, gbit = 25;
+    const size_t n = args.size();
+    if (n != 0 && n != 3 && n != 4)
+        return model_error("give no numbers, or L ALPHA_US GBIT, or P L ALPHA_US GBIT (got " + std::to_string(n) + ")");
+    const size_t first = n == 4 ? 1 : 0;
+    if (n == 4 && !parse_whole(args[0], 2, 1000000, &P))
+        return model_error(std::string("P must be a whole number of nodes from 2 to 1000000, not '") + args[0] + "'");
+    if (n >= 3) {
+        if (!parse_whole(args[first], 1, 1024, &L))
+            return model_error(std::string("L must be a whole number of ranks per node from 1 to 1024, not '") +
+                               args[first] + "'");
+        if (!parse_real(args[first + 1], 0, 1e6, &alpha_us))
+            return model_error(std::string("ALPHA_US must be microseconds from 0 to 1e6, not '") + args[first + 1] +
+                               "'");
+        if (!parse_real(args[first + 2], 1e-3, 1e6, &gbit) || gbit <= 0)
+            return model_error(std::string("GBIT must be a link rate in Gbit/s from 0.001 to 1e6, not '") +
+                               args[first + 2] + "'");
+    }
+    nexar::CostModel m = nexar::default_cost_model();
+    m.net = {alpha_us * 1e-6, gbit * 1e9 / 8};
+    std::vector<long> nodes = {2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 10000};
+    if (P) nodes = {P};
+    const uint64_t sizes[] = {8, 1 << 10, 64 << 10, 1 << 20, 16 << 20};
+    if (csv) {
+        printf("nodes,ranks_per_node,ranks,bytes,pieces,ring_us,hier_us,rhd_us,hier_rhd_us,pick,ompi_alg,ompi_name,"
+               "ompi_runs_alg,ompi_runs_name\n");
+    } else {
+        printf("Predicted allreduce times across nodes (the alpha-beta model of src/algo/cost_model.h: predictions,\n"
+               "not measurements), in microseconds.  Network: alpha %g us, links of %g Gbit/s (%g GB/s) each way;\n"
+               "shared memory: alpha %g us, %g GB/s (nexar's defaults).  %ld rank%s a node; hierarchical calls cut\n"
+               "into the pieces nexar would cut them into (%s UCX segments).  pick: the model's choice; Open MPI:\n"
+               "what 4.1's coll/tuned fixed rules pick for the same ranks (MPI_SUM of floats).\n\n",
+               alpha_us, gbit, m.net.bytes_per_s / 1e9, m.shm.alpha_s * 1e6, m.shm.bytes_per_s / 1e9, L,
+               L == 1 ? "" : "s", nexar::format_bytes(nexar::kUcxSegmentBytes).c_str());
+        printf("%7s %7s %7s %11s %11s %11s %11s  %-9s %s\n", "nodes", "ranks", "size", "ring", "hier", "rhd",
+               "hier-rhd", "pick", "Open MPI");
+    }
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        if (!csv && i) printf("\n");
+        for (uint64_t bytes : sizes) print_model_row(model_row(m, int(nodes[i]), int(L), bytes), csv);
+    }
+    return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-    bool parsable = false;
+    bool parsable = false, model = false, csv = false;
+    std::vector<const char*> model_args;
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "-p")) {
+        const char* a = argv[i];
+        if (!strcmp(a, "-p")) {
             parsable = true;
+        } else if (!strcmp(a, "--model")) {
+            model = true;
+        } else if (!strcmp(a, "--csv")) {
+            csv = true;
+        } else if (model && (a[0] != '-' || isdigit((unsigned char)a[1]) || a[1] == '.')) {
+            model_args.push_back(a);  // numbers (a negative one is refused with its reason)
         } else {
-            fprintf(stderr, "usage: nexar-info [-p]\n  -p  key=value lines for scripts\n");
-            return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
+            if (strcmp(a, "-h") && strcmp(a, "--help")) return usage_error(std::string("unknown argument '") + a + "'");
+            fputs(kUsage, stderr);
+            return 0;
         }
     }
+    if (parsable && model) return usage_error("-p and --model do not go together");
+    if (csv && !model) return usage_error("--csv goes with --model");
+    if (model) return model_main(model_args, csv);
 
     const char* plugin_setting = getenv("NEXAR_CUDA_PLUGIN");  // before machine_lines points at ours
     const std::string plugin_asked = plugin_setting ? plugin_setting : "";
