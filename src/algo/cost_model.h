@@ -121,6 +121,21 @@ inline int floor_log2(long long n) {
     return s;
 }
 
+// A schedule across nodes of one rank each in the model's terms: its
+// network messages one after another, and the bytes through a node's link
+// per byte of the vector (what decide/cost_probe.h fits alpha and beta to).
+struct ScheduleTerms {
+    double messages = 0, bytes_factor = 0;
+};
+// The halving-doubling's (the header comment): 2 log2 P' messages and
+// 2(P'-1)/P' of the vector, plus 2 of each where the others fold in.
+inline ScheduleTerms halving_doubling_terms(int nodes) {
+    const int s = floor_log2(nodes < 1 ? 1 : nodes);
+    const double P2 = double(1LL << s);
+    const bool folds = (1LL << s) != nodes;
+    return ScheduleTerms{2.0 * s + (folds ? 2 : 0), 2 * (P2 - 1) / P2 + (folds ? 2 : 0)};
+}
+
 // The halving-doubling allreduce over all n = nodes * ranks_per_node ranks
 // (with one rank a node, the one across nodes); the header comment gives
 // the formula.
@@ -131,9 +146,8 @@ inline double halving_doubling_seconds(const CostModel& m, double bytes, int nod
     const long long n2 = 1LL << s;
     const bool folds = n != n2;
     if (ranks_per_node == 1) {
-        const double P2 = double(n2);
-        return 2 * s * m.net.alpha_s + 2 * (P2 - 1) / P2 * bytes / m.net.bytes_per_s +
-               (folds ? 2 * (m.net.alpha_s + bytes / m.net.bytes_per_s) : 0);
+        const ScheduleTerms t = halving_doubling_terms(nodes);
+        return t.messages * m.net.alpha_s + t.bytes_factor * bytes / m.net.bytes_per_s;
     }
     int even_part = 0;  // log2 of the largest power of two dividing L
     while (even_part < 30 && (ranks_per_node >> even_part) % 2 == 0) ++even_part;
@@ -148,11 +162,8 @@ inline double halving_doubling_seconds(const CostModel& m, double bytes, int nod
 // The hierarchical allreduce with halving-doubling across nodes.
 inline double hierarchical_halving_doubling_seconds(const CostModel& m, double bytes, int nodes, int ranks_per_node,
                                                     int pieces) {
-    const int s = floor_log2(nodes < 1 ? 1 : nodes);
-    const double P2 = double(1LL << s);
-    const bool folds = nodes > 1 && (1LL << s) != nodes;
-    return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, 2 * s + (folds ? 2 : 0),
-                                          2 * (P2 - 1) / P2 + (folds ? 2 : 0));
+    const ScheduleTerms t = halving_doubling_terms(nodes);
+    return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, t.messages, t.bytes_factor);
 }
 
 // A ring of `ranks` ranks whose every step costs channel `c`: 2(n-1)

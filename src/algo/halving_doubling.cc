@@ -87,23 +87,17 @@ size_t HalvingDoublingSchedule::max_segment_elems(size_t seg_elems) const {
     return largest;
 }
 
-bool halving_doubling_arguments_valid(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links,
-                                      const RingOptions& options) {
-    if (!schedule.valid() || options.depth < 1 || options.depth > kMaxRingDepth) return false;
-    for (int l = 0; l < schedule.links(); ++l)
-        if (schedule.link_partner(l) >= 0 && (!links[size_t(l)].out || !links[size_t(l)].in)) return false;
-    return true;
+bool halving_doubling_arguments_valid(const HalvingDoublingSchedule& schedule, const RingOptions& options) {
+    return schedule.valid() && options.depth >= 1 && options.depth <= kMaxRingDepth;
 }
 
-HalvingDoublingOperation::HalvingDoublingOperation(const HalvingDoublingSchedule& schedule,
-                                                   const ExchangeLinks& links, uint32_t sequence,
-                                                   const void* sendbuf, void* recvbuf, DataType type,
-                                                   const RingOptions& options)
+HalvingDoublingOperation::HalvingDoublingOperation(const HalvingDoublingSchedule& schedule, ExchangeLinks& links,
+                                                   uint32_t sequence, const void* sendbuf, void* recvbuf,
+                                                   DataType type, const RingOptions& options)
     : schedule_(schedule), links_(links), seq_(sequence), send_(static_cast<const char*>(sendbuf)),
       recv_(static_cast<char*>(recvbuf)), esz_(datatype_size(type)),
       seg_elems_(segment_elems(options.segment_bytes, esz_)), opt_(options), in_recv_(send_ == recv_) {
-    if (schedule_.steps() == 0) finished_ = true;
-    else begin_step();
+    finished_ = schedule_.steps() == 0;
 }
 
 uint64_t HalvingDoublingOperation::tag(uint32_t tag_id, size_t segment) const {
@@ -117,15 +111,22 @@ uint64_t HalvingDoublingOperation::tag(uint32_t tag_id, size_t segment) const {
     return pack_tag(f);
 }
 
-void HalvingDoublingOperation::begin_step() {
+Status HalvingDoublingOperation::begin_step(std::string* error) {
     const ExchangeStep& s = schedule_.step(step_);
     send_segments_ = segment_count(s.send.count, seg_elems_);
     recv_segments_ = segment_count(s.recv.count, seg_elems_);
     sent_ = posted_ = 0;
-    const ExchangeLink& l = link();
-    l.out->begin_operation(seq_);
-    l.in->begin_operation(seq_, recv_, schedule_.count() * esz_);
-    recv_base_ = l.in->done();
+    link_ = links_.open(s.link);
+    if (!link_.out || !link_.in) {
+        link_ = ExchangeLink();
+        *error = "no channel to the halving-doubling partner at position " +
+                 std::to_string(schedule_.link_partner(s.link));
+        return Status::invalid_argument;
+    }
+    link_.out->begin_operation(seq_);
+    link_.in->begin_operation(seq_, recv_, schedule_.count() * esz_);
+    recv_base_ = link_.in->done();
+    return Status::ok;
 }
 
 Status HalvingDoublingOperation::fail(Status s) {
@@ -134,9 +135,9 @@ Status HalvingDoublingOperation::fail(Status s) {
 }
 
 void HalvingDoublingOperation::abort() {
-    if (finished_) return;
-    link().out->abort();
-    link().in->abort();
+    if (finished_ || !link_.out) return;
+    link_.out->abort();
+    link_.in->abort();
 }
 
 Status HalvingDoublingOperation::post_receives(std::string* error) {
@@ -181,6 +182,10 @@ Status HalvingDoublingOperation::start_sends(bool* moved, std::string* error) {
 
 Status HalvingDoublingOperation::poll(bool* moved, std::string* error) {
     Status s;
+    if (!started_ && !finished_) {
+        started_ = true;
+        if (!ok(s = begin_step(error))) return s;
+    }
     while (!finished_) {
         if (!ok(s = post_receives(error)) || !ok(s = start_sends(moved, error))) return s;
         const ExchangeLink& l = link();
@@ -194,13 +199,13 @@ Status HalvingDoublingOperation::poll(bool* moved, std::string* error) {
         in_recv_ = in_recv_ || schedule_.step(step_).reduce;
         *moved = true;
         if (++step_ == schedule_.steps()) finished_ = true;
-        else begin_step();
+        else if (!ok(s = begin_step(error))) return s;
     }
     return Status::ok;
 }
 
 Status HalvingDoublingOperation::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
-    if (finished_) return Status::ok;
+    if (finished_ || !link_.out) return Status::ok;
     const ExchangeLink& l = link();
     Status s = l.in->check_peer(error);
     if (ok(s)) s = l.out->check_peer(error);
@@ -218,10 +223,10 @@ Status HalvingDoublingOperation::check_stall(std::chrono::steady_clock::time_poi
     return fail(Status::timeout);
 }
 
-Status halving_doubling_allreduce(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links,
+Status halving_doubling_allreduce(const HalvingDoublingSchedule& schedule, ExchangeLinks& links,
                                   uint32_t sequence, const void* sendbuf, void* recvbuf, DataType type,
                                   const RingOptions& options, std::string* error) {
-    if (!halving_doubling_arguments_valid(schedule, links, options)) return Status::invalid_argument;
+    if (!halving_doubling_arguments_valid(schedule, options)) return Status::invalid_argument;
     std::string ignored;
     if (!error) error = &ignored;
     HalvingDoublingOperation op(schedule, links, sequence, sendbuf, recvbuf, type, options);

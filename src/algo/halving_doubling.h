@@ -25,10 +25,12 @@
 //
 // Every exchange is cut into segments (RingOptions::segment_bytes) that
 // stream with up to `depth` in flight, as the ring's do.  A step starts
-// once the step before it has finished both ways: its input is what that
-// step reduced.  Each partner has its own pair of channels (a link), which
-// serves the partner's halving step and then its doubling step, in that
-// order, so a transport that matches a stream's messages in order (the
+// once the step before it has finished both ways (nothing of it is in
+// flight): its input is what that step reduced.  Each partner is a link,
+// whose channels the caller opens at the start of each exchange with that
+// partner (ExchangeLinks): they may be the same channels each time or new
+// ones.  A partner's halving step comes before its doubling step on both
+// sides, so a transport that matches a stream's messages in order (the
 // MPI's point-to-point) sees them in the order they were sent.  Tags
 // (algo/tag.h): phase 0 for halving and fold in, phase 1 for doubling and
 // fold out; the step field is the halving step k (the fold: m).
@@ -108,14 +110,23 @@ struct ExchangeLink {
     uint32_t send_tag_id = 0;  // the partner's
     uint32_t recv_tag_id = 0;  // this rank's
 };
-using ExchangeLinks = std::array<ExchangeLink, kMaxHalvingDoublingLinks>;
+
+// Where the operation gets its links' channels: open(link) at the start of
+// each exchange with that link's partner (HalvingDoublingSchedule::
+// link_partner).  The channels stay valid until the next open() or the
+// operation's end; null ones fail the operation (no way to that partner).
+class ExchangeLinks {
+public:
+    virtual ~ExchangeLinks() = default;
+    virtual ExchangeLink open(int link) = 0;
+};
 
 // The allreduce in flight, polled like a RingOperation.  The schedule,
 // links and buffers are the caller's and must outlive it.  sendbuf may
 // equal recvbuf (in place); otherwise they must not overlap.
 class HalvingDoublingOperation {
 public:
-    HalvingDoublingOperation(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links, uint32_t sequence,
+    HalvingDoublingOperation(const HalvingDoublingSchedule& schedule, ExchangeLinks& links, uint32_t sequence,
                              const void* sendbuf, void* recvbuf, DataType type, const RingOptions& options);
     Status poll(bool* moved, std::string* error);
     bool finished() const { return finished_; }
@@ -127,15 +138,17 @@ public:
     void end_patience() { opt_.patient_start = false; }
 
 private:
-    void begin_step();
+    Status begin_step(std::string* error);
     Status post_receives(std::string* error);
     Status start_sends(bool* moved, std::string* error);
     Status fail(Status s);
-    const ExchangeLink& link() const { return links_[size_t(schedule_.step(step_).link)]; }
+    const ExchangeLink& link() const { return link_; }
     uint64_t tag(uint32_t tag_id, size_t segment) const;
 
     const HalvingDoublingSchedule& schedule_;
-    const ExchangeLinks& links_;
+    ExchangeLinks& links_;
+    ExchangeLink link_;  // the current exchange's
+    bool started_ = false;  // the first exchange has begun
     uint32_t seq_;
     const char* send_;
     char* recv_;
@@ -148,13 +161,12 @@ private:
     bool heard_ = false, finished_ = false;
 };
 
-// Whether the arguments make the operation (sizes, links to every partner).
-bool halving_doubling_arguments_valid(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links,
-                                      const RingOptions& options);
+// Whether the arguments make the operation.
+bool halving_doubling_arguments_valid(const HalvingDoublingSchedule& schedule, const RingOptions& options);
 
 // The whole call, polled to its end.  On failure *error explains it and
 // every channel of the step that failed has been aborted.
-Status halving_doubling_allreduce(const HalvingDoublingSchedule& schedule, const ExchangeLinks& links,
+Status halving_doubling_allreduce(const HalvingDoublingSchedule& schedule, ExchangeLinks& links,
                                   uint32_t sequence, const void* sendbuf, void* recvbuf, DataType type,
                                   const RingOptions& options, std::string* error);
 

@@ -57,6 +57,9 @@ public:
     // and previous node (node order) form the inter-node ring of that index.
     int inter_next(int rank) const { return local_rank((node(rank) + 1) % nodes_, local_index(rank)); }
     int inter_prev(int rank) const { return local_rank((node(rank) + nodes_ - 1) % nodes_, local_index(rank)); }
+    // The rank of local index `local_index` on node `node` (the index taken
+    // modulo the node's size).
+    int rank_on_node(int node, int local_index) const { return local_rank(node, local_index); }
 
 private:
     // The rank at local index i (taken modulo the node's size) of node `node`.

@@ -93,6 +93,10 @@ static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "
 // NEXAR_ALGORITHM, or the cost model's choice for this size over network
 // `net` (the call's; identical on every rank).
 bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net);
+// NEXAR_ALGORITHM, or the cost model's choice between the halving-doubling
+// and the flat ring (where ctx.halving_doubling_ready()); identical on
+// every rank.
+bool wants_halving_doubling(const Config& cfg, const CommContext& ctx, size_t bytes);
 // The segment size of the network's hops: UCX's, or the MPI's
 // point-to-point's (smaller: eager in the MPI, runtime/config.h).
 size_t network_segment(const Config& cfg, CommContext::Net net);

@@ -460,6 +460,7 @@ const char* ring_algorithm_name(RingAlgorithm a) {
         case RingAlgorithm::hierarchical: return "the hierarchical allreduce";
         case RingAlgorithm::ipc: return "GPU to GPU through IPC";
         case RingAlgorithm::ipc_hierarchical: return "the hierarchical allreduce, IPC inside each node";
+        case RingAlgorithm::halving_doubling: return "the halving-doubling allreduce";
     }
     return "?";
 }
@@ -522,9 +523,11 @@ TaskStep CollectiveTask::decide_route() {
     // node takes the one-shot (the allreduce, or its reduce-scatter or
     // allgather half), a larger allreduce the hierarchical allreduce where
     // it is ready and chosen, else the flat ring with its same-node hops in
-    // shared memory.  Otherwise the flat ring on the network only.  The
-    // one-shot's limit is on what each rank publishes, times the ranks that
-    // read it (one_shot_size).
+    // shared memory.  Across nodes of one rank each, an allreduce of host
+    // buffers everywhere takes the halving-doubling where it is ready and
+    // chosen.  Otherwise the flat ring on the network only.  The one-shot's
+    // limit is on what each rank publishes, times the ranks that read it
+    // (one_shot_size).
     const bool allreduce = call_.kind == Collective::allreduce;
     if (ipc)
         algorithm_ = ctx_->topology().nodes() > 1 ? RingAlgorithm::ipc_hierarchical : RingAlgorithm::ipc;
@@ -532,6 +535,8 @@ TaskStep CollectiveTask::decide_route() {
         algorithm_ = RingAlgorithm::one_shot;
     else if (allreduce && a.shm && a.hier && wants_hierarchical(cfg_, *ctx_, bytes_, net_))
         algorithm_ = RingAlgorithm::hierarchical;
+    else if (allreduce && a.host && ctx_->halving_doubling_ready() && wants_halving_doubling(cfg_, *ctx_, bytes_))
+        algorithm_ = RingAlgorithm::halving_doubling;
     else
         algorithm_ = RingAlgorithm::flat;
     // Below their floor nonblocking calls are nexar's only as the one-shot
@@ -617,6 +622,7 @@ TaskStep CollectiveTask::start_run() {
                 return result_ = finish_ring(Status::no_memory), TaskStep::done;
             return built();
         case RingAlgorithm::hierarchical:
+        case RingAlgorithm::halving_doubling:
         case RingAlgorithm::flat: break;
     }
     // Every rank's slots hold a segment of the size it proposed, so the least.
@@ -692,6 +698,9 @@ RingCallRun* CollectiveTask::build_run() {
             return valid_or_null(run_storage_.emplace<HierarchicalRun>(*ctx_, net_, src_, call_.recvbuf,
                                                                        ring_count_, type, op, local_opt, opt_));
         }
+        case RingAlgorithm::halving_doubling:
+            return valid_or_null(run_storage_.emplace<HalvingDoublingRun>(*ctx_, net_, src_, call_.recvbuf,
+                                                                          ring_count_, type, op, opt_));
         case RingAlgorithm::flat: break;
     }
     if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, net_, call_.kind, used_.mode);
@@ -769,6 +778,7 @@ void CollectiveTask::report_run(JobReport& report) const {
     const ReportPath path = ipc()                                         ? ReportPath::ipc
                             : algorithm_ == RingAlgorithm::hierarchical ? ReportPath::hierarchical
                             : algorithm_ == RingAlgorithm::one_shot     ? ReportPath::one_shot
+                            : algorithm_ == RingAlgorithm::halving_doubling ? ReportPath::halving_doubling
                                                                         : ReportPath::ring;
     const CallMode mode = !nonblocking_ ? CallMode::blocking : persistent_ ? CallMode::persistent : CallMode::nonblocking;
     const double seconds =

@@ -52,6 +52,7 @@ enum class RingAlgorithm {
     hierarchical,      // allreduce: rings inside each node, rings across nodes, rings inside again
     ipc,               // device buffers on one node: GPU to GPU through CUDA IPC
     ipc_hierarchical,  // device allreduce across nodes: IPC inside each node, the device ring across
+    halving_doubling,  // host allreduce across nodes of one rank each: log P exchanges each way
 };
 const char* ring_algorithm_name(RingAlgorithm a);
 
@@ -286,7 +287,9 @@ private:
     std::optional<DeviceEngine> device_engine_;
     // The routed algorithm's run (build_run): one at a time, so the task
     // holds the largest, not all (a nonblocking call's task lives on the heap).
-    std::variant<std::monostate, FlatRingRun, HierarchicalRun, OneShotRun, IpcRun, IpcHierarchicalRun> run_storage_;
+    std::variant<std::monostate, FlatRingRun, HierarchicalRun, OneShotRun, IpcRun, IpcHierarchicalRun,
+                 HalvingDoublingRun>
+        run_storage_;
     OneShotBlocks one_shot_blocks_;  // its reduce-scatter's or allgather's blocks
     nexar_ipc_memory src_ipc_{}, recv_ipc_{};  // the buffers as ipc_possible() exported them
     const char* ipc_why_ = "";  // why this rank's call cannot take IPC ("": it can, or not a device call)

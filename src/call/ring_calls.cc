@@ -16,12 +16,18 @@ namespace nexar {
 
 namespace {
 
+// `bytes` a channel of kind `kind` sent.
+void count_bytes(ChannelKind kind, uint64_t bytes) {
+    Stats& stats = process_stats();
+    (kind == ChannelKind::shm   ? stats.shm_bytes
+     : kind == ChannelKind::ucx ? stats.ucx_bytes
+                                : stats.mpi_bytes)
+        .fetch_add(bytes, std::memory_order_relaxed);
+}
+
 void count_bytes(const SendChannel& out) {
     Stats& stats = process_stats();
-    (out.kind() == ChannelKind::shm   ? stats.shm_bytes
-     : out.kind() == ChannelKind::ucx ? stats.ucx_bytes
-                                      : stats.mpi_bytes)
-        .fetch_add(out.bytes_sent(), std::memory_order_relaxed);
+    count_bytes(out.kind(), out.bytes_sent());
     if (out.kind() == ChannelKind::shm) {
         const auto& shm = static_cast<const ShmSendChannel&>(out);
         stats.cma_bytes.fetch_add(shm.bytes_by_address() + shm.bytes_pushed(), std::memory_order_relaxed);
@@ -301,6 +307,20 @@ void HierarchicalRun::account() const {
     count_bytes(local_out_);
     count_bytes(*inter_.out());
     process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+HalvingDoublingRun::HalvingDoublingRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf,
+                                       size_t count, DataType type, ReduceOp op, const RingOptions& opt)
+    : schedule_(ctx.topology().node(ctx.rank()), ctx.topology().nodes(), count),
+      engine_(type, op, ctx.scratch()),
+      hops_(ctx, net, schedule_, opt.depth, engine_) {
+    if (!ctx.halving_doubling_ready() || !halving_doubling_arguments_valid(schedule_, opt)) return;
+    op_.emplace(schedule_, hops_, ctx.next_sequence(), src, recvbuf, type, opt);
+}
+
+void HalvingDoublingRun::account() const {
+    if (const SendChannel* out = hops_.out()) count_bytes(out->kind(), hops_.bytes_sent());
+    process_stats().rhd_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 size_t hierarchical_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes) {

@@ -11,8 +11,10 @@
 #include <optional>
 #include <string>
 
-#include "algo/hierarchical.h"
 #include <utility>
+
+#include "algo/halving_doubling.h"
+#include "algo/hierarchical.h"
 
 #include "algo/ipc_allreduce.h"
 #include "algo/one_shot.h"
@@ -98,6 +100,23 @@ private:
     ShmRecvChannel local_in_;
     HostEngine engine_;  // the inter-node rings run in place
     NetHop inter_;
+};
+
+// The halving-doubling allreduce (algo/halving_doubling.h) across nodes of
+// one rank each, on host buffers, its exchanges on network `net`
+// (PartnerHops).  Requires ctx.halving_doubling_ready().
+class HalvingDoublingRun final : public OperationRun<HalvingDoublingOperation> {
+public:
+    // Check `valid` before the first poll.
+    HalvingDoublingRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
+                       DataType type, ReduceOp op, const RingOptions& opt);
+    ~HalvingDoublingRun() override { op_.reset(); }
+    void account() const override;
+
+private:
+    const HalvingDoublingSchedule schedule_;
+    HostEngine engine_;
+    PartnerHops hops_;
 };
 
 // The ranks whose boards a BoardRun watches: the whole communicator, or

@@ -59,7 +59,6 @@ bool fit(double messages, double bytes_factor, double s1, double t1, double s2, 
 }  // namespace
 
 Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostModel* out, std::string* error) {
-    const int P = rings.nodes(), L = rings.local_size();
     std::vector<float> a(kCopyBytes / sizeof(float), 1.0f), b(kCopyBytes / sizeof(float), 0.0f);
     // Seconds of the best of kRepeats runs of the rings across nodes on
     // `bytes`, after one warm-up run (endpoints connect on first use).  A
@@ -113,8 +112,8 @@ Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostMode
     CostModel m = default_cost_model();
     m.shm.bytes_per_s = -t[0];
     // The rings across nodes: 2(P-1) messages; the L of them share the
-    // link, which carries 2(P-1)/P S for each.
-    bool fitted = fit(2.0 * (P - 1), 2.0 * (P - 1) / P * L, kNetSmall, t[1], kNetLarge, t[2], &m.net);
+    // link, which carries 2(P-1)/P S for each (or what the probe runs says).
+    bool fitted = fit(rings.messages(), rings.bytes_factor(), kNetSmall, t[1], kNetLarge, t[2], &m.net);
     if (!fitted) {
         *error = "the timings did not grow with the size (a noisy machine?)";
         return Status::unavailable;

@@ -33,11 +33,18 @@ public:
     virtual Status reserve(size_t count, const RingOptions& opt) = 0;
     // One sum of `count` floats in place on `buf` over the ring.
     virtual Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) = 0;
+    // What one run costs in the model's terms (algo/cost_model.h): the
+    // network messages one after another, and the bytes through a node's
+    // link per byte of the vector.  The rings across nodes by default:
+    // 2(P-1), and 2(P-1)/P for each of the L local ranks.
+    virtual double messages() const { return 2.0 * (nodes() - 1); }
+    virtual double bytes_factor() const { return 2.0 * (nodes() - 1) / nodes() * local_size(); }
 };
 
 // Times the rings across nodes (UCX, all local ranks at once, so that they
-// share each node's link as the hierarchical allreduce does) at two sizes
-// and fits the network's alpha and beta; the shared-memory rate comes from
+// share each node's link as the hierarchical allreduce does), or whatever
+// else `rings` runs, at two sizes and fits the network's alpha and beta
+// to its messages() and bytes_factor(); the shared-memory rate comes from
 // memcpy (all local ranks copying at once).  Every rank gets the same model
 // (the shortest ring times, the slowest copy) and the same status:
 // Status::transport_error when a ring failed on some rank (the caller then

@@ -56,6 +56,17 @@ bool CommContext::hierarchical_is_faster(size_t bytes, size_t inter_segment_byte
     return hierarchical_is_faster_here(model, topo_.nodes(), topo_.local_size(rank_), bytes, inter_segment_bytes);
 }
 
+bool CommContext::halving_doubling_is_faster(size_t bytes) const {
+    // The ring on the costs of the network `bytes` take where both were
+    // timed; the halving-doubling on its own where it was timed.
+    CostModel ring = cost_model_;
+    if (networks_measured_) ring.net = measured_cost(network_for(bytes));
+    CostModel halving = ring;
+    if (halving_doubling_measured_) halving.net = halving_doubling_cost_;
+    const double b = double(bytes);
+    return halving_doubling_seconds(halving, b, topo_.nodes(), 1) < flat_ring_seconds(ring, b, topo_.nodes(), 1);
+}
+
 RingLinks CommContext::links() const {
     RingLinks l;
     l.worker = worker_;
@@ -108,6 +119,34 @@ RecvChannel* NetHop::receive_from(CommContext& ctx, UcxEndpoint* from, int from_
 const SendChannel* NetHop::out() const {
     if (mpi_out_) return &*mpi_out_;
     return ucx_out_ ? &*ucx_out_ : nullptr;
+}
+
+ExchangeLink PartnerHops::open(int link) {
+    if (hop_ && hop_->out()) earlier_bytes_ += hop_->out()->bytes_sent();
+    NetHop& hop = hop_.emplace(net_);
+    ExchangeLink l;
+    l.rank = ctx_.topology().rank_on_node(schedule_.link_partner(link), 0);
+    l.send_tag_id = ctx_.tag_id_of(l.rank);
+    l.recv_tag_id = ctx_.id();
+    // The receive side progresses the worker (UCX).
+    l.out = hop.send_to(ctx_, ctx_.partner(link), l.rank, depth_, engine_, false);
+    l.in = hop.receive_from(ctx_, ctx_.partner(link), l.rank, depth_, engine_, 0);
+    return l;
+}
+
+size_t halving_doubling_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes) {
+    const RingTopology& t = ctx.topology();
+    const HalvingDoublingSchedule schedule(t.node(ctx.rank()), t.nodes(), count);
+    return schedule.max_segment_elems(segment_elems(segment_bytes, elem_size)) * elem_size;
+}
+
+Status run_probe_halving_doubling(CommContext& ctx, float* buf, size_t count, const RingOptions& opt,
+                                  std::string* error) {
+    const RingTopology& t = ctx.topology();
+    const HalvingDoublingSchedule schedule(t.node(ctx.rank()), t.nodes(), count);
+    HostEngine engine(DataType::f32, ReduceOp::sum, ctx.scratch());
+    PartnerHops hops(ctx, ctx.network(), schedule, opt.depth, engine);
+    return halving_doubling_allreduce(schedule, hops, ctx.next_sequence(), buf, buf, DataType::f32, opt, error);
 }
 
 Status run_probe_ring(CommContext& ctx, ProbeRing ring, CommContext::Net net, uint32_t sequence, float* buf,

@@ -16,6 +16,8 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "algo/cost_model.h"
+#include "algo/halving_doubling.h"
 #include "algo/one_shot.h"
 #include "algo/ring.h"
 #include "algo/topology.h"
@@ -117,6 +120,7 @@ public:
         ucx_cost_ = ucx, mpi_cost_ = mpi, networks_measured_ = true;
     }
     bool networks_measured() const { return networks_measured_; }
+    const ChannelCost& measured_cost(Net n) const { return n == Net::mpi ? mpi_cost_ : ucx_cost_; }
     // The network a call of `bytes` (the whole vector's, alike on every
     // rank) takes for its hops off shared memory: identical on every rank.
     // `mpi_allowed` false (a call whose ring may not call the MPI: alike on
@@ -141,11 +145,13 @@ public:
     // closed a shared one: the runtime then hands this context a new one
     // (Runtime::refresh_endpoints).
     bool endpoints_usable() const {
-        return next_.usable() && prev_.usable() && inter_next_.usable() && inter_prev_.usable();
+        return next_.usable() && prev_.usable() && inter_next_.usable() && inter_prev_.usable() &&
+               std::all_of(partners_.begin(), partners_.end(), [](const Peer& p) { return p.usable(); });
     }
     Peer* peers_for_refresh(size_t i) {
         Peer* all[] = {&next_, &prev_, &inter_next_, &inter_prev_};
-        return i < 4 ? all[i] : nullptr;
+        if (i < 4) return all[i];
+        return i - 4 < partners_.size() ? &partners_[i - 4] : nullptr;
     }
 
     // This rank's place on the ring.
@@ -237,6 +243,27 @@ public:
     // NEXAR_THRESHOLD_BYTES=auto's: which path each size of call takes.
     PathLearner& learner() { return learner_; }
     const PathLearner& learner() const { return learner_; }
+    // The halving-doubling allreduce across the nodes (algo/halving_doubling.h)
+    // where every node holds one rank: the endpoints to this rank's
+    // partners (link by link; none over the MPI's point-to-point), set up
+    // collectively (Runtime::setup_halving_doubling), ready on every rank
+    // or on none, and the model that chooses it.
+    using PartnerPeers = std::array<Peer, kMaxHalvingDoublingLinks>;
+    void enable_halving_doubling(PartnerPeers partners, const CostModel& model) {
+        partners_ = std::move(partners);
+        halving_doubling_ready_ = true, cost_model_ = model;
+    }
+    bool halving_doubling_ready() const { return halving_doubling_ready_; }
+    // Its own network costs, fitted to its timed runs (identical on every
+    // rank): the ring's alpha and beta do not say what its exchanges cost
+    // (a new partner each step, a pause between steps).  Until then it is
+    // priced with the ring's.
+    void set_halving_doubling_cost(const ChannelCost& c) { halving_doubling_cost_ = c, halving_doubling_measured_ = true; }
+    UcxEndpoint* partner(int link) { return partners_[size_t(link)].ep.get(); }
+    // The cost model's verdict for `bytes` here (algo/cost_model.h) against
+    // the flat ring, on the network that `bytes` take (network_for):
+    // identical on every rank.
+    bool halving_doubling_is_faster(size_t bytes) const;
     // Without it, closes the endpoints only it uses.
     void drop_inter() {
         if (hier_ready_) return;
@@ -334,6 +361,9 @@ private:
     pid_t writer_pid_ = 0;
     bool send_shm_ = false, recv_shm_ = false, any_hop_shm_ = false, all_hops_shm_ = false;
     bool hier_ready_ = false;
+    PartnerPeers partners_;
+    bool halving_doubling_ready_ = false, halving_doubling_measured_ = false;
+    ChannelCost halving_doubling_cost_;
     CostModel cost_model_;
     ShmCopyChooser copy_chooser_;
     PathLearner learner_;
@@ -385,6 +415,31 @@ private:
     std::optional<MpiRecvChannel> mpi_in_;
 };
 
+// The network channels of a halving-doubling's exchanges on a context
+// (algo/halving_doubling.h, ExchangeLinks): each exchange gets a new pair
+// to its partner on network `net` (nothing of the exchange before is in
+// flight then), so one pair is held whatever the number of partners.
+// Requires ctx.halving_doubling_ready() (the partners' endpoints).
+class PartnerHops final : public ExchangeLinks {
+public:
+    PartnerHops(CommContext& ctx, CommContext::Net net, const HalvingDoublingSchedule& schedule, uint32_t depth,
+                SegmentEngine& engine)
+        : ctx_(ctx), net_(net), schedule_(schedule), depth_(depth), engine_(engine) {}
+    ExchangeLink open(int link) override;
+    // What every exchange so far sent, and on which kind of channel (none: nothing opened).
+    uint64_t bytes_sent() const { return earlier_bytes_ + (hop_ && hop_->out() ? hop_->out()->bytes_sent() : 0); }
+    const SendChannel* out() const { return hop_ ? hop_->out() : nullptr; }
+
+private:
+    CommContext& ctx_;
+    const CommContext::Net net_;
+    const HalvingDoublingSchedule& schedule_;
+    const uint32_t depth_;
+    SegmentEngine& engine_;
+    std::optional<NetHop> hop_;   // the current exchange's channels
+    uint64_t earlier_bytes_ = 0;  // sent by the exchanges before it
+};
+
 // The rings that time the networks (decide/cost_probe.h, InterRingProbe):
 // one sum of `count` floats in place on host memory (buf), with network
 // `net` on the hops off shared memory; the context's scratch must hold its
@@ -394,5 +449,12 @@ private:
 enum class ProbeRing { inter, flat };
 Status run_probe_ring(CommContext& ctx, ProbeRing ring, CommContext::Net net, uint32_t sequence, float* buf,
                       size_t count, const RingOptions& opt, std::string* error);
+// Scratch slot bytes the halving-doubling's exchanges need on ctx (where a
+// segment's input lies in its place, it lands in a slot).
+size_t halving_doubling_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes);
+// The same with the halving-doubling (requires ctx.halving_doubling_ready()),
+// on ctx's network; the context's scratch must hold its slots.
+Status run_probe_halving_doubling(CommContext& ctx, float* buf, size_t count, const RingOptions& opt,
+                                  std::string* error);
 
 }  // namespace nexar

@@ -165,7 +165,7 @@ const char* cuda_path_name(CudaPath p) {
 
 bool parse_algorithm(const char* text, Algorithm* out) {
     if (!text) return false;
-    for (Algorithm a : {Algorithm::automatic, Algorithm::ring, Algorithm::hier})
+    for (Algorithm a : {Algorithm::automatic, Algorithm::ring, Algorithm::hier, Algorithm::rhd})
         if (strcasecmp(text, algorithm_name(a)) == 0) return *out = a, true;
     return false;
 }
@@ -216,6 +216,7 @@ const char* algorithm_name(Algorithm a) {
         case Algorithm::automatic: return "auto";
         case Algorithm::ring: return "ring";
         case Algorithm::hier: return "hier";
+        case Algorithm::rhd: return "rhd";
     }
     return "?";
 }
@@ -264,7 +265,7 @@ Config parse_config(const EnvLookup& lookup, std::vector<std::string>* problems)
     if ((v = lookup("NEXAR_CUDA_PATH")) && !parse_cuda_path(v, &c.cuda_path))
         complain("NEXAR_CUDA_PATH", v, "auto, direct or staged", "auto");
     if ((v = lookup("NEXAR_ALGORITHM")) && !parse_algorithm(v, &c.algorithm))
-        complain("NEXAR_ALGORITHM", v, "auto, ring or hier", "auto");
+        complain("NEXAR_ALGORITHM", v, "auto, ring, hier or rhd", "auto");
     if ((v = lookup("NEXAR_NET")) && !parse_net(v, &c.net))
         complain("NEXAR_NET", v, "auto, ucx or mpi", "auto");
     if ((v = lookup("NEXAR_YIELD")) && !parse_auto_bool(v, &c.yield))

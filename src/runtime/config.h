@@ -38,9 +38,10 @@ enum class CudaIpc { off, on, require };
 const char* cuda_ipc_name(CudaIpc i);
 
 // Which allreduce runs across nodes (NEXAR_ALGORITHM): the node-ordered
-// flat ring, the hierarchical one (algo/hierarchical.h), or the cost
-// model's choice (algo/cost_model.h).
-enum class Algorithm { automatic, ring, hier };
+// flat ring, the hierarchical one (algo/hierarchical.h), the halving-doubling
+// where every node holds one rank (algo/halving_doubling.h; elsewhere the
+// model's choice), or the cost model's choice (algo/cost_model.h).
+enum class Algorithm { automatic, ring, hier, rhd };
 const char* algorithm_name(Algorithm a);
 
 // Which channel the ring's hops that are not in shared memory take

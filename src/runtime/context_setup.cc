@@ -221,6 +221,29 @@ private:
     CommContext::Net net_;
 };
 
+// The halving-doubling across nodes of one rank each, as the probe times
+// it: its messages and bytes in the model's terms (algo/cost_model.h).
+// Requires ctx.halving_doubling_ready().
+class ContextHalvingDoubling final : public InterRingProbe {
+public:
+    explicit ContextHalvingDoubling(CommContext& ctx) : ctx_(ctx) {}
+    MPI_Comm comm() const override { return ctx_.comm(); }
+    int nodes() const override { return ctx_.topology().nodes(); }
+    int local_size() const override { return 1; }
+    Status reserve(size_t count, const RingOptions& opt) override {
+        return ctx_.scratch().reserve(halving_doubling_slot_bytes(ctx_, count, sizeof(float), opt.segment_bytes),
+                                      opt.depth);
+    }
+    Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) override {
+        return run_probe_halving_doubling(ctx_, buf, count, opt, error);
+    }
+    double messages() const override { return halving_doubling_terms(nodes()).messages; }
+    double bytes_factor() const override { return halving_doubling_terms(nodes()).bytes_factor; }
+
+private:
+    CommContext& ctx_;
+};
+
 // The options of the rings across nodes over network `net` (the probe's
 // as the calls': call/call_plan.h, network_segment).
 RingOptions inter_ring_options(const Config& cfg, CommContext::Net net) {
@@ -290,6 +313,89 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
                "NEXAR_ALGORITHM=auto picks: %s",
                ctx.id(), P, L, measured ? "measured" : "defaults", model.shm.alpha_s * 1e6,
                model.shm.bytes_per_s / 1e9, model.net.alpha_s * 1e6, model.net.bytes_per_s / 1e9, when.c_str());
+}
+
+// The halving-doubling allreduce across nodes of one rank each
+// (algo/halving_doubling.h) needs endpoints to this rank's partners on
+// every rank (over UCX; the MPI's point-to-point reaches every rank);
+// NEXAR_ALGORITHM=auto then times the network (decide/cost_probe.h) where
+// measure_networks has not.  Collective.
+void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addresses) {
+    const RingTopology& topo = ctx.topology();
+    const HalvingDoublingSchedule schedule(topo.node(ctx.rank()), topo.nodes(), 0);
+    CommContext::PartnerPeers partners;
+    std::string error;
+    Status s = schedule.valid() ? Status::ok : Status::invalid_argument;
+    if (ctx.network() == CommContext::Net::ucx)
+        for (int l = 0; ok(s) && l < schedule.links(); ++l)
+            if (schedule.link_partner(l) >= 0)
+                s = endpoint_of(addresses.all, addresses.lens, addresses.displs,
+                                topo.rank_on_node(schedule.link_partner(l), 0), &partners[size_t(l)], &error);
+    int ready = ok(s) ? 1 : 0;
+    pmpi::allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
+    if (!ready) {
+        NEXAR_INFO("communicator context %u: the halving-doubling allreduce cannot run (%s); the flat ring serves "
+                   "every call", ctx.id(), ok(s) ? "an endpoint is missing on another rank" : error.c_str());
+        return;
+    }
+    CostModel model = default_cost_model();
+    // The ring's costs: those measure_networks found, else the flat ring's
+    // timed here; then the halving-doubling's own (CommContext::
+    // set_halving_doubling_cost).  NEXAR_ALGORITHM=rhd times nothing.
+    const bool timed = config_.algorithm == Algorithm::automatic;
+    const char* ring_costs = ctx.networks_measured() ? "measured" : "defaults";
+    const char* own_costs = "the ring's";
+    const RingOptions opt = inter_ring_options(config_, ctx.network());
+    if (timed && !ctx.networks_measured()) {
+        ContextRings rings(ctx, ProbeRing::flat, ctx.network());
+        Status probed = probe_costs(rings, opt, &model, &error);
+        if (probed == Status::transport_error) {  // the same on every rank
+            ctx.mark_failed();  // its endpoints may be out of step
+            NEXAR_WARN("communicator context %u: timing the links failed (%s); its allreduces pass through to MPI",
+                       ctx.id(), error.c_str());
+            return;
+        }
+        if (ok(probed))
+            ring_costs = "measured";
+        else
+            NEXAR_WARN("communicator context %u: timing the links failed (%s); the model uses its defaults", ctx.id(),
+                       error.c_str());
+    }
+    ctx.enable_halving_doubling(std::move(partners), model);
+    ChannelCost own = ctx.networks_measured() ? ctx.measured_cost(ctx.network()) : model.net;
+    if (timed) {
+        CostModel fitted;
+        ContextHalvingDoubling runs(ctx);
+        Status probed = probe_costs(runs, opt, &fitted, &error);
+        if (probed == Status::transport_error) {  // the same on every rank
+            ctx.mark_failed();
+            NEXAR_WARN("communicator context %u: timing the halving-doubling failed (%s); its allreduces pass "
+                       "through to MPI", ctx.id(), error.c_str());
+            return;
+        }
+        if (ok(probed)) {
+            ctx.set_halving_doubling_cost(own = fitted.net);
+            own_costs = "measured";
+        } else {
+            NEXAR_WARN("communicator context %u: timing the halving-doubling failed (%s); it is priced with the "
+                       "ring's costs", ctx.id(), error.c_str());
+        }
+    }
+    // (Where both networks were timed, each call's ring is priced on its own network's costs.)
+    const ChannelCost& ring = ctx.networks_measured() ? ctx.measured_cost(ctx.network()) : model.net;
+    std::string when;
+    for (uint64_t kib : {4, 64, 1024, 16384}) {
+        if (!when.empty()) when += ", ";
+        when += format_bytes(kib << 10) + (ctx.halving_doubling_is_faster(size_t(kib << 10)) ? " rhd" : " ring");
+    }
+    NEXAR_INFO("communicator context %u: %d nodes x 1 rank; halving-doubling allreduce ready (%d participants, "
+               "%s); network %s: ring alpha=%.1fus beta=%.3fGB/s (%s), halving-doubling alpha=%.1fus "
+               "beta=%.3fGB/s (%s); NEXAR_ALGORITHM=%s picks: %s",
+               ctx.id(), topo.nodes(), schedule.participants(),
+               schedule.participants() == topo.nodes() ? "no fold" : "the others fold in",
+               CommContext::network_name(ctx.network()), ring.alpha_s * 1e6, ring.bytes_per_s / 1e9, ring_costs,
+               own.alpha_s * 1e6, own.bytes_per_s / 1e9, own_costs, algorithm_name(config_.algorithm),
+               config_.algorithm == Algorithm::rhd ? "rhd at every size" : when.c_str());
 }
 
 // The network of ctx (CommContext::network()), the same on every rank:
@@ -496,6 +602,13 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
             ctx->drop_inter();
             keep_inboxes_within_budget(ctx);
         }
+        // The halving-doubling across nodes of one rank each; at 2 nodes it
+        // is the ring (one exchange each way): only where asked for.
+        if (ctx->network_ready() && !ctx->disabled() && !ctx->failed() && t.max_ranks_per_node() == 1 &&
+            config_.host_buffers &&
+            ((config_.algorithm == Algorithm::automatic && t.nodes() >= 3) ||
+             (config_.algorithm == Algorithm::rhd && t.nodes() >= 2)))
+            setup_halving_doubling(*ctx, addresses);
     }
     // The nonblocking calls' fallbacks go on a duplicate (call/nonblocking.h).
     MPI_Comm shadow = MPI_COMM_NULL;

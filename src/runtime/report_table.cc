@@ -13,6 +13,7 @@ const char* report_path_name(ReportPath p) {
         case ReportPath::one_shot: return "one-shot";
         case ReportPath::hierarchical: return "hierarchical";
         case ReportPath::ipc: return "IPC";
+        case ReportPath::halving_doubling: return "halving-doubling";
     }
     return "?";
 }

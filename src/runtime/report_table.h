@@ -15,9 +15,10 @@ namespace nexar {
 
 // Which way a call went.  nexar's paths are its algorithms (algo/); the
 // hierarchical allreduce of device buffers through IPC counts as ipc.
-enum class ReportPath : uint8_t { mpi = 0, ring = 1, one_shot = 2, hierarchical = 3, ipc = 4 };
-constexpr int kReportPaths = 5;
-const char* report_path_name(ReportPath p);  // "MPI", "ring", "one-shot", "hierarchical", "IPC"
+enum class ReportPath : uint8_t { mpi = 0, ring = 1, one_shot = 2, hierarchical = 3, ipc = 4, halving_doubling = 5 };
+constexpr int kReportPaths = 6;
+// "MPI", "ring", "one-shot", "hierarchical", "IPC", "halving-doubling"
+const char* report_path_name(ReportPath p);
 
 // How the application called it.
 enum class CallMode : uint8_t { blocking = 0, nonblocking = 1, persistent = 2 };

@@ -454,20 +454,20 @@ void Runtime::touch(CommContext& ctx) { ctx.last_used.store(++calls_); }
 Status Runtime::endpoints_to(const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
                              const std::vector<int>& displs, int next, int prev, CommContext::Peer* to_next,
                              CommContext::Peer* to_prev, std::string* error) {
-    for (int r : {next, prev})
-        if (lens[size_t(r)] <= 0) {
-            *error = "a ring neighbour has no UCX worker";
-            return Status::unavailable;
-        }
-    auto address = [&](int r) {
-        const uint8_t* a = &addresses[size_t(displs[size_t(r)])];
-        return std::vector<uint8_t>(a, a + lens[size_t(r)]);
-    };
-    to_next->address = address(next);
-    to_prev->address = address(prev);
-    Status s = endpoint_to(to_next->address, &to_next->ep, error);
-    if (ok(s)) s = endpoint_to(to_prev->address, &to_prev->ep, error);
+    Status s = endpoint_of(addresses, lens, displs, next, to_next, error);
+    if (ok(s)) s = endpoint_of(addresses, lens, displs, prev, to_prev, error);
     return s;
+}
+
+Status Runtime::endpoint_of(const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
+                            const std::vector<int>& displs, int r, CommContext::Peer* to, std::string* error) {
+    if (lens[size_t(r)] <= 0) {
+        *error = "rank " + std::to_string(r) + " has no UCX worker";
+        return Status::unavailable;
+    }
+    const uint8_t* a = &addresses[size_t(displs[size_t(r)])];
+    to->address.assign(a, a + lens[size_t(r)]);
+    return endpoint_to(to->address, &to->ep, error);
 }
 
 Status Runtime::refresh_endpoints(CommContext& ctx, std::string* error) {

@@ -134,6 +134,7 @@ private:
     void probe_neighbour_memory(CommContext& ctx, const ShmInboxName& writer, const ShmInboxName& owner);
     void setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
                             const std::vector<int>& displs);
+    void setup_halving_doubling(CommContext& ctx, const UcxAddresses& addresses);
     MPI_Comm duplicate_for_network(CommContext& ctx, int* tag_ub);
     void measure_networks(CommContext& ctx);
     static int on_comm_delete(MPI_Comm comm, int keyval, void* attr, void* extra);
@@ -150,8 +151,11 @@ private:
     int comm_keyval_ = MPI_KEYVAL_INVALID;
     int self_keyval_ = MPI_KEYVAL_INVALID;
     // The endpoint to the worker at `address`, shared by every context that
-    // reaches that process; and both ring neighbours' (ranks of `addresses`).
+    // reaches that process; rank r's (of `addresses`); and both ring
+    // neighbours'.
     Status endpoint_to(const std::vector<uint8_t>& address, std::shared_ptr<UcxEndpoint>* out, std::string* error);
+    Status endpoint_of(const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
+                       const std::vector<int>& displs, int r, CommContext::Peer* to, std::string* error);
     Status endpoints_to(const std::vector<uint8_t>& addresses, const std::vector<int>& lens,
                         const std::vector<int>& displs, int next, int prev, CommContext::Peer* to_next,
                         CommContext::Peer* to_prev, std::string* error);

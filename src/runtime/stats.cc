@@ -103,6 +103,7 @@ const StatsField kStatsFields[] = {
     {"mpi_bytes", &Stats::mpi_bytes},
     {"board_agreements", &Stats::board_agreements},
     {"known_one_shots", &Stats::known_one_shots},
+    {"rhd_calls", &Stats::rhd_calls},
 };
 const size_t kStatsFieldCount = sizeof kStatsFields / sizeof kStatsFields[0];
 

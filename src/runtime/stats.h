@@ -47,6 +47,8 @@ struct Stats {
     // (call/known_one_shot.h): input and key in one publication, no task (also
     // in ring_calls, one_shot_calls and board_agreements).
     std::atomic<uint64_t> known_one_shots{0};
+    // Allreduces done by the halving-doubling across nodes (algo/halving_doubling.h; also in ring_calls).
+    std::atomic<uint64_t> rhd_calls{0};
 };
 
 // Process-wide counters (they outlive the runtime so that they can be read
@@ -77,7 +79,7 @@ extern const size_t kStatsFieldCount;
 // Stats::known_one_shots's own atomic stays 0: it names the field.
 uint64_t stats_value(const Stats& s, std::atomic<uint64_t> Stats::*member);
 
-// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D mpi_bytes=M board_agreements=A known_one_shots=K"
+// "nexar: rank R: ring_calls=N ring_bytes=B passthrough_calls=P fallback_calls=F shm_bytes=X ucx_bytes=Y hier_calls=H cma_bytes=C reduce_scatter_calls=R allgather_calls=G push_bytes=W one_shot_calls=O ipc_calls=I staged_calls=S direct_calls=D mpi_bytes=M board_agreements=A known_one_shots=K rhd_calls=R2"
 // (DESIGN.md: fields are only ever appended.)
 std::string stats_line(int rank, const Stats& s);
 

@@ -167,6 +167,8 @@ TEST(ParseConfig, ReadsEverySetting) {
     EXPECT_TRUE(c.gpu_profile);
     EXPECT_EQ(c.stream_bytes, 32ull << 20);
     EXPECT_EQ(c.algorithm, Algorithm::hier);
+    EXPECT_EQ(parse({{"NEXAR_ALGORITHM", "rhd"}}, &problems).algorithm, Algorithm::rhd);
+    EXPECT_TRUE(problems.empty());
     EXPECT_EQ(c.shm_copy, ShmCopySetting::mixed);
     EXPECT_FALSE(c.enable);
     EXPECT_EQ(c.threshold_bytes, 4ull << 20);
@@ -205,7 +207,7 @@ TEST(ParseConfig, MalformedValuesKeepDefaultsAndAreReportedOnceEach) {
     EXPECT_NE(problems[9].find("NEXAR_SHM_COPY='zerocopy'"), std::string::npos) << problems[9];
     EXPECT_NE(problems[9].find("auto, slots, mixed, cma or push"), std::string::npos) << problems[9];
     EXPECT_NE(problems[8].find("NEXAR_ALGORITHM='tree'"), std::string::npos) << problems[8];
-    EXPECT_NE(problems[8].find("auto, ring or hier"), std::string::npos) << problems[8];
+    EXPECT_NE(problems[8].find("auto, ring, hier or rhd"), std::string::npos) << problems[8];
     EXPECT_NE(problems[1].find("NEXAR_THRESHOLD_BYTES='8X'"), std::string::npos) << problems[1];
     EXPECT_NE(problems[1].find("default auto"), std::string::npos) << problems[1];
     EXPECT_NE(problems[3].find("NEXAR_PIPELINE_DEPTH"), std::string::npos);

@@ -202,6 +202,18 @@ private:
     size_t done_ = 0;
 };
 
+// A rank's links: the same in-memory channels at every open (as the
+// library may keep them), or none for a link left out.
+class MemoryLinks final : public ExchangeLinks {
+public:
+    std::array<ExchangeLink, kMaxHalvingDoublingLinks> links;
+    int opened = 0;
+    ExchangeLink open(int link) override {
+        ++opened;
+        return links[size_t(link)];
+    }
+};
+
 // `size` thread-ranks, each with its links to its partners; rank `absent`
 // (if any) never calls.  Returns each rank's status and error.
 struct Outcome {
@@ -222,7 +234,7 @@ std::vector<Outcome> run_allreduce(int size, std::vector<std::vector<T>>& send, 
         threads.emplace_back([&, r] {
             const size_t count = recv[size_t(r)].size();
             HalvingDoublingSchedule schedule(r, size, count);
-            ExchangeLinks links;
+            MemoryLinks links;
             std::vector<std::unique_ptr<MemorySend>> sends;
             std::vector<std::unique_ptr<MemoryRecv>> recvs;
             for (int l = 0; l < schedule.links(); ++l) {
@@ -230,7 +242,7 @@ std::vector<Outcome> run_allreduce(int size, std::vector<std::vector<T>>& send, 
                 if (q < 0) continue;
                 sends.emplace_back(new MemorySend(*boxes[size_t(r * size + q)]));
                 recvs.emplace_back(new MemoryRecv(*boxes[size_t(q * size + r)], type, op, opt.depth));
-                ExchangeLink& link = links[size_t(l)];
+                ExchangeLink& link = links.links[size_t(l)];
                 link.out = sends.back().get();
                 link.in = recvs.back().get();
                 link.rank = q;
@@ -330,11 +342,19 @@ TEST(HalvingDoublingAllreduce, AnAbsentRankTimesOut) {
     }
 }
 
-TEST(HalvingDoublingAllreduce, RefusesMissingLinks) {
+// A link the caller cannot open fails the call with a reason, at once.
+TEST(HalvingDoublingAllreduce, FailsOnALinkThatCannotOpen) {
     HalvingDoublingSchedule s(0, 4, 100);
-    ExchangeLinks links;
+    MemoryLinks links;
     std::vector<int32_t> buf(100);
-    EXPECT_EQ(halving_doubling_allreduce(s, links, 1, buf.data(), buf.data(), DataType::i32, RingOptions(), nullptr),
+    std::string error;
+    EXPECT_EQ(halving_doubling_allreduce(s, links, 1, buf.data(), buf.data(), DataType::i32, RingOptions(), &error),
+              Status::invalid_argument);
+    EXPECT_NE(error.find("no channel to the halving-doubling partner at position 2"), std::string::npos) << error;
+    EXPECT_EQ(links.opened, 1);
+    RingOptions no_depth;
+    no_depth.depth = 0;
+    EXPECT_EQ(halving_doubling_allreduce(s, links, 1, buf.data(), buf.data(), DataType::i32, no_depth, nullptr),
               Status::invalid_argument);
 }
 

@@ -22,11 +22,12 @@ TEST(StatsLine, FieldsInTheirContractOrder) {
     s.mpi_bytes = 115;
     s.board_agreements = 116;
     s.known_one_shots = 117;
+    s.rhd_calls = 118;
     EXPECT_EQ(stats_line(3, s),
               "nexar: rank 3: ring_calls=100 ring_bytes=101 passthrough_calls=102 fallback_calls=103 shm_bytes=104 "
               "ucx_bytes=105 hier_calls=106 cma_bytes=107 reduce_scatter_calls=108 allgather_calls=109 "
               "push_bytes=110 one_shot_calls=111 ipc_calls=112 staged_calls=113 direct_calls=114 mpi_bytes=115 "
-              "board_agreements=116 known_one_shots=117");
+              "board_agreements=116 known_one_shots=117 rhd_calls=118");
 }
 
 TEST(StatsLine, EveryCounterHasOneField) {
