@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace nexar {
@@ -62,7 +63,12 @@ bool CommContext::halving_doubling_is_faster(size_t bytes) const {
     CostModel ring = cost_model_;
     if (networks_measured_) ring.net = measured_cost(network_for(bytes));
     CostModel halving = ring;
-    if (halving_doubling_measured_) halving.net = halving_doubling_cost_;
+    if (halving_doubling_measured_) {
+        // Its own alpha; its rate at most the ring's: the same bytes cross
+        // the same links, so a faster fit is the noise of a busy machine.
+        halving.net.alpha_s = halving_doubling_cost_.alpha_s;
+        halving.net.bytes_per_s = std::min(halving_doubling_cost_.bytes_per_s, ring.net.bytes_per_s);
+    }
     const double b = double(bytes);
     return halving_doubling_seconds(halving, b, topo_.nodes(), 1) < flat_ring_seconds(ring, b, topo_.nodes(), 1);
 }

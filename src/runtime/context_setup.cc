@@ -318,8 +318,9 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
 // The halving-doubling allreduce across nodes of one rank each
 // (algo/halving_doubling.h) needs endpoints to this rank's partners on
 // every rank (over UCX; the MPI's point-to-point reaches every rank);
-// NEXAR_ALGORITHM=auto then times the network (decide/cost_probe.h) where
-// measure_networks has not.  Collective.
+// NEXAR_ALGORITHM=auto then times the flat ring (where measure_networks
+// has not) and the halving-doubling itself (decide/cost_probe.h).
+// Collective.
 void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addresses) {
     const RingTopology& topo = ctx.topology();
     const HalvingDoublingSchedule schedule(topo.node(ctx.rank()), topo.nodes(), 0);
@@ -381,8 +382,11 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
                        "ring's costs", ctx.id(), error.c_str());
         }
     }
-    // (Where both networks were timed, each call's ring is priced on its own network's costs.)
+    // (Where both networks were timed, each call's ring is priced on its own
+    // network's costs; the halving-doubling's rate is capped at the ring's:
+    // CommContext::halving_doubling_is_faster.)
     const ChannelCost& ring = ctx.networks_measured() ? ctx.measured_cost(ctx.network()) : model.net;
+    own.bytes_per_s = std::min(own.bytes_per_s, ring.bytes_per_s);
     std::string when;
     for (uint64_t kib : {4, 64, 1024, 16384}) {
         if (!when.empty()) when += ", ";
