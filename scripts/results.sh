@@ -19,6 +19,9 @@
 #     mpi-network               across-nodes with nexar over the MPI's
 #                               point-to-point (NEXAR_NET=mpi) against Open
 #                               MPI's algorithms, and over UCX (needs root)
+#     many-nodes                8 simulated nodes x 1 rank, 1 Gbit/s links:
+#                               nexar's halving-doubling against its ring,
+#                               each against Open MPI (needs root)
 #     mpi4py                    the mpi4py + numpy gradient exchange
 #     gpu                       the GPU kernel and the staged device ring
 #                               (needs a GPU and a build with CUDA)
@@ -45,15 +48,16 @@
 # page as it is; a topic that fails leaves its page too, keeps its files in
 # a temporary folder and says where, and the script exits 1 at the end.
 #
-# On the 2-core development VM the whole set should take about 17 minutes
-# (estimated: one-node and across-nodes about 4 each, mpi4py about 5,
-# small-calls about 2 (and the MPICH lane's first build), the others about
-# 1 each; each page records how long its run took).
+# On the 2-core development VM the whole set should take about 22 minutes
+# (estimated: one-node and across-nodes about 4 each, mpi4py and many-nodes
+# about 5 each, small-calls about 2 (and the MPICH lane's first build), the
+# others about 1 each; each page records how long its run took).
 #
 # Environment:
 #   NEXAR_RESULTS_QUICK=1    a quick check of this script: 4-64 KiB (the
-#                            cluster 16-256 KiB), few iterations, one mpi4py
-#                            round; the pages say it is no measurement
+#                            cluster 16-256 KiB, many-nodes 64-256 KiB), few
+#                            iterations, one mpi4py round; the pages say it
+#                            is no measurement
 #   NEXAR_RESULTS_DIR=DIR    write the pages there (default: docs/results
 #                            of this source tree)
 #   NEXAR_RESULTS_VERBOSE=1  show the benchmarks' output as they run (it is
@@ -65,7 +69,8 @@ set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 python=/usr/bin/python3
 page_py="$src/scripts/results_page.py"
-all_topics=(one-node huge-pages reduce-scatter-allgather small-calls across-nodes without-ucx mpi-network mpi4py gpu many-ranks)
+all_topics=(one-node huge-pages reduce-scatter-allgather small-calls across-nodes without-ucx mpi-network many-nodes
+            mpi4py gpu many-ranks)
 case ${1:-} in -h|--help) sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 device_dir=""
 if [ "${1:-}" = --from-device ]; then
@@ -127,11 +132,15 @@ fi
 if [ "$quick" = 1 ]; then
     range=4K:64K iters=(-i 20 -x 2) small_iters=(-i 200 -x 20 -r 2) persistent_reps=(-r 2)
     cluster_range=16K:256K cluster_iters=(-i 5 -x 1) network_range=1M:2M network_iters=(-i 3 -x 1)
+    nodes_range=64K:256K nodes_iters=(-i 3 -x 1 -r 1)
     mpi4py_args=(--runs 1 --steps 3)
     gpu_kernel_args=(--sizes 64M --reps 5) gpu_range=64M:128M gpu_iters=(-i 3 -x 1)
 else
     range=4:256M iters=() small_iters=(-i 20000 -x 2000 -r 5) persistent_reps=(-r 7)
     cluster_range=16K:256M cluster_iters=() network_range=1M:128M network_iters=(-i 10 -x 2)
+    # 8 warm-up calls: the learner's trials at 64 KiB and more (4 of nexar's,
+    # 4 of the MPI's), so that no timed call of the nexar column is the MPI's.
+    nodes_range=64K:16M nodes_iters=(-i 10 -x 8 -r 1)
     mpi4py_args=(--runs 3)
     gpu_kernel_args=() gpu_range=64M:1G gpu_iters=()
 fi
@@ -181,6 +190,7 @@ machine_meta() {
 cmd() {
     local shown="" a rc
     for a in "$@"; do shown+="${shown:+ }$(printf '%q' "$a")"; done
+    shown=${shown//\\,/,}          # (bash's %q escapes commas: --mpi-alg default,3,6)
     shown=${shown//"$out"/\$OUT}  # the run folder, as the page names it
     echo "command=$shown" >>"$out/meta"
     say "$shown"
@@ -415,6 +425,18 @@ topic_mpi_network() {
         --csv "$out/over-ucx.csv" --plot "$out/over-ucx.png"
 }
 
+# Many nodes of one rank each over slow links: nexar with no setting (its
+# model picks the ring or the halving-doubling per size; NEXAR_LOG=info
+# puts the model's costs and picks in the log) against Open MPI's default,
+# recursive doubling (3) and Rabenseifner (6); then each of nexar's two
+# schedules forced, against Open MPI's default.
+topic_many_nodes() {
+    local net=(--nodes 8 --ppn 1 --rate 1gbit -m "$nodes_range" "${nodes_iters[@]}")
+    cluster_benches "${net[@]}" --mpi-alg default,3,6 -x NEXAR_LOG=info --csv "$out/auto.csv" --plot "$out/auto.png" \
+        --- "${net[@]}" --mpi-alg default -x NEXAR_ALGORITHM=ring --csv "$out/ring.csv" --plot "$out/ring.png" \
+        --- "${net[@]}" --mpi-alg default -x NEXAR_ALGORITHM=rhd --csv "$out/rhd.csv" --plot "$out/rhd.png"
+}
+
 # histogram_plot PNG KEY YLABEL TITLE PLOT: clustered bars, one gnuplot
 # style for every bar chart of the pages.
 histogram_plot() {
@@ -532,7 +554,7 @@ page_date() {
 # why_not TOPIC: prints why the topic cannot run here, or nothing.
 why_not() {
     case $1 in
-        across-nodes | mpi-network) why_not_across_nodes ;;
+        across-nodes | mpi-network | many-nodes) why_not_across_nodes ;;
         without-ucx) "$src/scripts/without-ucx" --check >/dev/null || "$src/scripts/without-ucx" --check ;;
         small-calls) if ! "${MPIRUN:-mpirun}" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
                          echo "the small-calls tables compare Open MPI's components: needs Open MPI's mpirun"

@@ -176,6 +176,38 @@ has "$p" "where nexar took the calls (2 sizes, 8 MiB – 256 MiB): 1.65–2.00×
 has "$p" "From 8 MiB: nexar at 80–88 % of the link bound, the MPI at 40–53 %."
 has "$p" "The bound is the link rate"
 
+# ---------------------------------------------------------------- many nodes: runs compared
+# Three runs of bench/nexar-cluster-bench: auto against three MPI
+# algorithms (3 is recursive doubling), ring and rhd against the default;
+# the summary compares nexar's busbw across them and quotes the model's
+# picks from rank 0's line in the log.
+mkdir -p "$dir/many-nodes"
+meta "$dir/many-nodes"
+node_header=size_bytes,mpi_default_busbw_gbs,mpi_default_pct_bound,nexar_busbw_gbs,nexar_pct_bound,nexar_ring_calls,bound_busbw_gbs,t_bound_us
+printf '%s\n' "size_bytes,mpi_default_busbw_gbs,mpi_default_pct_bound,mpi_alg3_busbw_gbs,mpi_alg3_pct_bound,mpi_rabens6_busbw_gbs,mpi_rabens6_pct_bound,nexar_busbw_gbs,nexar_pct_bound,nexar_ring_calls,bound_busbw_gbs,t_bound_us" \
+    "65536,0.0020,1.6,0.0040,3.2,0.0030,2.4,0.0060,4.8,12,0.1250,917.5" \
+    "16777216,0.0800,64.0,0.0500,40.0,0.0900,72.0,0.1100,88.0,12,0.1250,234881.0" >"$dir/many-nodes/auto.csv"
+printf '%s\n' "$node_header" "65536,0.0020,1.6,0.0040,3.2,12,0.1250,917.5" "16777216,0.0800,64.0,0.1000,80.0,12,0.1250,234881.0" \
+    >"$dir/many-nodes/ring.csv"
+printf '%s\n' "$node_header" "65536,0.0020,1.6,0.0080,6.4,12,0.1250,917.5" "16777216,0.0800,64.0,0.0950,76.0,12,0.1250,234881.0" \
+    >"$dir/many-nodes/rhd.csv"
+page many-nodes
+p="$dir/many-nodes.md"
+has "$p" "| size | nexar-ring GB/s | nexar-auto GB/s | nexar-rhd GB/s | auto ÷ ring | rhd ÷ ring | auto ÷ best MPI | best MPI (its run) |"
+has "$p" "| 64 KiB | 0.0040 | 0.0060 | 0.0080 | 1.50× | 2.00× | 1.50× | recursive doubling (3) |"
+has "$p" "| 16 MiB | 0.100 | 0.110 | 0.095 | 1.10× | 0.95× | 1.22× | Rabenseifner (6) |"
+has "$p" "- nexar-rhd ÷ nexar-ring: 2.00× below 1 MiB (64 KiB), 0.95× from 1 MiB (16 MiB)."
+has "$p" "quick=0 headline=nexar-auto ÷ nexar-ring 1.50× below 1 MiB (64 KiB), 1.10× from 1 MiB (16 MiB); "
+has "$p" "| size | MPI (default) GB/s | MPI recursive doubling (3) GB/s | MPI Rabenseifner (6) GB/s | nexar GB/s |"
+has "$p" "- The run log has no \`NEXAR_ALGORITHM=auto picks:\` line of rank 0"
+printf '%s\n' "nexar[rank 1]: communicator context 1: 8 nodes x 1 rank; halving-doubling allreduce ready (8 participants, no fold); network ucx: ring alpha=9.0us beta=0.100GB/s (measured), halving-doubling alpha=9.0us beta=0.100GB/s (measured); NEXAR_ALGORITHM=auto picks: 4KiB rhd" \
+    "nexar[rank 0]: communicator context 1: 8 nodes x 1 rank; halving-doubling allreduce ready (8 participants, no fold); network ucx: ring alpha=69.4us beta=0.198GB/s (measured), halving-doubling alpha=512.8us beta=0.173GB/s (measured); NEXAR_ALGORITHM=auto picks: 4KiB ring, 64KiB ring, 1MiB rhd, 16MiB ring" \
+    >"$dir/many-nodes/run-log.txt"
+page many-nodes
+has "$p" "job 1 (ucx): ring α 69.4 µs, β 0.198 GB/s (measured); halving-doubling α 512.8 µs, β 0.173 GB/s (measured) → 4KiB ring, 64KiB ring, 1MiB rhd, 16MiB ring."
+checks=$((checks + 1))
+! grep -q "4KiB rhd" "$p" || fail "many-nodes.md: a rank other than 0 quoted"
+
 # ---------------------------------------------------------------- mpi4py
 mkdir -p "$dir/mpi4py"
 meta "$dir/mpi4py"
