@@ -441,19 +441,27 @@ every_allreduce_rhd() {  # every_allreduce_rhd NP: each rank's ring calls were a
             fail "rank $r: $calls ring calls, ${values[0]} of them the halving-doubling (NEXAR_ALGORITHM=rhd)"
     done
 }
+# MPICH 4.0.2's MPI_Finalize over UCX's TCP transport hangs now and then
+# (UCX issue 8738, `limited` above), each time costing the job 20 s: on
+# its lane the runs at 5 and 6 nodes and over the MPI's point-to-point
+# are left to the other lanes, which run the same schedules.
+rhd_nodes="3 5 6 8"
+[ "$NEXAR_MPI_FAMILY" = mpich ] && rhd_nodes="3 8"
 algorithm=rhd
-for n in 3 5 6 8; do
+for n in $rhd_nodes; do
     check_run $n --nodes $n --ppn 1 -- --cases 24 --max-count 20000 --big-every 8 --seed $((70 + n))
     every_allreduce_rhd $n
 done
 grep -aq "halving-doubling allreduce ready (8 participants, no fold)" "$log" || fail "8 nodes: no word of the halving-doubling"
-net=mpi
-check_run 5 --nodes 5 --ppn 1 -- --cases 24 --max-count 20000 --big-every 8 --seed 76
-every_allreduce_rhd 5
-check_bytes "$log" ucx_bytes zero
-grep -aq "halving-doubling allreduce ready (4 participants, the others fold in)" "$log" ||
-    fail "5 nodes: no word of the fold"
-net=ucx
+if [ "$NEXAR_MPI_FAMILY" != mpich ]; then
+    net=mpi
+    check_run 5 --nodes 5 --ppn 1 -- --cases 24 --max-count 20000 --big-every 8 --seed 76
+    every_allreduce_rhd 5
+    check_bytes "$log" ucx_bytes zero
+    grep -aq "halving-doubling allreduce ready (4 participants, the others fold in)" "$log" ||
+        fail "5 nodes: no word of the fold"
+    net=ucx
+fi
 # Nonblocking and persistent allreduces on nexar's progress thread
 # (MPI_THREAD_MULTIPLE), their exchanges over UCX.
 nonblocking_run 3 --nodes 3 --ppn 1 -- --rounds 3 --seed 78 --threads
