@@ -103,9 +103,9 @@ int lookup(const Row (&table)[N], int comm_size, uint64_t total_bytes) {
 // The algorithm 4.1's fixed rules pick for an allreduce of `total_bytes`
 // on `comm_size` ranks.
 inline OmpiAllreduce ompi_tuned_allreduce_rule(int comm_size, uint64_t total_bytes, bool commutative) {
-    return OmpiAllreduce(commutative ? ompi_tuned_detail::lookup(ompi_tuned_detail::kCommutative, comm_size, total_bytes)
-                                     : ompi_tuned_detail::lookup(ompi_tuned_detail::kNonCommutative, comm_size,
-                                                                 total_bytes));
+    using namespace ompi_tuned_detail;
+    return OmpiAllreduce(commutative ? lookup(kCommutative, comm_size, total_bytes)
+                                     : lookup(kNonCommutative, comm_size, total_bytes));
 }
 
 // The algorithm that then runs for `count` elements (the fallbacks above).

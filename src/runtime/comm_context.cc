@@ -62,13 +62,15 @@ bool CommContext::halving_doubling_is_faster(size_t bytes) const {
     // timed; the halving-doubling on its own where it was timed.
     CostModel ring = cost_model_;
     if (networks_measured_) ring.net = measured_cost(network_for(bytes));
+    // Untimed (its times fitted no line), it is not taken: the ring's costs
+    // would flatter it (they make it win at every size where P is a power
+    // of two).
+    if (!halving_doubling_measured_) return false;
+    // Its own alpha; its rate at most the ring's: the same bytes cross the
+    // same links, so a faster fit is the noise of a busy machine.
     CostModel halving = ring;
-    if (halving_doubling_measured_) {
-        // Its own alpha; its rate at most the ring's: the same bytes cross
-        // the same links, so a faster fit is the noise of a busy machine.
-        halving.net.alpha_s = halving_doubling_cost_.alpha_s;
-        halving.net.bytes_per_s = std::min(halving_doubling_cost_.bytes_per_s, ring.net.bytes_per_s);
-    }
+    halving.net.alpha_s = halving_doubling_cost_.alpha_s;
+    halving.net.bytes_per_s = std::min(halving_doubling_cost_.bytes_per_s, ring.net.bytes_per_s);
     const double b = double(bytes);
     return halving_doubling_seconds(halving, b, topo_.nodes(), 1) < flat_ring_seconds(ring, b, topo_.nodes(), 1);
 }

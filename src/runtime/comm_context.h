@@ -256,9 +256,11 @@ public:
     bool halving_doubling_ready() const { return halving_doubling_ready_; }
     // Its own network costs, fitted to its timed runs (identical on every
     // rank): the ring's alpha and beta do not say what its exchanges cost
-    // (a new partner each step, a pause between steps).  Until then it is
-    // priced with the ring's.
-    void set_halving_doubling_cost(const ChannelCost& c) { halving_doubling_cost_ = c, halving_doubling_measured_ = true; }
+    // (a new partner each step, a pause between steps).  Until then the
+    // model never picks it.
+    void set_halving_doubling_cost(const ChannelCost& c) {
+        halving_doubling_cost_ = c, halving_doubling_measured_ = true;
+    }
     UcxEndpoint* partner(int link) { return partners_[size_t(link)].ep.get(); }
     // The cost model's verdict for `bytes` here (algo/cost_model.h) against
     // the flat ring, on the network that `bytes` take (network_for):

@@ -345,7 +345,7 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
     // set_halving_doubling_cost).  NEXAR_ALGORITHM=rhd times nothing.
     const bool timed = config_.algorithm == Algorithm::automatic;
     const char* ring_costs = ctx.networks_measured() ? "measured" : "defaults";
-    const char* own_costs = "the ring's";
+    const char* own_costs = "not timed: the model keeps the ring";
     const RingOptions opt = inter_ring_options(config_, ctx.network());
     if (timed && !ctx.networks_measured()) {
         ContextRings rings(ctx, ProbeRing::flat, ctx.network());
@@ -378,8 +378,8 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
             ctx.set_halving_doubling_cost(own = fitted.net);
             own_costs = "measured";
         } else {
-            NEXAR_WARN("communicator context %u: timing the halving-doubling failed (%s); it is priced with the "
-                       "ring's costs", ctx.id(), error.c_str());
+            NEXAR_WARN("communicator context %u: timing the halving-doubling failed (%s); the model keeps the "
+                       "ring", ctx.id(), error.c_str());
         }
     }
     // (Where both networks were timed, each call's ring is priced on its own

@@ -357,14 +357,14 @@ void print_model_row(const ModelRow& r, bool csv) {
                nexar::ompi_allreduce_name(r.ompi_runs));
         return;
     }
-    const std::string ompi = ompi_cell(r.ompi) + (r.ompi_runs != r.ompi ? " (runs " + ompi_cell(r.ompi_runs) + ")" : "");
+    std::string ompi = ompi_cell(r.ompi);
+    if (r.ompi_runs != r.ompi) ompi += " (runs " + ompi_cell(r.ompi_runs) + ")";
     printf("%7d %7d %7s %11s %11s %11s %11s  %-9s %s\n", r.nodes, r.nodes * r.ranks_per_node,
            nexar::format_bytes(r.bytes).c_str(), cell[0], cell[1], cell[2], cell[3], nexar::schedule_name(r.pick),
            ompi.c_str());
 }
 
-// nexar-info --model: the table of issue 49 (docs/results/across-nodes.md,
-// "The model to 10,000 nodes").  `args`: the numbers given with --model.
+// nexar-info --model: the table of issue 49 (docs/results/model.md).  `args`: the numbers given with --model.
 int model_main(const std::vector<const char*>& args, bool csv) {
     long P = 0, L = 1;
     double alpha_us = 3, gbit = 25;

@@ -468,8 +468,15 @@ nonblocking_run 3 --nodes 3 --ppn 1 -- --rounds 3 --seed 78 --threads
 check_bytes "$log" rhd_calls nonzero
 algorithm=auto
 check_run 4 --nodes 4 --ppn 1 -- --cases 24 --max-count 20000 --big-every 8 --seed 77
-grep -aq "ring alpha=.* halving-doubling alpha=.* (measured); NEXAR_ALGORITHM=auto picks:" "$log" ||
-    fail "auto at 4 nodes: the halving-doubling was not timed beside the ring"
+grep -aq "halving-doubling alpha=.*NEXAR_ALGORITHM=auto picks:" "$log" ||
+    fail "auto at 4 nodes: no word of the halving-doubling's costs and the model's choice"
+# Timed beside the ring: its own costs, or, where the machine is too busy
+# for its times to fit a line, a word that it keeps the ring's; its timing
+# runs themselves must not fail.
+grep -aqE "halving-doubling alpha=.* \(measured\); NEXAR_ALGORITHM=auto|timing the halving-doubling failed \(the timings did not grow" \
+    "$log" || fail "auto at 4 nodes: the halving-doubling was not timed beside the ring"
+grep -aq "timing the halving-doubling failed (a ring across nodes failed" "$log" &&
+    fail "auto at 4 nodes: the halving-doubling's timing runs failed"
 fault_modes=(stall-node kill-node)
 [ "$NEXAR_MPI_FAMILY" = mpich ] && fault_modes=(stall-node)  # MPICH ends the job itself when a process dies
 algorithm=rhd
