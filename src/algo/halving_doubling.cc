@@ -150,10 +150,10 @@ Status HalvingDoublingOperation::post_receives(std::string* error) {
         a.input = (in_recv_ ? recv_ : send_) + off;
         a.count = span.count;
         a.bytes = span.count * esz_;
-        a.tag = tag(link().recv_tag_id, posted_);
+        a.tag = tag(link_.recv_tag_id, posted_);
         a.reduce = s.reduce;
         bool posted = false;
-        Status st = link().in->post(a, &posted, error);
+        Status st = link_.in->post(a, &posted, error);
         if (!ok(st)) return fail(st);
         if (!posted) break;
         ++posted_;
@@ -169,9 +169,9 @@ Status HalvingDoublingOperation::start_sends(bool* moved, std::string* error) {
         d.offset = span.offset * esz_;
         d.bytes = span.count * esz_;
         d.src = (in_recv_ ? recv_ : send_) + d.offset;
-        d.tag = tag(link().send_tag_id, sent_);
+        d.tag = tag(link_.send_tag_id, sent_);
         bool started = false;
-        Status st = link().out->start(d, &started, error);
+        Status st = link_.out->start(d, &started, error);
         if (!ok(st)) return fail(st);
         if (!started) break;
         ++sent_;
@@ -188,7 +188,7 @@ Status HalvingDoublingOperation::poll(bool* moved, std::string* error) {
     }
     while (!finished_) {
         if (!ok(s = post_receives(error)) || !ok(s = start_sends(moved, error))) return s;
-        const ExchangeLink& l = link();
+        const ExchangeLink& l = link_;
         if (!ok(s = l.out->progress(moved, error)) || !ok(s = l.in->progress(moved, error))) return fail(s);
         const size_t received = l.in->done() - recv_base_;
         heard_ = heard_ || received > 0;
@@ -206,7 +206,7 @@ Status HalvingDoublingOperation::poll(bool* moved, std::string* error) {
 
 Status HalvingDoublingOperation::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
     if (finished_ || !link_.out) return Status::ok;
-    const ExchangeLink& l = link();
+    const ExchangeLink& l = link_;
     Status s = l.in->check_peer(error);
     if (ok(s)) s = l.out->check_peer(error);
     if (!ok(s)) return fail(s);

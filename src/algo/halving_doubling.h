@@ -142,7 +142,6 @@ private:
     Status post_receives(std::string* error);
     Status start_sends(bool* moved, std::string* error);
     Status fail(Status s);
-    const ExchangeLink& link() const { return link_; }
     uint64_t tag(uint32_t tag_id, size_t segment) const;
 
     const HalvingDoublingSchedule& schedule_;
