@@ -47,9 +47,53 @@ LocalOrder local_order(size_t pieces) {
 
 bool hierarchical_arguments_valid(const HierarchicalLinks& l, size_t pieces, const RingOptions& local_options,
                                   const RingOptions& inter_options) {
-    return l.local_out && l.local_in && l.inter_out && l.inter_in && pieces >= 1 &&
-           pieces <= kMaxHierarchicalPieces && ring_arguments_valid(l.local, local_options) &&
-           ring_arguments_valid(l.inter, inter_options);
+    const bool across = l.inter_exchanges
+                            ? halving_doubling_arguments_valid(
+                                  HalvingDoublingSchedule(l.inter.position, l.inter.size, 0), inter_options)
+                            : l.inter_out && l.inter_in && ring_arguments_valid(l.inter, inter_options);
+    return l.local_out && l.local_in && across && pieces >= 1 && pieces <= kMaxHierarchicalPieces &&
+           ring_arguments_valid(l.local, local_options);
+}
+
+void AcrossNodes::start(const HierarchicalLinks& l, uint32_t sequence, char* chunk, size_t count, DataType type,
+                        const RingOptions& options) {
+    if (!l.inter_exchanges) {
+        ring_.emplace(l.inter, sequence, chunk, chunk, count, type, options, *l.inter_out, *l.inter_in);
+        return;
+    }
+    // The schedule depends on the chunk's length: one per piece.
+    schedule_.emplace(l.inter.position, l.inter.size, count);
+    halving_.emplace(*schedule_, *l.inter_exchanges, sequence, chunk, chunk, type, options);
+}
+
+void AcrossNodes::reset() {
+    ring_.reset();
+    halving_.reset();
+    schedule_.reset();
+}
+
+Status AcrossNodes::poll(bool* moved, std::string* error) {
+    return ring_ ? ring_->poll(moved, error) : halving_->poll(moved, error);
+}
+
+bool AcrossNodes::finished() const { return ring_ ? ring_->finished() : halving_->finished(); }
+
+Status AcrossNodes::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
+    return ring_ ? ring_->check_stall(idle_since, error) : halving_->check_stall(idle_since, error);
+}
+
+void AcrossNodes::abort() {
+    if (ring_) ring_->abort();
+    if (halving_) halving_->abort();
+}
+
+bool AcrossNodes::heard_from_peer() const {
+    return (ring_ && ring_->heard_from_peer()) || (halving_ && halving_->heard_from_peer());
+}
+
+void AcrossNodes::end_patience() {
+    if (ring_) ring_->end_patience();
+    if (halving_) halving_->end_patience();
 }
 
 HierarchicalOperation::HierarchicalOperation(const HierarchicalLinks& links, uint32_t first_sequence, size_t pieces,
@@ -77,17 +121,17 @@ void HierarchicalOperation::start_steps() {
                            step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
         }
     }
-    if (!inter_ && next_inter_ < pieces_ && scattered_[next_inter_]) {
+    if (!inter_.running() && next_inter_ < pieces_ && scattered_[next_inter_]) {
         inter_piece_ = next_inter_++;
         const Span mine =
             hierarchical_inter_span(chunk_span(count_, pieces_, inter_piece_), l_.local.position, l_.local.size);
-        char* chunk = recv_ + mine.offset * esz_;
-        inter_.emplace(l_.inter, first_sequence_ + uint32_t(inter_piece_), chunk, chunk, mine.count, type_,
-                       inter_options_, *l_.inter_out, *l_.inter_in);
+        inter_.start(l_, first_sequence_ + uint32_t(inter_piece_), recv_ + mine.offset * esz_, mine.count, type_,
+                     inter_options_);
     }
 }
 
-Status HierarchicalOperation::poll_ring(RingOperation& ring, IdleClock& idle, bool* moved, std::string* error) {
+template <class Operation>
+Status HierarchicalOperation::poll_ring(Operation& ring, IdleClock& idle, bool* moved, std::string* error) {
     bool ring_moved = false;
     Status s = ring.poll(&ring_moved, error);
     idle.after_round(ring_moved);
@@ -96,13 +140,13 @@ Status HierarchicalOperation::poll_ring(RingOperation& ring, IdleClock& idle, bo
 }
 
 void HierarchicalOperation::note_heard() {
-    heard_ = heard_ || (local_ && local_->heard_from_peer()) || (inter_ && inter_->heard_from_peer());
+    heard_ = heard_ || (local_ && local_->heard_from_peer()) || inter_.heard_from_peer();
 }
 
 // On failure: the failing operation aborted its channels; stop the other.
 Status HierarchicalOperation::fail(Status s) {
     if (local_) local_->abort();
-    if (inter_) inter_->abort();
+    inter_.abort();
     return s;
 }
 
@@ -118,9 +162,9 @@ Status HierarchicalOperation::poll(bool* moved, std::string* error) {
             local_idle_ = IdleClock();
         }
     }
-    if (inter_) {
-        if (!ok(s = poll_ring(*inter_, inter_idle_, moved, error))) return fail(s);
-        if (inter_->finished()) {
+    if (inter_.running()) {
+        if (!ok(s = poll_ring(inter_, inter_idle_, moved, error))) return fail(s);
+        if (inter_.finished()) {
             note_heard();
             crossed_[inter_piece_] = true;
             inter_.reset();
@@ -137,12 +181,13 @@ Status HierarchicalOperation::check_stall(std::chrono::steady_clock::time_point 
     note_heard();
     if (heard_) {
         if (local_) local_->end_patience();
-        if (inter_) inter_->end_patience();
+        inter_.end_patience();
     }
     // Each ring's own idle time: the node's ring, moving on, must not
     // restart the clock of a ring across nodes that waits on a hung node.
     if (local_ && !ok(s = local_->check_stall(local_idle_.idle_since_or(idle_since), error))) return fail(s);
-    if (inter_ && !ok(s = inter_->check_stall(inter_idle_.idle_since_or(idle_since), error))) return fail(s);
+    if (inter_.running() && !ok(s = inter_.check_stall(inter_idle_.idle_since_or(idle_since), error)))
+        return fail(s);
     return Status::ok;
 }
 

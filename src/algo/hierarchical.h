@@ -6,6 +6,9 @@
 //      nodes (UCX): L such rings run at once, one per local rank, each over
 //      1/L of the data, so each node's link carries 2(P-1)/P of the buffer
 //      in all, where the flat ring sends 2(n-1)/n of it over every hop;
+//      or, where the links say so (HierarchicalLinks::inter_exchanges), the
+//      halving-doubling of local rank q across the nodes
+//      (algo/halving_doubling.h): 2 log2 P latencies instead of 2(P-1);
 //   3. an allgather over the node's ring.
 //
 // The buffer is cut into pieces that go through the three phases in a
@@ -25,6 +28,7 @@
 #include <string>
 
 #include "algo/channel.h"
+#include "algo/halving_doubling.h"
 #include "algo/partition.h"
 #include "algo/ring.h"
 
@@ -37,6 +41,31 @@ struct HierarchicalLinks {
     RecvChannel* local_in = nullptr;
     SendChannel* inter_out = nullptr;  // runs in place on recvbuf (its receive side must allow that)
     RecvChannel* inter_in = nullptr;
+    // Set: phase 2 is the halving-doubling over the nodes (inter.position
+    // of inter.size) on these links, in place, and inter_out/inter_in are
+    // not used.
+    ExchangeLinks* inter_exchanges = nullptr;
+};
+
+// Phase 2 of one piece: this local index's ring across the nodes, or its
+// halving-doubling, over the piece's chunk in place.  Polled like either.
+class AcrossNodes {
+public:
+    void start(const HierarchicalLinks& links, uint32_t sequence, char* chunk, size_t count, DataType type,
+               const RingOptions& options);
+    bool running() const { return ring_ || halving_; }
+    void reset();
+    Status poll(bool* moved, std::string* error);
+    bool finished() const;
+    Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error);
+    void abort();
+    bool heard_from_peer() const;
+    void end_patience();
+
+private:
+    std::optional<RingOperation> ring_;
+    std::optional<HalvingDoublingSchedule> schedule_;  // halving_'s
+    std::optional<HalvingDoublingOperation> halving_;
 };
 
 // Most pieces a call is cut into.
@@ -61,7 +90,9 @@ public:
     // Moves along whatever can move; sets *moved when something did.  On
     // failure *error explains it and every channel has been aborted.
     Status poll(bool* moved, std::string* error);
-    bool finished() const { return next_local_ >= 2 * pieces_ && !local_ && next_inter_ >= pieces_ && !inter_; }
+    bool finished() const {
+        return next_local_ >= 2 * pieces_ && !local_ && next_inter_ >= pieces_ && !inter_.running();
+    }
     // While nothing moves: RingOperation::check_stall of both rings, each
     // on its own idle time (IdleClock), with one patience for the whole
     // call (RingOptions::patient_start).
@@ -69,7 +100,8 @@ public:
 
 private:
     void start_steps();
-    static Status poll_ring(RingOperation& ring, IdleClock& idle, bool* moved, std::string* error);
+    template <class Operation>
+    static Status poll_ring(Operation& ring, IdleClock& idle, bool* moved, std::string* error);
     void note_heard();
     Status fail(Status s);
 
@@ -82,7 +114,8 @@ private:
     RingOptions local_options_, inter_options_;
     std::array<bool, kMaxHierarchicalPieces> scattered_{}, crossed_{};
     size_t next_local_ = 0, next_inter_ = 0;
-    std::optional<RingOperation> local_, inter_;
+    std::optional<RingOperation> local_;
+    AcrossNodes inter_;
     IdleClock local_idle_, inter_idle_;  // each ring's own (check_stall)
     size_t local_piece_ = 0, inter_piece_ = 0;
     bool local_gather_ = false;

@@ -127,20 +127,22 @@ bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes,
     switch (cfg.algorithm) {
         case Algorithm::ring: return false;
         case Algorithm::hier: return true;
-        case Algorithm::rhd:  // (across nodes of one rank each; elsewhere as auto)
+        case Algorithm::rhd:  // with the halving-doublings across nodes, where they are ready
+            if (ctx.halving_doubling_ready()) return true;
+            break;
         case Algorithm::automatic: break;
     }
     return ctx.hierarchical_is_faster(bytes, network_segment(cfg, net));
 }
 
-bool wants_halving_doubling(const Config& cfg, const CommContext& ctx, size_t bytes) {
+bool wants_halving_doubling(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net) {
     switch (cfg.algorithm) {
         case Algorithm::ring:
         case Algorithm::hier: return false;
         case Algorithm::rhd: return true;
         case Algorithm::automatic: break;
     }
-    return ctx.halving_doubling_is_faster(bytes);
+    return ctx.halving_doubling_is_faster(bytes, network_segment(cfg, net));
 }
 
 size_t network_segment(const Config& cfg, CommContext::Net net) {
@@ -240,8 +242,13 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
         if (ring_src != ring_recv) slot = 0;
         if (kind == Collective::allreduce && ctx.hier_ready())
             slot = std::max(slot, hierarchical_slot_bytes(ctx, count, esz, opt.segment_bytes));
-        if (kind == Collective::allreduce && ctx.halving_doubling_ready())
-            slot = std::max(slot, halving_doubling_slot_bytes(ctx, count, esz, opt.segment_bytes));
+        // The halving-doubling across nodes of one rank each runs on the
+        // whole vector; the hierarchical allreduce's on a chunk of at most
+        // 1/L of it (the longest vector needs the largest slots).
+        if (kind == Collective::allreduce && ctx.halving_doubling_ready()) {
+            const size_t across = ctx.hier_ready() ? (count + local_ranks - 1) / local_ranks : count;
+            slot = std::max(slot, halving_doubling_slot_bytes(ctx, across, esz, opt.segment_bytes));
+        }
         p.scratch_slot = slot;
         // A nonblocking call's ring may come after others of this context
         // that use the scratch: with calls in flight it reserves at its turn

@@ -91,12 +91,14 @@ constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t)
 static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
 
 // NEXAR_ALGORITHM, or the cost model's choice for this size over network
-// `net` (the call's; identical on every rank).
+// `net` (the call's; identical on every rank).  NEXAR_ALGORITHM=rhd takes
+// it where its phase across nodes can be the halving-doubling.
 bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net);
 // NEXAR_ALGORITHM, or the cost model's choice between the halving-doubling
-// and the flat ring (where ctx.halving_doubling_ready()); identical on
-// every rank.
-bool wants_halving_doubling(const Config& cfg, const CommContext& ctx, size_t bytes);
+// and the ring across nodes (where ctx.halving_doubling_ready()): of the
+// flat allreduce across nodes of one rank each, or of the hierarchical
+// allreduce's phase across nodes; identical on every rank.
+bool wants_halving_doubling(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net);
 // The segment size of the network's hops: UCX's, or the MPI's
 // point-to-point's (smaller: eager in the MPI, runtime/config.h).
 size_t network_segment(const Config& cfg, CommContext::Net net);

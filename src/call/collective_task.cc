@@ -461,6 +461,8 @@ const char* ring_algorithm_name(RingAlgorithm a) {
         case RingAlgorithm::ipc: return "GPU to GPU through IPC";
         case RingAlgorithm::ipc_hierarchical: return "the hierarchical allreduce, IPC inside each node";
         case RingAlgorithm::halving_doubling: return "the halving-doubling allreduce";
+        case RingAlgorithm::hierarchical_halving_doubling:
+            return "the hierarchical allreduce, halving-doubling across nodes";
     }
     return "?";
 }
@@ -522,10 +524,11 @@ TaskStep CollectiveTask::decide_route() {
     // Host buffers everywhere (shared memory agreed): a small call on one
     // node takes the one-shot (the allreduce, or its reduce-scatter or
     // allgather half), a larger allreduce the hierarchical allreduce where
-    // it is ready and chosen, else the flat ring with its same-node hops in
-    // shared memory.  Across nodes of one rank each, an allreduce of host
-    // buffers everywhere takes the halving-doubling where it is ready and
-    // chosen.  Otherwise the flat ring on the network only.  The one-shot's
+    // it is ready and chosen (its phase across nodes the rings or the
+    // halving-doublings, as chosen), else the flat ring with its same-node
+    // hops in shared memory.  Across nodes of one rank each, an allreduce
+    // of host buffers everywhere takes the halving-doubling where it is
+    // ready and chosen.  Otherwise the flat ring on the network only.  The one-shot's
     // limit is on what each rank publishes, times the ranks that read it
     // (one_shot_size).
     const bool allreduce = call_.kind == Collective::allreduce;
@@ -534,8 +537,11 @@ TaskStep CollectiveTask::decide_route() {
     else if (a.shm && ctx_->boards_ready() && one_shot_size())
         algorithm_ = RingAlgorithm::one_shot;
     else if (allreduce && a.shm && a.hier && wants_hierarchical(cfg_, *ctx_, bytes_, net_))
-        algorithm_ = RingAlgorithm::hierarchical;
-    else if (allreduce && a.host && ctx_->halving_doubling_ready() && wants_halving_doubling(cfg_, *ctx_, bytes_))
+        algorithm_ = ctx_->halving_doubling_ready() && wants_halving_doubling(cfg_, *ctx_, bytes_, net_)
+                         ? RingAlgorithm::hierarchical_halving_doubling
+                         : RingAlgorithm::hierarchical;
+    else if (allreduce && a.host && ctx_->halving_doubling_ready() && !ctx_->hier_ready() &&
+             wants_halving_doubling(cfg_, *ctx_, bytes_, net_))
         algorithm_ = RingAlgorithm::halving_doubling;
     else
         algorithm_ = RingAlgorithm::flat;
@@ -622,6 +628,7 @@ TaskStep CollectiveTask::start_run() {
                 return result_ = finish_ring(Status::no_memory), TaskStep::done;
             return built();
         case RingAlgorithm::hierarchical:
+        case RingAlgorithm::hierarchical_halving_doubling:
         case RingAlgorithm::halving_doubling:
         case RingAlgorithm::flat: break;
     }
@@ -632,7 +639,8 @@ TaskStep CollectiveTask::start_run() {
         Status w = ctx_->device_buffers(rt_.device_api()).wait_for_application(&error_);
         if (!ok(w)) return result_ = finish_ring(w), TaskStep::done;
     }
-    const bool hierarchical = algorithm_ == RingAlgorithm::hierarchical;
+    const bool hierarchical = algorithm_ == RingAlgorithm::hierarchical ||
+                              algorithm_ == RingAlgorithm::hierarchical_halving_doubling;
     used_.mode = ShmCopy(agreement_.shm_copy);
     // The copy chooser times the flat ring's whole call, this rank's
     // allgather block included; a persistent call runs in the mode the
@@ -692,11 +700,13 @@ RingCallRun* CollectiveTask::build_run() {
                                                                   ring_count_, type, op, opt_,
                                                                   meeting_ && input_on_board_ ? &*meeting_ : nullptr,
                                                                   one_shot_blocks()));
-        case RingAlgorithm::hierarchical: {
+        case RingAlgorithm::hierarchical:
+        case RingAlgorithm::hierarchical_halving_doubling: {
             RingOptions local_opt = opt_;
             local_opt.segment_bytes = cfg_.shm_segment_bytes();
-            return valid_or_null(run_storage_.emplace<HierarchicalRun>(*ctx_, net_, src_, call_.recvbuf,
-                                                                       ring_count_, type, op, local_opt, opt_));
+            return valid_or_null(run_storage_.emplace<HierarchicalRun>(
+                *ctx_, net_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_,
+                algorithm_ == RingAlgorithm::hierarchical_halving_doubling));
         }
         case RingAlgorithm::halving_doubling:
             return valid_or_null(run_storage_.emplace<HalvingDoublingRun>(*ctx_, net_, src_, call_.recvbuf,
@@ -778,7 +788,9 @@ void CollectiveTask::report_run(JobReport& report) const {
     const ReportPath path = ipc()                                         ? ReportPath::ipc
                             : algorithm_ == RingAlgorithm::hierarchical ? ReportPath::hierarchical
                             : algorithm_ == RingAlgorithm::one_shot     ? ReportPath::one_shot
-                            : algorithm_ == RingAlgorithm::halving_doubling ? ReportPath::halving_doubling
+                            : algorithm_ == RingAlgorithm::halving_doubling ||
+                                      algorithm_ == RingAlgorithm::hierarchical_halving_doubling
+                                  ? ReportPath::halving_doubling
                                                                         : ReportPath::ring;
     const CallMode mode = !nonblocking_ ? CallMode::blocking : persistent_ ? CallMode::persistent : CallMode::nonblocking;
     const double seconds =

@@ -53,6 +53,7 @@ enum class RingAlgorithm {
     ipc,               // device buffers on one node: GPU to GPU through CUDA IPC
     ipc_hierarchical,  // device allreduce across nodes: IPC inside each node, the device ring across
     halving_doubling,  // host allreduce across nodes of one rank each: log P exchanges each way
+    hierarchical_halving_doubling,  // the hierarchical allreduce with halving-doublings across nodes
 };
 const char* ring_algorithm_name(RingAlgorithm a);
 

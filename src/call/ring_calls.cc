@@ -284,7 +284,8 @@ void IpcHierarchicalRun::account() const {
 }
 
 HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
-                                 DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt)
+                                 DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt,
+                                 bool halving_doubling)
     : local_out_(*ctx.next_inbox(), ctx.topology().local_next(ctx.rank())),
       local_in_(*ctx.inbox(), ctx.topology().local_prev(ctx.rank()), ctx.local_prev_pid(), type, op),
       engine_(type, op, ctx.scratch()),
@@ -294,9 +295,14 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
     h.inter = ctx.inter_peers();
     h.local_out = &local_out_;
     h.local_in = &local_in_;
-    h.inter_out = inter_.send_to(ctx, ctx.inter_next(), h.inter.next_rank, inter_opt.depth, engine_, false);
-    h.inter_in = inter_.receive_from(ctx, ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, engine_, 0);
-    if (!h.inter_out || !h.inter_in) return;  // no network between the nodes: not valid
+    if (halving_doubling) {
+        if (!ctx.halving_doubling_ready()) return;
+        h.inter_exchanges = &partners_.emplace(ctx, net, inter_opt.depth, engine_);
+    } else {
+        h.inter_out = inter_.send_to(ctx, ctx.inter_next(), h.inter.next_rank, inter_opt.depth, engine_, false);
+        h.inter_in = inter_.receive_from(ctx, ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, engine_, 0);
+        if (!h.inter_out || !h.inter_in) return;  // no network between the nodes: not valid
+    }
     const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.local.size, h.inter.size,
                                               inter_opt.segment_bytes);
     if (!hierarchical_arguments_valid(h, pieces, local_opt, inter_opt)) return;
@@ -305,15 +311,20 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
 
 void HierarchicalRun::account() const {
     count_bytes(local_out_);
-    count_bytes(*inter_.out());
+    if (partners_) {
+        if (const SendChannel* out = partners_->out()) count_bytes(out->kind(), partners_->bytes_sent());
+        process_stats().rhd_calls.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        count_bytes(*inter_.out());
+    }
     process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
 HalvingDoublingRun::HalvingDoublingRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf,
                                        size_t count, DataType type, ReduceOp op, const RingOptions& opt)
-    : schedule_(ctx.topology().node(ctx.rank()), ctx.topology().nodes(), count),
+    : schedule_(halving_doubling_partners(ctx, count)),
       engine_(type, op, ctx.scratch()),
-      hops_(ctx, net, schedule_, opt.depth, engine_) {
+      hops_(ctx, net, opt.depth, engine_) {
     if (!ctx.halving_doubling_ready() || !halving_doubling_arguments_valid(schedule_, opt)) return;
     op_.emplace(schedule_, hops_, ctx.next_sequence(), src, recvbuf, type, opt);
 }

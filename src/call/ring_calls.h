@@ -85,21 +85,25 @@ private:
     SendChannel* out_ = nullptr;
 };
 
-// The hierarchical allreduce (algo/hierarchical.h) on host buffers.
-// Requires ctx.hier_ready().
+// The hierarchical allreduce (algo/hierarchical.h) on host buffers, its
+// phase across nodes on network `net`: the rings of each local index, or
+// (`halving_doubling`) their halving-doublings (PartnerHops).  Requires
+// ctx.hier_ready(), and ctx.halving_doubling_ready() for the latter.
 class HierarchicalRun final : public OperationRun<HierarchicalOperation> {
 public:
     // Check `valid` before the first poll.
     HierarchicalRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
-                    DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt);
+                    DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt,
+                    bool halving_doubling);
     ~HierarchicalRun() override { op_.reset(); }
     void account() const override;
 
 private:
     ShmSendChannel local_out_;
     ShmRecvChannel local_in_;
-    HostEngine engine_;  // the inter-node rings run in place
-    NetHop inter_;
+    HostEngine engine_;  // the phase across nodes runs in place
+    NetHop inter_;       // the rings'
+    std::optional<PartnerHops> partners_;  // the halving-doublings'
 };
 
 // The halving-doubling allreduce (algo/halving_doubling.h) across nodes of

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "algo/hierarchical.h"
+
 namespace nexar {
 
 char* WorkBuffer::get(size_t bytes) {
@@ -57,22 +59,28 @@ bool CommContext::hierarchical_is_faster(size_t bytes, size_t inter_segment_byte
     return hierarchical_is_faster_here(model, topo_.nodes(), topo_.local_size(rank_), bytes, inter_segment_bytes);
 }
 
-bool CommContext::halving_doubling_is_faster(size_t bytes) const {
-    // The ring on the costs of the network `bytes` take where both were
-    // timed; the halving-doubling on its own where it was timed.
-    CostModel ring = cost_model_;
-    if (networks_measured_) ring.net = measured_cost(network_for(bytes));
+bool CommContext::halving_doubling_is_faster(size_t bytes, size_t inter_segment_bytes) const {
     // Untimed (its times fitted no line), it is not taken: the ring's costs
     // would flatter it (they make it win at every size where P is a power
     // of two).
     if (!halving_doubling_measured_) return false;
+    const int P = topo_.nodes(), L = topo_.local_size(rank_);
+    // The ring on the costs of the network `bytes` take where both were
+    // timed (the hierarchical allreduce's rings: as hierarchical_is_faster
+    // prices them); the halving-doubling on its own.
+    CostModel ring = cost_model_;
+    if (!hier_ready_ && networks_measured_) ring.net = measured_cost(network_for(bytes));
+    if (hier_ready_ && net_ == Net::ucx && network_for(bytes) == Net::mpi) ring.net = mpi_cost_;
     // Its own alpha; its rate at most the ring's: the same bytes cross the
     // same links, so a faster fit is the noise of a busy machine.
     CostModel halving = ring;
     halving.net.alpha_s = halving_doubling_cost_.alpha_s;
     halving.net.bytes_per_s = std::min(halving_doubling_cost_.bytes_per_s, ring.net.bytes_per_s);
     const double b = double(bytes);
-    return halving_doubling_seconds(halving, b, topo_.nodes(), 1) < flat_ring_seconds(ring, b, topo_.nodes(), 1);
+    if (!hier_ready_) return halving_doubling_seconds(halving, b, P, 1) < flat_ring_seconds(ring, b, P, 1);
+    const int pieces = int(hierarchical_pieces(bytes, 1, L, P, inter_segment_bytes));
+    return hierarchical_halving_doubling_seconds(halving, b, P, L, pieces) <
+           hierarchical_seconds(ring, b, P, L, pieces);
 }
 
 RingLinks CommContext::links() const {
@@ -133,7 +141,8 @@ ExchangeLink PartnerHops::open(int link) {
     if (hop_ && hop_->out()) earlier_bytes_ += hop_->out()->bytes_sent();
     NetHop& hop = hop_.emplace(net_);
     ExchangeLink l;
-    l.rank = ctx_.topology().rank_on_node(schedule_.link_partner(link), 0);
+    const RingTopology& t = ctx_.topology();
+    l.rank = t.rank_on_node(partners_.link_partner(link), t.local_index(ctx_.rank()));
     l.send_tag_id = ctx_.tag_id_of(l.rank);
     l.recv_tag_id = ctx_.id();
     // The receive side progresses the worker (UCX).
@@ -142,18 +151,21 @@ ExchangeLink PartnerHops::open(int link) {
     return l;
 }
 
-size_t halving_doubling_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes) {
+HalvingDoublingSchedule halving_doubling_partners(const CommContext& ctx, size_t count) {
     const RingTopology& t = ctx.topology();
-    const HalvingDoublingSchedule schedule(t.node(ctx.rank()), t.nodes(), count);
+    return HalvingDoublingSchedule(t.node(ctx.rank()), t.nodes(), count);
+}
+
+size_t halving_doubling_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes) {
+    const HalvingDoublingSchedule schedule = halving_doubling_partners(ctx, count);
     return schedule.max_segment_elems(segment_elems(segment_bytes, elem_size)) * elem_size;
 }
 
 Status run_probe_halving_doubling(CommContext& ctx, float* buf, size_t count, const RingOptions& opt,
                                   std::string* error) {
-    const RingTopology& t = ctx.topology();
-    const HalvingDoublingSchedule schedule(t.node(ctx.rank()), t.nodes(), count);
+    const HalvingDoublingSchedule schedule = halving_doubling_partners(ctx, count);
     HostEngine engine(DataType::f32, ReduceOp::sum, ctx.scratch());
-    PartnerHops hops(ctx, ctx.network(), schedule, opt.depth, engine);
+    PartnerHops hops(ctx, ctx.network(), opt.depth, engine);
     return halving_doubling_allreduce(schedule, hops, ctx.next_sequence(), buf, buf, DataType::f32, opt, error);
 }
 

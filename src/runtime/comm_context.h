@@ -243,11 +243,13 @@ public:
     // NEXAR_THRESHOLD_BYTES=auto's: which path each size of call takes.
     PathLearner& learner() { return learner_; }
     const PathLearner& learner() const { return learner_; }
-    // The halving-doubling allreduce across the nodes (algo/halving_doubling.h)
-    // where every node holds one rank: the endpoints to this rank's
-    // partners (link by link; none over the MPI's point-to-point), set up
-    // collectively (Runtime::setup_halving_doubling), ready on every rank
-    // or on none, and the model that chooses it.
+    // The halving-doubling across the nodes (algo/halving_doubling.h): the
+    // allreduce where every node holds one rank, the hierarchical
+    // allreduce's phase across nodes where it is ready (hier_ready()): the
+    // endpoints to this rank's partners (link by link; none over the MPI's
+    // point-to-point), set up collectively (Runtime::
+    // setup_halving_doubling), ready on every rank or on none, and the
+    // model that chooses it (the hierarchical allreduce keeps its own).
     using PartnerPeers = std::array<Peer, kMaxHalvingDoublingLinks>;
     void enable_halving_doubling(PartnerPeers partners, const CostModel& model) {
         partners_ = std::move(partners);
@@ -263,9 +265,11 @@ public:
     }
     UcxEndpoint* partner(int link) { return partners_[size_t(link)].ep.get(); }
     // The cost model's verdict for `bytes` here (algo/cost_model.h) against
-    // the flat ring, on the network that `bytes` take (network_for):
-    // identical on every rank.
-    bool halving_doubling_is_faster(size_t bytes) const;
+    // the ring: the flat ring across nodes of one rank each, else the
+    // hierarchical allreduce with rings across nodes (cut into the pieces
+    // that segments of `inter_segment_bytes` give), on the network that
+    // `bytes` take (network_for): identical on every rank.
+    bool halving_doubling_is_faster(size_t bytes, size_t inter_segment_bytes) const;
     // Without it, closes the endpoints only it uses.
     void drop_inter() {
         if (hier_ready_) return;
@@ -417,16 +421,23 @@ private:
     std::optional<MpiRecvChannel> mpi_in_;
 };
 
+// This rank's halving-doubling schedule across the nodes for a vector of
+// `count` elements: its node's place among the nodes.  With count 0 it
+// says who the partners are (they do not depend on the length).
+HalvingDoublingSchedule halving_doubling_partners(const CommContext& ctx, size_t count = 0);
+
 // The network channels of a halving-doubling's exchanges on a context
 // (algo/halving_doubling.h, ExchangeLinks): each exchange gets a new pair
 // to its partner on network `net` (nothing of the exchange before is in
-// flight then), so one pair is held whatever the number of partners.
+// flight then), so one pair is held whatever the number of partners.  The
+// schedule runs over the nodes, among the ranks of this rank's local index
+// (one rank a node: every rank; the hierarchical allreduce's phase across
+// nodes otherwise): its partners do not depend on the vector's length.
 // Requires ctx.halving_doubling_ready() (the partners' endpoints).
 class PartnerHops final : public ExchangeLinks {
 public:
-    PartnerHops(CommContext& ctx, CommContext::Net net, const HalvingDoublingSchedule& schedule, uint32_t depth,
-                SegmentEngine& engine)
-        : ctx_(ctx), net_(net), schedule_(schedule), depth_(depth), engine_(engine) {}
+    PartnerHops(CommContext& ctx, CommContext::Net net, uint32_t depth, SegmentEngine& engine)
+        : ctx_(ctx), net_(net), partners_(halving_doubling_partners(ctx)), depth_(depth), engine_(engine) {}
     ExchangeLink open(int link) override;
     // What every exchange so far sent, and on which kind of channel (none: nothing opened).
     uint64_t bytes_sent() const { return earlier_bytes_ + (hop_ && hop_->out() ? hop_->out()->bytes_sent() : 0); }
@@ -435,7 +446,7 @@ public:
 private:
     CommContext& ctx_;
     const CommContext::Net net_;
-    const HalvingDoublingSchedule& schedule_;
+    const HalvingDoublingSchedule partners_;
     const uint32_t depth_;
     SegmentEngine& engine_;
     std::optional<NetHop> hop_;   // the current exchange's channels
@@ -451,8 +462,9 @@ private:
 enum class ProbeRing { inter, flat };
 Status run_probe_ring(CommContext& ctx, ProbeRing ring, CommContext::Net net, uint32_t sequence, float* buf,
                       size_t count, const RingOptions& opt, std::string* error);
-// Scratch slot bytes the halving-doubling's exchanges need on ctx (where a
-// segment's input lies in its place, it lands in a slot).
+// Scratch slot bytes the halving-doubling's exchanges of a vector of
+// `count` elements need on ctx (where a segment's input lies in its place,
+// it lands in a slot).
 size_t halving_doubling_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes);
 // The same with the halving-doubling (requires ctx.halving_doubling_ready()),
 // on ctx's network; the context's scratch must hold its slots.

@@ -221,15 +221,17 @@ private:
     CommContext::Net net_;
 };
 
-// The halving-doubling across nodes of one rank each, as the probe times
-// it: its messages and bytes in the model's terms (algo/cost_model.h).
+// The halving-doubling across the nodes, as the probe times it: every
+// local index's at once (one rank a node: the allreduce; else the
+// hierarchical allreduce's phase across nodes), its messages and the bytes
+// through a node's link in the model's terms (algo/cost_model.h).
 // Requires ctx.halving_doubling_ready().
 class ContextHalvingDoubling final : public InterRingProbe {
 public:
     explicit ContextHalvingDoubling(CommContext& ctx) : ctx_(ctx) {}
     MPI_Comm comm() const override { return ctx_.comm(); }
     int nodes() const override { return ctx_.topology().nodes(); }
-    int local_size() const override { return 1; }
+    int local_size() const override { return ctx_.topology().local_size(ctx_.rank()); }
     Status reserve(size_t count, const RingOptions& opt) override {
         return ctx_.scratch().reserve(halving_doubling_slot_bytes(ctx_, count, sizeof(float), opt.segment_bytes),
                                       opt.depth);
@@ -238,7 +240,7 @@ public:
         return run_probe_halving_doubling(ctx_, buf, count, opt, error);
     }
     double messages() const override { return halving_doubling_terms(nodes()).messages; }
-    double bytes_factor() const override { return halving_doubling_terms(nodes()).bytes_factor; }
+    double bytes_factor() const override { return halving_doubling_terms(nodes()).bytes_factor * local_size(); }
 
 private:
     CommContext& ctx_;
@@ -315,15 +317,19 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
                model.shm.bytes_per_s / 1e9, model.net.alpha_s * 1e6, model.net.bytes_per_s / 1e9, when.c_str());
 }
 
-// The halving-doubling allreduce across nodes of one rank each
-// (algo/halving_doubling.h) needs endpoints to this rank's partners on
-// every rank (over UCX; the MPI's point-to-point reaches every rank);
-// NEXAR_ALGORITHM=auto then times the flat ring (where measure_networks
-// has not) and the halving-doubling itself (decide/cost_probe.h).
-// Collective.
+// The halving-doubling across the nodes (algo/halving_doubling.h): the
+// allreduce across nodes of one rank each, or the hierarchical
+// allreduce's phase across nodes (where it is ready), among the ranks of
+// each local index.  It needs endpoints to this rank's partners on every
+// rank (over UCX; the MPI's point-to-point reaches every rank);
+// NEXAR_ALGORITHM=auto then times the flat ring (one rank a node, where
+// measure_networks has not; the hierarchical allreduce timed its rings)
+// and the halving-doubling itself (decide/cost_probe.h).  Collective.
 void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addresses) {
     const RingTopology& topo = ctx.topology();
-    const HalvingDoublingSchedule schedule(topo.node(ctx.rank()), topo.nodes(), 0);
+    const HalvingDoublingSchedule schedule = halving_doubling_partners(ctx);
+    const bool hierarchical = ctx.hier_ready();
+    const int local_index = topo.local_index(ctx.rank());
     CommContext::PartnerPeers partners;
     std::string error;
     Status s = schedule.valid() ? Status::ok : Status::invalid_argument;
@@ -331,23 +337,26 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
         for (int l = 0; ok(s) && l < schedule.links(); ++l)
             if (schedule.link_partner(l) >= 0)
                 s = endpoint_of(addresses.all, addresses.lens, addresses.displs,
-                                topo.rank_on_node(schedule.link_partner(l), 0), &partners[size_t(l)], &error);
+                                topo.rank_on_node(schedule.link_partner(l), local_index), &partners[size_t(l)],
+                                &error);
     int ready = ok(s) ? 1 : 0;
     pmpi::allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
     if (!ready) {
-        NEXAR_INFO("communicator context %u: the halving-doubling allreduce cannot run (%s); the flat ring serves "
+        NEXAR_INFO("communicator context %u: the halving-doubling across nodes cannot run (%s); the rings serve "
                    "every call", ctx.id(), ok(s) ? "an endpoint is missing on another rank" : error.c_str());
         return;
     }
-    CostModel model = default_cost_model();
-    // The ring's costs: those measure_networks found, else the flat ring's
-    // timed here; then the halving-doubling's own (CommContext::
-    // set_halving_doubling_cost).  NEXAR_ALGORITHM=rhd times nothing.
+    // The ring's costs: the hierarchical allreduce's (setup_hierarchical),
+    // those measure_networks found, else the flat ring's timed here; then
+    // the halving-doubling's own (CommContext::set_halving_doubling_cost).
+    // NEXAR_ALGORITHM=rhd times nothing.
+    CostModel model = hierarchical ? ctx.cost_model() : default_cost_model();
     const bool timed = config_.algorithm == Algorithm::automatic;
-    const char* ring_costs = ctx.networks_measured() ? "measured" : "defaults";
+    const char* ring_costs = hierarchical ? "the hierarchical allreduce's" : ctx.networks_measured() ? "measured"
+                                                                                                      : "defaults";
     const char* own_costs = "not timed: the model keeps the ring";
     const RingOptions opt = inter_ring_options(config_, ctx.network());
-    if (timed && !ctx.networks_measured()) {
+    if (timed && !hierarchical && !ctx.networks_measured()) {
         ContextRings rings(ctx, ProbeRing::flat, ctx.network());
         Status probed = probe_costs(rings, opt, &model, &error);
         if (probed == Status::transport_error) {  // the same on every rank
@@ -363,7 +372,7 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
                        error.c_str());
     }
     ctx.enable_halving_doubling(std::move(partners), model);
-    ChannelCost own = ctx.networks_measured() ? ctx.measured_cost(ctx.network()) : model.net;
+    ChannelCost own = ctx.networks_measured() && !hierarchical ? ctx.measured_cost(ctx.network()) : model.net;
     if (timed) {
         CostModel fitted;
         ContextHalvingDoubling runs(ctx);
@@ -385,17 +394,31 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
     // (Where both networks were timed, each call's ring is priced on its own
     // network's costs; the halving-doubling's rate is capped at the ring's:
     // CommContext::halving_doubling_is_faster.)
-    const ChannelCost& ring = ctx.networks_measured() ? ctx.measured_cost(ctx.network()) : model.net;
+    const ChannelCost& ring =
+        ctx.networks_measured() && !hierarchical ? ctx.measured_cost(ctx.network()) : model.net;
     own.bytes_per_s = std::min(own.bytes_per_s, ring.bytes_per_s);
+    // The choice at a few sizes (hierarchical: whether the hierarchical
+    // allreduce is taken, and with which phase across nodes).
     std::string when;
     for (uint64_t kib : {4, 64, 1024, 16384}) {
         if (!when.empty()) when += ", ";
-        when += format_bytes(kib << 10) + (ctx.halving_doubling_is_faster(size_t(kib << 10)) ? " rhd" : " ring");
+        const size_t bytes = size_t(kib << 10);
+        const bool mpi = ctx.network_for(bytes) == CommContext::Net::mpi;
+        const size_t segment = config_.network_segment_bytes(mpi);
+        const bool halving = ctx.halving_doubling_is_faster(bytes, segment);
+        const char* pick = !hierarchical                                  ? (halving ? " rhd" : " ring")
+                           : !ctx.hierarchical_is_faster(bytes, segment) ? " ring"
+                           : halving                                      ? " hier-rhd"
+                                                                          : " hier";
+        when += format_bytes(bytes) + pick;
     }
-    NEXAR_INFO("communicator context %u: %d nodes x 1 rank; halving-doubling allreduce ready (%d participants, "
-               "%s); network %s: ring alpha=%.1fus beta=%.3fGB/s (%s), halving-doubling alpha=%.1fus "
-               "beta=%.3fGB/s (%s); NEXAR_ALGORITHM=%s picks: %s",
-               ctx.id(), topo.nodes(), schedule.participants(),
+    NEXAR_INFO("communicator context %u: %d nodes x %d rank%s; %s ready (%d participants, %s); network %s: ring "
+               "alpha=%.1fus beta=%.3fGB/s (%s), halving-doubling alpha=%.1fus beta=%.3fGB/s (%s); "
+               "NEXAR_ALGORITHM=%s picks: %s",
+               ctx.id(), topo.nodes(), topo.local_size(ctx.rank()), hierarchical ? "s" : "",
+               hierarchical ? "the hierarchical allreduce's halving-doubling across nodes"
+                            : "halving-doubling allreduce",
+               schedule.participants(),
                schedule.participants() == topo.nodes() ? "no fold" : "the others fold in",
                CommContext::network_name(ctx.network()), ring.alpha_s * 1e6, ring.bytes_per_s / 1e9, ring_costs,
                own.alpha_s * 1e6, own.bytes_per_s / 1e9, own_costs, algorithm_name(config_.algorithm),
@@ -608,8 +631,10 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
         }
         // The halving-doubling across nodes of one rank each; at 2 nodes it
         // is the ring (one exchange each way): only where asked for.
-        if (ctx->network_ready() && !ctx->disabled() && !ctx->failed() && t.max_ranks_per_node() == 1 &&
-            config_.host_buffers &&
+        // With several ranks a node, it is the hierarchical allreduce's phase
+        // across nodes (where that is ready).
+        if (ctx->network_ready() && !ctx->disabled() && !ctx->failed() &&
+            (t.max_ranks_per_node() == 1 || ctx->hier_ready()) && config_.host_buffers &&
             ((config_.algorithm == Algorithm::automatic && t.nodes() >= 3) ||
              (config_.algorithm == Algorithm::rhd && t.nodes() >= 2)))
             setup_halving_doubling(*ctx, addresses);

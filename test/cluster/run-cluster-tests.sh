@@ -25,7 +25,8 @@
 #     one run take both);
 #   - the halving-doubling across nodes of one rank each (NEXAR_ALGORITHM=rhd)
 #     exact at 3, 5, 6 and 8 nodes, over UCX and the MPI; timed beside the
-#     ring (auto); a node stopped and killed under it;
+#     ring (auto); a node stopped and killed under it; and as the
+#     hierarchical allreduce's phase across 3 nodes of two ranks;
 #   - a second `up` is refused while a cluster is up; one whose holders
 #     were killed (a run that ended without `down`) is removed by the next;
 #   - mismatched counts across nodes: MPI_ERR_COUNT on every rank, no hang;
@@ -431,14 +432,16 @@ algorithm=ring
 # ring (auto) at 4 nodes; a node stopped, and one killed, under it.  Up to
 # eight ranks share the machine's cores: small case counts. ---
 up 8
-every_allreduce_rhd() {  # every_allreduce_rhd NP: each rank's ring calls were all the halving-doubling's
-    local r calls
+# every_call_rhd NP [FIELD]: each rank's calls that FIELD counts (ring_calls:
+# every call of nexar's) were all the halving-doubling's (NEXAR_ALGORITHM=rhd).
+every_call_rhd() {
+    local r calls field=${2:-ring_calls}
     for r in $(seq 0 $(($1 - 1))); do
-        read_stats "$log" ring_calls $r
+        read_stats "$log" "$field" $r
         calls=${values[0]}
         read_stats "$log" rhd_calls $r
         [ "$calls" -gt 0 ] && [ "${values[0]}" = "$calls" ] ||
-            fail "rank $r: $calls ring calls, ${values[0]} of them the halving-doubling (NEXAR_ALGORITHM=rhd)"
+            fail "rank $r: $calls $field, ${values[0]} of them by halving-doubling (NEXAR_ALGORITHM=rhd)"
     done
 }
 # MPICH 4.0.2's MPI_Finalize over UCX's TCP transport hangs now and then
@@ -450,13 +453,13 @@ rhd_nodes="3 5 6 8"
 algorithm=rhd
 for n in $rhd_nodes; do
     check_run $n --nodes $n --ppn 1 -- --cases 24 --max-count 20000 --big-every 8 --seed $((70 + n))
-    every_allreduce_rhd $n
+    every_call_rhd $n
 done
 grep -aq "halving-doubling allreduce ready (8 participants, no fold)" "$log" || fail "8 nodes: no word of the halving-doubling"
 if [ "$NEXAR_MPI_FAMILY" != mpich ]; then
     net=mpi
     check_run 5 --nodes 5 --ppn 1 -- --cases 24 --max-count 20000 --big-every 8 --seed 76
-    every_allreduce_rhd 5
+    every_call_rhd 5
     check_bytes "$log" ucx_bytes zero
     grep -aq "halving-doubling allreduce ready (4 participants, the others fold in)" "$log" ||
         fail "5 nodes: no word of the fold"
@@ -477,6 +480,22 @@ grep -aqE "halving-doubling alpha=.* \(measured\); NEXAR_ALGORITHM=auto|timing t
     "$log" || fail "auto at 4 nodes: the halving-doubling was not timed beside the ring"
 grep -aq "timing the halving-doubling failed (a ring across nodes failed" "$log" &&
     fail "auto at 4 nodes: the halving-doubling's timing runs failed"
+# Nodes of two ranks: the hierarchical allreduce's phase across nodes on
+# the halving-doubling, one per local index (3 nodes: the first two fold).
+# Forced, every hierarchical call's phase across nodes is the
+# halving-doubling's (rhd_calls = hier_calls); under auto it is timed
+# beside the rings.
+algorithm=rhd
+check_run 6 --nodes 3 --ppn 2 -- --cases 16 --max-count 20000 --big-every 8 --seed 79
+every_call_rhd 6 hier_calls
+grep -aq "the hierarchical allreduce's halving-doubling across nodes ready (2 participants, the others fold in)" \
+    "$log" || fail "3 nodes x 2 ranks: no word of the halving-doubling across nodes"
+if [ "$NEXAR_MPI_FAMILY" != mpich ]; then
+    algorithm=auto
+    check_run 6 --nodes 3 --ppn 2 -- --cases 16 --max-count 20000 --big-every 8 --seed 80
+    grep -aqE "halving-doubling across nodes ready .* halving-doubling alpha=.* \(measured\); NEXAR_ALGORITHM=auto|timing the halving-doubling failed \(the timings did not grow" \
+        "$log" || fail "auto at 3 nodes x 2 ranks: the halving-doubling across nodes was not timed beside the rings"
+fi
 fault_modes=(stall-node kill-node)
 [ "$NEXAR_MPI_FAMILY" = mpich ] && fault_modes=(stall-node)  # MPICH ends the job itself when a process dies
 algorithm=rhd
@@ -493,6 +512,18 @@ for mode in "${fault_modes[@]}"; do
         grep -aq "of the halving-doubling allreduce" "$log" || fail "$mode: no rank's error names the halving-doubling"
     fi
 done
+# The last node's two ranks stopped under the hierarchical allreduce's
+# halving-doubling across nodes: its partners' phase across nodes times out.
+fault_label="$NEXAR_MPI_LAUNCHER stall-node/hier-rhd"
+echo "== fault_check stall-node, 3 nodes x 2 ranks, NEXAR_ALGORITHM=rhd NEXAR_TIMEOUT_S=3"
+start=$(date +%s)
+crun --nodes 3 --ppn 2 --keep-going -- -x NEXAR_TIMEOUT_S=3 "$fault_prog" stall-node
+took=$(($(date +%s) - start))
+grep -a "^fault_check\|FAIL" "$log" | head -n 6
+(check_fault_report "$log" stall-node 3 "$took" 2) ||
+    { grep -a "nexar\[rank [0-5]\]" "$log" | tail -n 20; fail "stall-node under the hierarchical halving-doubling"; }
+grep -aq "in exchange [0-9]* of [0-9]* of the halving-doubling allreduce" "$log" ||
+    fail "stall-node at 3 nodes x 2 ranks: no rank's error names the halving-doubling"
 algorithm=ring
 up 2
 

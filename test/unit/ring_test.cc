@@ -769,8 +769,47 @@ struct HopBytes {
 };
 
 // How a topology ring runs: the node-ordered flat ring, or the
-// hierarchical allreduce (algo/hierarchical.h; uniform placements only).
-enum class Variant { flat, hier };
+// hierarchical allreduce (algo/hierarchical.h; uniform placements only),
+// with rings or halving-doublings (hier_rhd) across nodes.
+enum class Variant { flat, hier, hier_rhd };
+
+// The halving-doubling's links across nodes over UCX, as the library's
+// PartnerHops: a new pair of channels to the partner at every exchange.
+class UcxPartnerLinks final : public ExchangeLinks {
+public:
+    UcxPartnerLinks(UcxWorker& worker, const std::array<UcxEndpoint*, kMaxHalvingDoublingLinks>& endpoints,
+                    const std::array<int, kMaxHalvingDoublingLinks>& ranks, int me, uint32_t depth,
+                    RingScratch& scratch, SegmentEngine& engine)
+        : worker_(worker), endpoints_(endpoints), ranks_(ranks), me_(me), depth_(depth), scratch_(scratch),
+          engine_(engine) {}
+    ExchangeLink open(int link) override {
+        if (out_) bytes_ += out_->bytes_sent();
+        in_.reset();
+        out_.reset();
+        ExchangeLink l;
+        l.rank = ranks_[size_t(link)];
+        l.send_tag_id = 200 + uint32_t(l.rank);
+        l.recv_tag_id = 200 + uint32_t(me_);
+        UcxEndpoint* ep = endpoints_[size_t(link)];
+        if (!ep) return l;
+        l.out = &out_.emplace(worker_, *ep, l.rank, depth_, scratch_, engine_, false);
+        l.in = &in_.emplace(worker_, ep, l.rank, depth_, scratch_, engine_, true);
+        return l;
+    }
+    uint64_t bytes_sent() const { return bytes_ + (out_ ? out_->bytes_sent() : 0); }
+
+private:
+    UcxWorker& worker_;
+    std::array<UcxEndpoint*, kMaxHalvingDoublingLinks> endpoints_;
+    std::array<int, kMaxHalvingDoublingLinks> ranks_;
+    int me_;
+    uint32_t depth_;
+    RingScratch& scratch_;
+    SegmentEngine& engine_;
+    std::optional<UcxSendChannel> out_;
+    std::optional<UcxRecvChannel> in_;
+    uint64_t bytes_ = 0;
+};
 
 template <class T>
 void check_topology_allreduce(const std::vector<int>& node_of, size_t count, DataType type, ReduceOp op,
@@ -778,7 +817,8 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                               std::vector<HopBytes>* sent = nullptr, Variant variant = Variant::flat) {
     const int n = int(node_of.size());
     const RingTopology topo(node_of);
-    const bool hier = variant == Variant::hier;
+    const bool halving = variant == Variant::hier_rhd;
+    const bool hier = variant == Variant::hier || halving;
     if (hier) {
         ASSERT_TRUE(topo.uniform() && topo.nodes() >= 2 && topo.max_ranks_per_node() >= 2);
     }
@@ -807,6 +847,11 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
             std::unique_ptr<UcxContext> ctx;
             std::unique_ptr<UcxWorker> worker;
             std::unique_ptr<UcxEndpoint> ep_next, ep_prev;
+            // The halving-doubling's partners across nodes (this local index's).
+            const HalvingDoublingSchedule partners(topo.node(r), topo.nodes(), 0);
+            std::array<std::unique_ptr<UcxEndpoint>, kMaxHalvingDoublingLinks> ep_partner;
+            std::array<UcxEndpoint*, kMaxHalvingDoublingLinks> partner_eps{};
+            std::array<int, kMaxHalvingDoublingLinks> partner_ranks{};
             std::unique_ptr<ShmInbox> inbox, next_inbox;
             std::string err;
             memset(&names[r], 0, sizeof names[r]);
@@ -820,6 +865,14 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                        (iprev == inext ||
                         ok(UcxEndpoint::create(*worker, addresses[iprev].data(), addresses[iprev].size(), &ep_prev, &err))) &&
                        (!local_ring || ok(ShmInbox::open(names[topo.local_next(r)], &next_inbox, &err)));
+                for (int l = 0; fine && halving && l < partners.links(); ++l) {
+                    if (partners.link_partner(l) < 0) continue;
+                    const int q = topo.rank_on_node(partners.link_partner(l), topo.local_index(r));
+                    partner_ranks[size_t(l)] = q;
+                    fine = ok(UcxEndpoint::create(*worker, addresses[q].data(), addresses[q].size(),
+                                                  &ep_partner[size_t(l)], &err));
+                    partner_eps[size_t(l)] = ep_partner[size_t(l)].get();
+                }
                 if (!fine) ++setup_failures;
             }
             barrier.wait();
@@ -837,6 +890,10 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                 // a segment (or of a whole chunk, when smaller).
                 size_t slots = in_place || hier ? ring_slot_bytes(count, n, sizeof(T), segment_bytes) : 0;
                 if (hier) slots = std::max(slots, 2 * segment_bytes);
+                if (halving)
+                    slots = std::max(slots, HalvingDoublingSchedule(topo.node(r), topo.nodes(), count)
+                                                    .max_segment_elems(segment_elems(2 * segment_bytes, sizeof(T))) *
+                                                sizeof(T));
                 res.status = scratch.reserve(slots, depth);
                 for (int c = 0; c < calls && ok(res.status); ++c) {
                     out[r].assign(count, T(99));
@@ -866,6 +923,8 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         h.local_in = &local_in;
                         h.inter_out = &inter_out;
                         h.inter_in = &inter_in;
+                        UcxPartnerLinks partner_links(*worker, partner_eps, partner_ranks, r, depth, scratch, engine);
+                        if (halving) h.inter_exchanges = &partner_links;
                         // 1 to 4 pieces, the same on every rank.
                         const size_t pieces = 1 + (count + size_t(c)) % kMaxHierarchicalPieces;
                         // The rings across nodes at another segment size, as in the library.
@@ -874,7 +933,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         res.status = hierarchical_allreduce(h, uint32_t(c) * 8, pieces, src, out[r].data(), count,
                                                             type, opt, inter_opt, &res.error);
                         bytes[r].shm += local_out.bytes_sent();
-                        bytes[r].ucx += inter_out.bytes_sent();
+                        bytes[r].ucx += inter_out.bytes_sent() + partner_links.bytes_sent();
                         continue;
                     }
                     RingPeers peers;
@@ -903,6 +962,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                 results[r] = {Status::unavailable, err};
             }
             barrier.wait();  // no worker or inbox goes away while a peer may still use it
+            for (auto& ep : ep_partner) ep.reset();
             ep_prev.reset();
             ep_next.reset();
         });
@@ -912,7 +972,8 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
         ASSERT_EQ(results[r].status, Status::ok) << "rank " << r << ": " << results[r].error;
         ASSERT_TRUE(out[r] == want) << "rank " << r << " n=" << n << " count=" << count << " "
                                     << datatype_name(type) << " " << reduce_op_name(op)
-                                    << (in_place ? " in place" : "") << (hier ? " hierarchical" : "");
+                                    << (in_place ? " in place" : "") << (hier ? " hierarchical" : "")
+                                    << (halving ? " (halving-doubling across nodes)" : "");
     }
     if (sent) *sent = bytes;
 }
@@ -1052,6 +1113,35 @@ TEST(HierarchicalAllreduce, TypesAndOps) {
                                       Variant::hier);
     check_topology_allreduce<uint8_t>({0, 1, 0, 1}, 777, DataType::u8, ReduceOp::bxor, true, 256, 8, 3, nullptr,
                                       Variant::hier);
+}
+
+// The phase across nodes on the halving-doubling (algo/halving_doubling.h):
+// a power of two of nodes and not (the fold), by slot and by node, short
+// vectors (empty chunks) and many segments, 1 to 4 pieces.
+TEST(HierarchicalAllreduce, HalvingDoublingAcrossNodes) {
+    SKIP_WITHOUT_UCX();
+    const std::vector<std::vector<int>> placements = {
+        {0, 1, 2, 0, 1, 2},        // 3 x 2 by node: the first two nodes fold
+        {0, 0, 1, 1, 2, 2, 3, 3},  // 4 x 2 by slot
+        {0, 0, 0, 1, 1, 1, 2, 2, 2},  // 3 x 3
+    };
+    for (const auto& placement : placements)
+        for (size_t count : {0, 1, 5, 1009, 30001}) {
+            SCOPED_TRACE(placement_name(placement) + " count=" + std::to_string(count));
+            check_topology_allreduce<int32_t>(placement, count, DataType::i32, ReduceOp::sum, count % 2 == 1, 1024,
+                                              4, 2, nullptr, Variant::hier_rhd);
+        }
+    check_topology_allreduce<float>({0, 1, 2, 0, 1, 2}, 100003, DataType::f32, ReduceOp::sum, false, 64 * 1024, 4,
+                                    1, nullptr, Variant::hier_rhd);
+    check_topology_allreduce<double>({0, 0, 1, 1, 2, 2, 3, 3}, 5003, DataType::f64, ReduceOp::max, true, 4096, 2,
+                                     1, nullptr, Variant::hier_rhd);
+    // The bytes across: each rank sends 2(P-1)/P of its chunk S/L, as the
+    // rings do (at 4 nodes: halves then quarters, back the same way).
+    std::vector<HopBytes> sent;
+    const size_t count = 40000, bytes = count * 4;
+    check_topology_allreduce<int32_t>({0, 0, 1, 1, 2, 2, 3, 3}, count, DataType::i32, ReduceOp::sum, false, 4096, 4,
+                                      1, &sent, Variant::hier_rhd);
+    for (int r = 0; r < 8; ++r) EXPECT_EQ(sent[size_t(r)].ucx, 2 * 3 * (bytes / 2) / 4) << "rank " << r;
 }
 
 // Each node's link carries 2(P-1)/P of the buffer in all, split over its L
