@@ -9,12 +9,28 @@ namespace nexar {
 
 namespace {
 
-// Blocks [lo, hi) of `count` elements cut into `blocks` (chunk_span), as one span.
-Span block_range(size_t count, int blocks, int lo, int hi) {
-    const Span first = chunk_span(count, size_t(blocks), size_t(lo));
-    const Span last = chunk_span(count, size_t(blocks), size_t(hi - 1));
-    return Span{first.offset, last.offset + last.count - first.offset};
-}
+// The participants' blocks: participant j's span, for j in [lo, hi), as
+// one span.  The allreduce's are `count` elements cut into P' equal
+// blocks (chunk_span); the halves' are the blocks of the positions each
+// participant stands for (the fold's pair, or one position), which lie
+// end to end in position order.
+struct ParticipantBlocks {
+    size_t count;
+    int participants, extra;
+    const PositionBlocks* blocks;  // null: equal blocks
+
+    Span range(int lo, int hi) const {
+        if (!blocks) {
+            const Span first = chunk_span(count, size_t(participants), size_t(lo));
+            const Span last = chunk_span(count, size_t(participants), size_t(hi - 1));
+            return Span{first.offset, last.offset + last.count - first.offset};
+        }
+        const size_t first = size_t(lo < extra ? 2 * lo : lo + extra);
+        const size_t last = size_t(hi - 1 < extra ? 2 * (hi - 1) + 1 : hi - 1 + extra);
+        return Span{blocks->displs[first], blocks->displs[last] + blocks->counts[last] - blocks->displs[first]};
+    }
+    Span position(int p) const { return Span{blocks->displs[p], blocks->counts[p]}; }
+};
 
 }  // namespace
 
@@ -23,57 +39,67 @@ void HalvingDoublingSchedule::add(int link, Span send, Span recv, bool reduce, u
     s.link = link, s.send = send, s.recv = recv, s.reduce = reduce, s.phase = phase, s.step = step;
 }
 
-HalvingDoublingSchedule::HalvingDoublingSchedule(int position, int size, size_t count) : count_(count) {
+HalvingDoublingSchedule::HalvingDoublingSchedule(int position, int size, size_t count, HalvingDoublingPart part,
+                                                 const PositionBlocks* blocks)
+    : count_(count) {
     partner_.fill(-1);
     if (size < 2 || uint64_t(size) > kMaxRingRanks || position < 0 || position >= size) return;
+    const bool allreduce = part == HalvingDoublingPart::allreduce;
+    if (!allreduce && (!blocks || !blocks->counts || !blocks->displs)) return;
     int pp = 1, m = 0;
     while (pp <= size / 2) pp *= 2, ++m;
     participants_ = pp;
     const int extra = size - pp;  // positions 0 .. 2 extra - 1 fold in pairs
     const int fold_link = m;
+    const ParticipantBlocks cut{count, pp, extra, allreduce ? nullptr : blocks};
+    const bool halving = part != HalvingDoublingPart::allgather, doubling = part != HalvingDoublingPart::reduce_scatter;
     const Span whole{0, count};
+    // The fold: in, what the partner needs to stand for this position (the
+    // whole vector to reduce; the allgather's own block); out, what this
+    // position gets back (the whole result; the reduce-scatter's own block).
+    const Span fold_in = halving ? whole : cut.position(position - position % 2);
+    const Span fold_out = doubling ? whole : cut.position(position - position % 2);
     int me = position - extra;  // this rank's number among the participants
     if (position < 2 * extra) {
         if (position % 2 == 0) {  // folds into the next position and waits for the result
             folded_out_ = true;
             partner_[size_t(fold_link)] = position + 1;
-            add(fold_link, whole, Span(), false, 0, uint32_t(m));
-            add(fold_link, Span(), whole, false, 1, uint32_t(m));
+            add(fold_link, fold_in, Span(), false, 0, uint32_t(m));
+            add(fold_link, Span(), fold_out, false, 1, uint32_t(m));
             valid_ = true;
             return;
         }
         partner_[size_t(fold_link)] = position - 1;
-        add(fold_link, Span(), whole, true, 0, uint32_t(m));
+        add(fold_link, Span(), fold_in, halving, 0, uint32_t(m));
         me = position / 2;
     }
     const auto position_of = [extra](int participant) {
         return participant < extra ? 2 * participant + 1 : participant + extra;
     };
     // Halving: the range of blocks this rank holds shrinks to block `me`.
+    // (The allgather starts there.)
     int lo = 0, hi = pp;
     for (int k = 0; k < m; ++k) {
         const int half = pp >> (k + 1), mid = lo + half;
         partner_[size_t(k)] = position_of(me ^ half);
-        if (me & half) {
-            add(k, block_range(count, pp, lo, mid), block_range(count, pp, mid, hi), true, 0, uint32_t(k));
-            lo = mid;
-        } else {
-            add(k, block_range(count, pp, mid, hi), block_range(count, pp, lo, mid), true, 0, uint32_t(k));
-            hi = mid;
-        }
+        const bool upper = (me & half) != 0;
+        if (halving)
+            add(k, upper ? cut.range(lo, mid) : cut.range(mid, hi), upper ? cut.range(mid, hi) : cut.range(lo, mid),
+                true, 0, uint32_t(k));
+        (upper ? lo : hi) = mid;
     }
     // Doubling: the same partners backwards; the partner's range lies beside this one's.
-    for (int k = m - 1; k >= 0; --k) {
+    for (int k = m - 1; doubling && k >= 0; --k) {
         const int half = pp >> (k + 1);
         if (me & half) {
-            add(k, block_range(count, pp, lo, hi), block_range(count, pp, lo - half, lo), false, 1, uint32_t(k));
+            add(k, cut.range(lo, hi), cut.range(lo - half, lo), false, 1, uint32_t(k));
             lo -= half;
         } else {
-            add(k, block_range(count, pp, lo, hi), block_range(count, pp, hi, hi + half), false, 1, uint32_t(k));
+            add(k, cut.range(lo, hi), cut.range(hi, hi + half), false, 1, uint32_t(k));
             hi += half;
         }
     }
-    if (partner_[size_t(fold_link)] >= 0) add(fold_link, whole, Span(), false, 1, uint32_t(m));
+    if (partner_[size_t(fold_link)] >= 0) add(fold_link, fold_out, Span(), false, 1, uint32_t(m));
     valid_ = true;
 }
 

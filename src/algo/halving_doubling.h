@@ -35,6 +35,17 @@
 // (algo/tag.h): phase 0 for halving and fold in, phase 1 for doubling and
 // fold out; the step field is the halving step k (the fold: m).
 //
+// Its halves alone (HalvingDoublingPart) serve the reduce-scatter and the
+// allgather, over blocks that the caller lays out end to end in position
+// order (PositionBlocks: MPI's blocks, where position p is rank p).  A
+// participant's block is then the blocks of the positions it stands for
+// (its own, and in the fold its partner's, which sits beside it):
+//   reduce-scatter  fold in (the whole vector, reduced), halving; fold out
+//                   sends the folded position its own block only;
+//   allgather       each rank starts from its own block in place; fold in
+//                   sends it to the partner, doubling; fold out sends the
+//                   whole vector.
+//
 // Positions follow the caller: position p of `size` is some communicator
 // rank; the caller makes the links to the partners' ranks
 // (HalvingDoublingSchedule::link_partner).  Host or device buffers, as the
@@ -69,12 +80,29 @@ struct ExchangeStep {
     uint32_t step = 0;
 };
 
+// Which collective a schedule runs (the header comment).
+enum class HalvingDoublingPart { allreduce, reduce_scatter, allgather };
+
+// A reduce-scatter's or allgather's blocks by position: block p holds
+// counts[p] elements from displs[p], and each starts where the one before
+// it ends (displs[p + 1] = displs[p] + counts[p]), so that the blocks of
+// consecutive positions make one span.  The arrays are the caller's.
+struct PositionBlocks {
+    const size_t* counts = nullptr;
+    const size_t* displs = nullptr;
+};
+
 // This rank's exchanges, in order: a pure function of (position, size,
-// count), so that both sides of every exchange compute the same spans.
+// count, part, blocks), so that both sides of every exchange compute the
+// same spans.
 class HalvingDoublingSchedule {
 public:
-    // size >= 2 and <= kMaxRingRanks (valid() says).
-    HalvingDoublingSchedule(int position, int size, size_t count);
+    // size >= 2 and <= kMaxRingRanks (valid() says).  The allreduce cuts
+    // `count` elements into equal blocks; the halves need `blocks` (their
+    // extent is `count`).
+    HalvingDoublingSchedule(int position, int size, size_t count,
+                            HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+                            const PositionBlocks* blocks = nullptr);
     bool valid() const { return valid_; }
     size_t count() const { return count_; }  // elements of the whole vector
     size_t steps() const { return steps_; }
@@ -121,9 +149,10 @@ public:
     virtual ExchangeLink open(int link) = 0;
 };
 
-// The allreduce in flight, polled like a RingOperation.  The schedule,
-// links and buffers are the caller's and must outlive it.  sendbuf may
-// equal recvbuf (in place); otherwise they must not overlap.
+// The schedule's collective in flight, polled like a RingOperation.  The
+// schedule, links and buffers are the caller's and must outlive it.
+// sendbuf may equal recvbuf (in place); otherwise they must not overlap.
+// The allgather runs in place (each rank's own block at its place).
 class HalvingDoublingOperation {
 public:
     HalvingDoublingOperation(const HalvingDoublingSchedule& schedule, ExchangeLinks& links, uint32_t sequence,

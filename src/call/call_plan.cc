@@ -244,10 +244,18 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
             slot = std::max(slot, hierarchical_slot_bytes(ctx, count, esz, opt.segment_bytes));
         // The halving-doubling across nodes of one rank each runs on the
         // whole vector; the hierarchical allreduce's on a chunk of at most
-        // 1/L of it (the longest vector needs the largest slots).
+        // 1/L of it (the longest vector needs the largest slots).  The
+        // reduce-scatter's spans are the MPI's blocks: a segment of its
+        // size, or of 1/kMaxSegmentsPerChunk of the vector where that is
+        // more.  (The allgather reduces nothing: no slots.)
         if (kind == Collective::allreduce && ctx.halving_doubling_ready()) {
             const size_t across = ctx.hier_ready() ? (count + local_ranks - 1) / local_ranks : count;
             slot = std::max(slot, halving_doubling_slot_bytes(ctx, across, esz, opt.segment_bytes));
+        }
+        if (kind == Collective::reduce_scatter && ctx.halving_doubling_ready()) {
+            const size_t seg = segment_elems(opt.segment_bytes, esz);
+            slot = std::max(slot, std::max(std::min(seg, count), (count + kMaxSegmentsPerChunk - 1) /
+                                                                     kMaxSegmentsPerChunk) * esz);
         }
         p.scratch_slot = slot;
         // A nonblocking call's ring may come after others of this context

@@ -526,9 +526,10 @@ TaskStep CollectiveTask::decide_route() {
     // allgather half), a larger allreduce the hierarchical allreduce where
     // it is ready and chosen (its phase across nodes the rings or the
     // halving-doublings, as chosen), else the flat ring with its same-node
-    // hops in shared memory.  Across nodes of one rank each, an allreduce
-    // of host buffers everywhere takes the halving-doubling where it is
-    // ready and chosen.  Otherwise the flat ring on the network only.  The one-shot's
+    // hops in shared memory.  Across nodes of one rank each, a call of
+    // host buffers everywhere takes the halving-doubling where it can
+    // (halving_doubling_takes_it) and is chosen.  Otherwise the flat ring
+    // on the network only.  The one-shot's
     // limit is on what each rank publishes, times the ranks that read it
     // (one_shot_size).
     const bool allreduce = call_.kind == Collective::allreduce;
@@ -540,8 +541,7 @@ TaskStep CollectiveTask::decide_route() {
         algorithm_ = ctx_->halving_doubling_ready() && wants_halving_doubling(cfg_, *ctx_, bytes_, net_)
                          ? RingAlgorithm::hierarchical_halving_doubling
                          : RingAlgorithm::hierarchical;
-    else if (allreduce && a.host && ctx_->halving_doubling_ready() && !ctx_->hier_ready() &&
-             wants_halving_doubling(cfg_, *ctx_, bytes_, net_))
+    else if (a.host && halving_doubling_takes_it() && wants_halving_doubling(cfg_, *ctx_, bytes_, net_))
         algorithm_ = RingAlgorithm::halving_doubling;
     else
         algorithm_ = RingAlgorithm::flat;
@@ -555,6 +555,17 @@ TaskStep CollectiveTask::decide_route() {
     return TaskStep::run;
 }
 
+// The halving-doubling across nodes of one rank each (ready there only)
+// takes the allreduce, the allgather and the reduce-scatter: their blocks,
+// by rank, are by node.  Out of place, the reduce-scatter needs the whole
+// vector's work buffer, which 2 ranks do without (place_ring_buffers).
+// (The model's choice for a half of S bytes is the allreduce's of S: each
+// schedule's half costs half its allreduce.)
+bool CollectiveTask::halving_doubling_takes_it() const {
+    return ctx_->halving_doubling_ready() && !ctx_->hier_ready() &&
+           (call_.kind != Collective::reduce_scatter || in_place_ || size_ > 2);
+}
+
 // Out of place, the allgather's ring on host memory sends this rank's
 // block from sendbuf and copies each segment into place as it leaves
 // (ring_run): the block is read once and its copy overlaps the transfer.
@@ -566,6 +577,8 @@ TaskStep CollectiveTask::decide_route() {
 // ranks' rings then time out.
 Status CollectiveTask::place_own_block() {
     if (call_.kind != Collective::allgather || in_place_) return Status::ok;
+    // (The halving-doubling starts from the block in place: it is copied.)
+    const bool in_place_run = algorithm_ == RingAlgorithm::halving_doubling;
     const bool fills_slots = agreement_.shm && ctx_->send_shm() && used_.mode == ShmCopy::slots;
     const size_t own = blocks_->counts[size_t(me_)] * esz_;
     // A sendbuf inside recvbuf (erroneous in MPI unless it is the own
@@ -573,7 +586,7 @@ Status CollectiveTask::place_own_block() {
     const char* sb = static_cast<const char*>(call_.sendbuf);
     const char* rb = static_cast<const char*>(call_.recvbuf);
     const bool overlap = sb < rb + bytes_ && rb < sb + own;
-    if (!plan_.device() && !overlap && (!fills_slots || used_.own_block_with_slots)) {
+    if (!plan_.device() && !overlap && !in_place_run && (!fills_slots || used_.own_block_with_slots)) {
         ring_src_ = call_.sendbuf;
         return Status::ok;
     }
@@ -708,9 +721,18 @@ RingCallRun* CollectiveTask::build_run() {
                 *ctx_, net_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_,
                 algorithm_ == RingAlgorithm::hierarchical_halving_doubling));
         }
-        case RingAlgorithm::halving_doubling:
-            return valid_or_null(run_storage_.emplace<HalvingDoublingRun>(*ctx_, net_, src_, call_.recvbuf,
-                                                                          ring_count_, type, op, opt_));
+        case RingAlgorithm::halving_doubling: {
+            // The halves' blocks by node are the MPI's by rank (one rank a node).
+            PositionBlocks blocks;
+            if (blocks_) blocks.counts = blocks_->counts.data(), blocks.displs = blocks_->displs.data();
+            const HalvingDoublingPart part = call_.kind == Collective::allreduce ? HalvingDoublingPart::allreduce
+                                             : call_.kind == Collective::reduce_scatter
+                                                 ? HalvingDoublingPart::reduce_scatter
+                                                 : HalvingDoublingPart::allgather;
+            return valid_or_null(run_storage_.emplace<HalvingDoublingRun>(*ctx_, net_, ring_src_, ring_recv_,
+                                                                          ring_count_, type, op, opt_, part,
+                                                                          &blocks));
+        }
         case RingAlgorithm::flat: break;
     }
     if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, net_, call_.kind, used_.mode);
@@ -726,12 +748,15 @@ RingCallRun* CollectiveTask::build_run() {
 }
 
 // In place, a reduce-scatter leaves this rank's block at its place in the
-// vector; MPI wants it at the start of recvbuf.  (Device buffers: through
-// host memory where the two overlap.)
+// vector; MPI wants it at the start of recvbuf.  So does the
+// halving-doubling out of place, in its work buffer.  (Device buffers:
+// through host memory where the two overlap.)
 Status CollectiveTask::move_own_block() {
     // (The IPC reduce-scatter puts it there itself, GPU to GPU: final_out.)
     // (So does the one-shot: it reduces the block straight into recvbuf.)
-    if (call_.kind != Collective::reduce_scatter || !in_place_ || ipc() || algorithm_ == RingAlgorithm::one_shot)
+    // (So does the ring out of place: own_chunk_out_.)
+    if (call_.kind != Collective::reduce_scatter || ipc() || algorithm_ == RingAlgorithm::one_shot ||
+        (!in_place_ && algorithm_ != RingAlgorithm::halving_doubling))
         return Status::ok;
     char* block = ring_recv_ + blocks_->displs[size_t(me_)] * esz_;
     const size_t own = blocks_->counts[size_t(me_)] * esz_;

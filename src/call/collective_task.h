@@ -52,7 +52,7 @@ enum class RingAlgorithm {
     hierarchical,      // allreduce: rings inside each node, rings across nodes, rings inside again
     ipc,               // device buffers on one node: GPU to GPU through CUDA IPC
     ipc_hierarchical,  // device allreduce across nodes: IPC inside each node, the device ring across
-    halving_doubling,  // host allreduce across nodes of one rank each: log P exchanges each way
+    halving_doubling,  // host calls across nodes of one rank each: log P exchanges each way
     hierarchical_halving_doubling,  // the hierarchical allreduce with halving-doublings across nodes
 };
 const char* ring_algorithm_name(RingAlgorithm a);
@@ -216,6 +216,7 @@ private:
     void set_up_ipc();
     RingCallRun* build_run();
     Status place_own_block();
+    bool halving_doubling_takes_it() const;
     Status move_own_block();
     TaskStep fail(int error_class) { return result_ = raise_error(error_class), TaskStep::done; }
     // The communicator's error handler, now; a nonblocking call's is called

@@ -321,8 +321,9 @@ void HierarchicalRun::account() const {
 }
 
 HalvingDoublingRun::HalvingDoublingRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf,
-                                       size_t count, DataType type, ReduceOp op, const RingOptions& opt)
-    : schedule_(halving_doubling_partners(ctx, count)),
+                                       size_t count, DataType type, ReduceOp op, const RingOptions& opt,
+                                       HalvingDoublingPart part, const PositionBlocks* blocks)
+    : schedule_(halving_doubling_schedule(ctx, count, part, blocks)),
       engine_(type, op, ctx.scratch()),
       hops_(ctx, net, opt.depth, engine_) {
     if (!ctx.halving_doubling_ready() || !halving_doubling_arguments_valid(schedule_, opt)) return;

@@ -106,14 +106,18 @@ private:
     std::optional<PartnerHops> partners_;  // the halving-doublings'
 };
 
-// The halving-doubling allreduce (algo/halving_doubling.h) across nodes of
-// one rank each, on host buffers, its exchanges on network `net`
-// (PartnerHops).  Requires ctx.halving_doubling_ready().
+// The halving-doubling (algo/halving_doubling.h) across nodes of one rank
+// each, on host buffers, its exchanges on network `net` (PartnerHops): the
+// allreduce, or the reduce-scatter or allgather over `blocks` (by node,
+// which is by rank there; the allgather in place).  Requires
+// ctx.halving_doubling_ready().
 class HalvingDoublingRun final : public OperationRun<HalvingDoublingOperation> {
 public:
     // Check `valid` before the first poll.
     HalvingDoublingRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
-                       DataType type, ReduceOp op, const RingOptions& opt);
+                       DataType type, ReduceOp op, const RingOptions& opt,
+                       HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+                       const PositionBlocks* blocks = nullptr);
     ~HalvingDoublingRun() override { op_.reset(); }
     void account() const override;
 

@@ -151,19 +151,20 @@ ExchangeLink PartnerHops::open(int link) {
     return l;
 }
 
-HalvingDoublingSchedule halving_doubling_partners(const CommContext& ctx, size_t count) {
+HalvingDoublingSchedule halving_doubling_schedule(const CommContext& ctx, size_t count, HalvingDoublingPart part,
+                                                  const PositionBlocks* blocks) {
     const RingTopology& t = ctx.topology();
-    return HalvingDoublingSchedule(t.node(ctx.rank()), t.nodes(), count);
+    return HalvingDoublingSchedule(t.node(ctx.rank()), t.nodes(), count, part, blocks);
 }
 
 size_t halving_doubling_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes) {
-    const HalvingDoublingSchedule schedule = halving_doubling_partners(ctx, count);
+    const HalvingDoublingSchedule schedule = halving_doubling_schedule(ctx, count);
     return schedule.max_segment_elems(segment_elems(segment_bytes, elem_size)) * elem_size;
 }
 
 Status run_probe_halving_doubling(CommContext& ctx, float* buf, size_t count, const RingOptions& opt,
                                   std::string* error) {
-    const HalvingDoublingSchedule schedule = halving_doubling_partners(ctx, count);
+    const HalvingDoublingSchedule schedule = halving_doubling_schedule(ctx, count);
     HostEngine engine(DataType::f32, ReduceOp::sum, ctx.scratch());
     PartnerHops hops(ctx, ctx.network(), opt.depth, engine);
     return halving_doubling_allreduce(schedule, hops, ctx.next_sequence(), buf, buf, DataType::f32, opt, error);

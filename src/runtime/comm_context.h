@@ -422,9 +422,12 @@ private:
 };
 
 // This rank's halving-doubling schedule across the nodes for a vector of
-// `count` elements: its node's place among the nodes.  With count 0 it
-// says who the partners are (they do not depend on the length).
-HalvingDoublingSchedule halving_doubling_partners(const CommContext& ctx, size_t count = 0);
+// `count` elements (the allreduce, or a half over `blocks` by node:
+// algo/halving_doubling.h): its node's place among the nodes.  With count
+// 0 it says who the partners are (they depend on nothing else).
+HalvingDoublingSchedule halving_doubling_schedule(const CommContext& ctx, size_t count = 0,
+                                                  HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+                                                  const PositionBlocks* blocks = nullptr);
 
 // The network channels of a halving-doubling's exchanges on a context
 // (algo/halving_doubling.h, ExchangeLinks): each exchange gets a new pair
@@ -437,7 +440,7 @@ HalvingDoublingSchedule halving_doubling_partners(const CommContext& ctx, size_t
 class PartnerHops final : public ExchangeLinks {
 public:
     PartnerHops(CommContext& ctx, CommContext::Net net, uint32_t depth, SegmentEngine& engine)
-        : ctx_(ctx), net_(net), partners_(halving_doubling_partners(ctx)), depth_(depth), engine_(engine) {}
+        : ctx_(ctx), net_(net), partners_(halving_doubling_schedule(ctx)), depth_(depth), engine_(engine) {}
     ExchangeLink open(int link) override;
     // What every exchange so far sent, and on which kind of channel (none: nothing opened).
     uint64_t bytes_sent() const { return earlier_bytes_ + (hop_ && hop_->out() ? hop_->out()->bytes_sent() : 0); }

@@ -327,7 +327,7 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
 // and the halving-doubling itself (decide/cost_probe.h).  Collective.
 void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addresses) {
     const RingTopology& topo = ctx.topology();
-    const HalvingDoublingSchedule schedule = halving_doubling_partners(ctx);
+    const HalvingDoublingSchedule schedule = halving_doubling_schedule(ctx);
     const bool hierarchical = ctx.hier_ready();
     const int local_index = topo.local_index(ctx.rank());
     CommContext::PartnerPeers partners;

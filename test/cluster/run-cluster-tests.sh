@@ -24,7 +24,8 @@
 #     faster for its size, the same on every rank (a test crossover makes
 #     one run take both);
 #   - the halving-doubling across nodes of one rank each (NEXAR_ALGORITHM=rhd)
-#     exact at 3, 5, 6 and 8 nodes, over UCX and the MPI; timed beside the
+#     exact at 3, 5, 6 and 8 nodes, over UCX and the MPI, the reduce-scatter
+#     and allgather at 3 and 5; timed beside the
 #     ring (auto); a node stopped and killed under it; and as the
 #     hierarchical allreduce's phase across 3 nodes of two ranks;
 #   - a second `up` is refused while a cluster is up; one whose holders
@@ -151,9 +152,11 @@ run_prog() {
     while [ "$1" != "--" ]; do opts+=("$1"); shift; done
     shift
     echo "== $name, ${opts[*]}: $*"
+    local start=$SECONDS
     crun --ranks "$np" "${opts[@]}" -- "$prog" "$@"
     local rc=$?
     grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 12
+    echo "(took $((SECONDS - start)) s)"  # the suite's time budget (CI)
     [ $rc = 0 ] || fail "$name (${opts[*]}: $*) exited with $rc"
 }
 
@@ -456,6 +459,21 @@ for n in $rhd_nodes; do
     every_call_rhd $n
 done
 grep -aq "halving-doubling allreduce ready (8 participants, no fold)" "$log" || fail "8 nodes: no word of the halving-doubling"
+# The reduce-scatter (uneven blocks, empty ones, in place and not) and the
+# allgather on its halves over the MPI's blocks, against PMPI and the local
+# reference (at 3 nodes the first two fold).  Every allgather is the
+# halving-doubling's; a reduce-scatter out of place on the split's 2-rank
+# half keeps the ring (2 ranks need no work buffer for the whole vector).
+rhd_halves_nodes="3 5"
+[ "$NEXAR_MPI_FAMILY" = mpich ] && rhd_halves_nodes=3
+for n in $rhd_halves_nodes; do
+    for collective in reduce_scatter allgather; do
+        check_run $n --nodes $n --ppn 1 -- --collective $collective --cases 24 --max-count 20000 --big-every 8 \
+            --seed $((80 + n))
+        check_bytes "$log" ${collective}_calls nonzero
+        if [ $collective = allgather ]; then every_call_rhd $n; else check_bytes "$log" rhd_calls nonzero; fi
+    done
+done
 if [ "$NEXAR_MPI_FAMILY" != mpich ]; then
     net=mpi
     check_run 5 --nodes 5 --ppn 1 -- --cases 24 --max-count 20000 --big-every 8 --seed 76
@@ -465,10 +483,13 @@ if [ "$NEXAR_MPI_FAMILY" != mpich ]; then
         fail "5 nodes: no word of the fold"
     net=ucx
 fi
-# Nonblocking and persistent allreduces on nexar's progress thread
-# (MPI_THREAD_MULTIPLE), their exchanges over UCX.
+# Nonblocking and persistent allreduces, reduce-scatters and allgathers on
+# nexar's progress thread (MPI_THREAD_MULTIPLE), their exchanges over UCX:
+# every one the halving-doubling's.
 nonblocking_run 3 --nodes 3 --ppn 1 -- --rounds 3 --seed 78 --threads
-check_bytes "$log" rhd_calls nonzero
+every_call_rhd 3
+check_bytes "$log" reduce_scatter_calls nonzero
+check_bytes "$log" allgather_calls nonzero
 algorithm=auto
 check_run 4 --nodes 4 --ppn 1 -- --cases 24 --max-count 20000 --big-every 8 --seed 77
 grep -aq "halving-doubling alpha=.*NEXAR_ALGORITHM=auto picks:" "$log" ||

@@ -31,10 +31,11 @@ bool same_span(const Span& a, const Span& b) { return a.count == b.count && (a.c
 // Every exchange of every rank meets the partner's exchange of the same
 // tag fields on the same link, with the spans crossed, in the same order on
 // that link; each rank ends holding the whole vector.
-void check_schedule(int size, size_t count) {
-    SCOPED_TRACE(testing::Message() << size << " ranks, " << count << " elements");
+void check_schedule(int size, size_t count, HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+                    const PositionBlocks* blocks = nullptr) {
+    SCOPED_TRACE(testing::Message() << size << " ranks, " << count << " elements, part " << int(part));
     std::vector<HalvingDoublingSchedule> s;
-    for (int r = 0; r < size; ++r) s.emplace_back(r, size, count);
+    for (int r = 0; r < size; ++r) s.emplace_back(r, size, count, part, blocks);
     int folded = 0;
     for (int r = 0; r < size; ++r) {
         ASSERT_TRUE(s[r].valid());
@@ -58,10 +59,14 @@ void check_schedule(int size, size_t count) {
                 EXPECT_EQ(mine[i]->step, theirs[i]->step);
                 EXPECT_TRUE(same_span(mine[i]->send, theirs[i]->recv)) << "rank " << r << " exchange " << i;
                 EXPECT_TRUE(same_span(mine[i]->recv, theirs[i]->send)) << "rank " << r << " exchange " << i;
-                // What arrives in the halving and the fold in is reduced; in the doubling and the fold out, copied.
-                if (mine[i]->recv.count) EXPECT_EQ(mine[i]->reduce, mine[i]->phase == 0);
+                // What arrives in the halving and the fold in is reduced (the
+                // allgather's fold in is copied); in the doubling and the fold out, copied.
+                if (mine[i]->recv.count) {
+                    EXPECT_EQ(mine[i]->reduce, mine[i]->phase == 0 && part != HalvingDoublingPart::allgather);
+                }
             }
         }
+        if (part != HalvingDoublingPart::allreduce) continue;  // (whole calls check the halves' results)
         // The doubling (and the fold out) leave the whole vector here: the
         // copies received plus the block the halving left cover [0, count).
         std::vector<int> covered(count, 0);
@@ -90,6 +95,41 @@ TEST(HalvingDoublingSchedule, ExchangesMatchTheirPartnersAndCoverTheVector) {
             check_schedule(size, count);
     check_schedule(64, 4097);
     check_schedule(100, 12345);
+}
+
+// The halves over blocks of their own sizes, some empty, laid end to end.
+struct Blocks {
+    std::vector<size_t> counts, displs;
+    size_t total = 0;
+    PositionBlocks view() const { return PositionBlocks{counts.data(), displs.data()}; }
+};
+Blocks uneven_blocks(int size, std::mt19937& rng, size_t most) {
+    Blocks b;
+    for (int p = 0; p < size; ++p) {
+        const size_t n = rng() % 5 == 0 ? 0 : rng() % (most + 1);
+        b.counts.push_back(n);
+        b.displs.push_back(b.total);
+        b.total += n;
+    }
+    return b;
+}
+
+TEST(HalvingDoublingSchedule, HalvesMatchTheirPartners) {
+    std::mt19937 rng(3);
+    for (int size = 2; size <= 40; ++size)
+        for (size_t most : {size_t(0), size_t(3), size_t(700)}) {
+            const Blocks b = uneven_blocks(size, rng, most);
+            const PositionBlocks v = b.view();
+            check_schedule(size, b.total, HalvingDoublingPart::reduce_scatter, &v);
+            check_schedule(size, b.total, HalvingDoublingPart::allgather, &v);
+        }
+    // Without blocks the halves are not valid.
+    EXPECT_FALSE(HalvingDoublingSchedule(0, 4, 10, HalvingDoublingPart::reduce_scatter).valid());
+    // A power of two: log2 P exchanges, one way each.
+    const Blocks b = uneven_blocks(8, rng, 100);
+    const PositionBlocks v = b.view();
+    EXPECT_EQ(HalvingDoublingSchedule(3, 8, b.total, HalvingDoublingPart::reduce_scatter, &v).steps(), 3u);
+    EXPECT_EQ(HalvingDoublingSchedule(3, 8, b.total, HalvingDoublingPart::allgather, &v).steps(), 3u);
 }
 
 TEST(HalvingDoublingSchedule, StepsAreLogarithmic) {
@@ -224,7 +264,8 @@ struct Outcome {
 template <class T>
 std::vector<Outcome> run_allreduce(int size, std::vector<std::vector<T>>& send, std::vector<std::vector<T>>& recv,
                                    bool in_place, DataType type, ReduceOp op, const RingOptions& opt,
-                                   int absent = -1) {
+                                   int absent = -1, HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+                                   const PositionBlocks* blocks = nullptr) {
     std::vector<std::unique_ptr<Mailbox>> boxes(static_cast<size_t>(size * size));
     for (auto& b : boxes) b.reset(new Mailbox);
     std::vector<Outcome> out(static_cast<size_t>(size));
@@ -233,7 +274,7 @@ std::vector<Outcome> run_allreduce(int size, std::vector<std::vector<T>>& send, 
         if (r == absent) continue;
         threads.emplace_back([&, r] {
             const size_t count = recv[size_t(r)].size();
-            HalvingDoublingSchedule schedule(r, size, count);
+            HalvingDoublingSchedule schedule(r, size, count, part, blocks);
             MemoryLinks links;
             std::vector<std::unique_ptr<MemorySend>> sends;
             std::vector<std::unique_ptr<MemoryRecv>> recvs;
@@ -320,6 +361,53 @@ TEST(HalvingDoublingAllreduce, FloatSumsAreIdenticalOnEveryRank) {
         }
         for (size_t i = 0; i < count; ++i) ASSERT_NEAR(recv[0][i], want[i], 1e-4) << i;
     }
+}
+
+// The reduce-scatter over uneven blocks (some empty): each rank's own
+// block reduced, at its place; in place and not.  The allgather, in place
+// from each rank's own block: the whole vector on every rank.
+TEST(HalvingDoublingHalves, ExactAtEveryRankCount) {
+    std::mt19937 rng(50);
+    for (int size : {2, 3, 4, 5, 6, 7, 8, 11})
+        for (size_t most : {size_t(0), size_t(2), size_t(900)})
+            for (bool in_place : {false, true}) {
+                const Blocks b = uneven_blocks(size, rng, most);
+                const PositionBlocks v = b.view();
+                SCOPED_TRACE(testing::Message() << size << " ranks, " << b.total << " elements, "
+                                                << (in_place ? "in place" : "out of place"));
+                std::vector<std::vector<int32_t>> send(static_cast<size_t>(size)), recv(static_cast<size_t>(size));
+                std::vector<int32_t> sum(b.total, 0);
+                for (int r = 0; r < size; ++r) {
+                    send[size_t(r)].resize(b.total);
+                    for (auto& x : send[size_t(r)]) x = int32_t(rng() % 2001) - 1000;
+                    for (size_t i = 0; i < b.total; ++i) sum[i] += send[size_t(r)][i];
+                    recv[size_t(r)] = in_place ? send[size_t(r)] : std::vector<int32_t>(b.total, -7);
+                }
+                auto out = run_allreduce(size, send, recv, in_place, DataType::i32, ReduceOp::sum,
+                                         small_segments(128, 2), -1, HalvingDoublingPart::reduce_scatter, &v);
+                for (int r = 0; r < size; ++r) {
+                    ASSERT_EQ(out[size_t(r)].status, Status::ok) << "rank " << r << ": " << out[size_t(r)].error;
+                    for (size_t i = 0; i < b.counts[size_t(r)]; ++i)
+                        ASSERT_EQ(recv[size_t(r)][b.displs[size_t(r)] + i], sum[b.displs[size_t(r)] + i])
+                            << "reduce-scatter: rank " << r << " element " << i << " of its block";
+                }
+                // The allgather: rank r's block is send[r]'s at its place; runs in place.
+                std::vector<int32_t> whole(b.total);
+                for (int r = 0; r < size; ++r)
+                    for (size_t i = 0; i < b.counts[size_t(r)]; ++i)
+                        whole[b.displs[size_t(r)] + i] = send[size_t(r)][b.displs[size_t(r)] + i];
+                for (int r = 0; r < size; ++r) {
+                    recv[size_t(r)].assign(b.total, -7);
+                    for (size_t i = 0; i < b.counts[size_t(r)]; ++i)
+                        recv[size_t(r)][b.displs[size_t(r)] + i] = whole[b.displs[size_t(r)] + i];
+                }
+                out = run_allreduce(size, send, recv, true, DataType::i32, ReduceOp::sum, small_segments(128, 2), -1,
+                                    HalvingDoublingPart::allgather, &v);
+                for (int r = 0; r < size; ++r) {
+                    ASSERT_EQ(out[size_t(r)].status, Status::ok) << "rank " << r << ": " << out[size_t(r)].error;
+                    ASSERT_EQ(recv[size_t(r)], whole) << "allgather: rank " << r;
+                }
+            }
 }
 
 // A rank that never calls: every other rank reports a timeout naming the
