@@ -41,7 +41,7 @@ void HalvingDoublingSchedule::add(int link, Span send, Span recv, bool reduce, u
 
 HalvingDoublingSchedule::HalvingDoublingSchedule(int position, int size, size_t count, HalvingDoublingPart part,
                                                  const PositionBlocks* blocks)
-    : count_(count) {
+    : count_(count), part_(part) {
     partner_.fill(-1);
     if (size < 2 || uint64_t(size) > kMaxRingRanks || position < 0 || position >= size) return;
     const bool allreduce = part == HalvingDoublingPart::allreduce;
@@ -240,10 +240,14 @@ Status HalvingDoublingOperation::check_stall(std::chrono::steady_clock::time_poi
     const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
     if (idle_s <= opt_.timeout_s) return Status::ok;
     char buf[512];
+    const HalvingDoublingPart part = schedule_.part();
     snprintf(buf, sizeof buf,
              "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on rank %d (%s) in exchange %zu of %zu of the "
-             "halving-doubling allreduce (received %zu of %zu, sent %zu of %zu of its segment messages)",
+             "halving-doubling %s (received %zu of %zu, sent %zu of %zu of its segment messages)",
              idle_s, l.rank, channel_kind_name(l.in->kind()), step_ + 1, schedule_.steps(),
+             part == HalvingDoublingPart::allreduce        ? "allreduce"
+             : part == HalvingDoublingPart::reduce_scatter ? "reduce-scatter"
+                                                           : "allgather",
              l.in->done() - recv_base_, recv_segments_, sent_, send_segments_);
     *error = buf;
     return fail(Status::timeout);

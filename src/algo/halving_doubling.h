@@ -52,6 +52,7 @@
 // channels' engines allow.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -105,6 +106,7 @@ public:
                             const PositionBlocks* blocks = nullptr);
     bool valid() const { return valid_; }
     size_t count() const { return count_; }  // elements of the whole vector
+    HalvingDoublingPart part() const { return part_; }
     size_t steps() const { return steps_; }
     const ExchangeStep& step(size_t i) const { return step_[i]; }
     // Partners: the position each link goes to (-1: the link is unused).
@@ -123,6 +125,7 @@ private:
     std::array<ExchangeStep, kMaxSteps> step_{};
     std::array<int, kMaxHalvingDoublingLinks> partner_{};
     size_t count_ = 0;
+    HalvingDoublingPart part_ = HalvingDoublingPart::allreduce;
     size_t steps_ = 0;
     int participants_ = 0;
     bool folded_out_ = false;
@@ -152,7 +155,8 @@ public:
 // The schedule's collective in flight, polled like a RingOperation.  The
 // schedule, links and buffers are the caller's and must outlive it.
 // sendbuf may equal recvbuf (in place); otherwise they must not overlap.
-// The allgather runs in place (each rank's own block at its place).
+// recvbuf spans the whole vector, the reduce-scatter's too (its partial
+// sums); the allgather runs in place (each rank's own block at its place).
 class HalvingDoublingOperation {
 public:
     HalvingDoublingOperation(const HalvingDoublingSchedule& schedule, ExchangeLinks& links, uint32_t sequence,
@@ -188,6 +192,17 @@ private:
     size_t sent_ = 0, posted_ = 0, recv_base_ = 0;
     bool heard_ = false, finished_ = false;
 };
+
+// The largest segment (elements) of any exchange of any schedule over a
+// vector of at most `longest` elements, with segments of `seg_elems`: a
+// segment, or 1/kMaxSegmentsPerChunk of the vector where that is more.
+// (A schedule's own max_segment_elems is exact for its length only: a
+// shorter vector can have larger segments, whole ones where a longer one's
+// spans were cut evenly.)  Sizes the slots of calls whose lengths vary,
+// as the hierarchical allreduce's chunks do.
+inline size_t halving_doubling_segment_bound(size_t longest, size_t seg_elems) {
+    return std::max(std::min(seg_elems, longest), (longest + kMaxSegmentsPerChunk - 1) / kMaxSegmentsPerChunk);
+}
 
 // Whether the arguments make the operation.
 bool halving_doubling_arguments_valid(const HalvingDoublingSchedule& schedule, const RingOptions& options);

@@ -61,7 +61,9 @@ void AcrossNodes::start(const HierarchicalLinks& l, uint32_t sequence, char* chu
         ring_.emplace(l.inter, sequence, chunk, chunk, count, type, options, *l.inter_out, *l.inter_in);
         return;
     }
-    // The schedule depends on the chunk's length: one per piece.
+    // The schedule depends on the chunk's length: one per piece (the last
+    // piece's operation, which refers to it, goes first).
+    halving_.reset();
     schedule_.emplace(l.inter.position, l.inter.size, count);
     halving_.emplace(*schedule_, *l.inter_exchanges, sequence, chunk, chunk, type, options);
 }

@@ -93,9 +93,10 @@ public:
     bool finished() const {
         return next_local_ >= 2 * pieces_ && !local_ && next_inter_ >= pieces_ && !inter_.running();
     }
-    // While nothing moves: RingOperation::check_stall of both rings, each
-    // on its own idle time (IdleClock), with one patience for the whole
-    // call (RingOptions::patient_start).
+    // While nothing moves: check_stall of the node's ring and of the phase
+    // across nodes (a ring or a halving-doubling), each on its own idle
+    // time (IdleClock), with one patience for the whole call
+    // (RingOptions::patient_start).
     Status check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error);
 
 private:

@@ -190,6 +190,22 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx, CommContext::
     return shm_call_segment(cfg, ctx, net);
 }
 
+// Slot bytes for the halving-doubling's segments, where the context has it
+// (0 where not), for a call of `count` elements: on host memory the
+// segments that reduce in place land in one, on a device every segment
+// passes one.  Across nodes of one rank each it runs on the whole vector;
+// as the hierarchical allreduce's phase across nodes on chunks of at most
+// 1/L of it, of varying lengths (halving_doubling_segment_bound).
+namespace {
+size_t halving_doubling_call_slot(const CommContext& ctx, Collective kind, size_t count, size_t esz,
+                                  size_t segment_bytes) {
+    if (!ctx.halving_doubling_ready()) return 0;
+    const size_t L = size_t(ctx.topology().local_size(ctx.rank()));
+    const size_t longest = kind == Collective::allreduce && L > 1 ? (count + L - 1) / L : count;
+    return halving_doubling_segment_bound(longest, segment_elems(segment_bytes, esz)) * esz;
+}
+}  // namespace
+
 // What this rank can do with the call.  `where`: the user's buffers,
 // classified; `ring_src` and `ring_recv` what the ring reads and writes (a
 // reduce-scatter's partial sums may go to a work buffer).  `refusal`: why
@@ -242,21 +258,8 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
         if (ring_src != ring_recv) slot = 0;
         if (kind == Collective::allreduce && ctx.hier_ready())
             slot = std::max(slot, hierarchical_slot_bytes(ctx, count, esz, opt.segment_bytes));
-        // The halving-doubling across nodes of one rank each runs on the
-        // whole vector; the hierarchical allreduce's on a chunk of at most
-        // 1/L of it (the longest vector needs the largest slots).  The
-        // reduce-scatter's spans are the MPI's blocks: a segment of its
-        // size, or of 1/kMaxSegmentsPerChunk of the vector where that is
-        // more.  (The allgather reduces nothing: no slots.)
-        if (kind == Collective::allreduce && ctx.halving_doubling_ready()) {
-            const size_t across = ctx.hier_ready() ? (count + local_ranks - 1) / local_ranks : count;
-            slot = std::max(slot, halving_doubling_slot_bytes(ctx, across, esz, opt.segment_bytes));
-        }
-        if (kind == Collective::reduce_scatter && ctx.halving_doubling_ready()) {
-            const size_t seg = segment_elems(opt.segment_bytes, esz);
-            slot = std::max(slot, std::max(std::min(seg, count), (count + kMaxSegmentsPerChunk - 1) /
-                                                                     kMaxSegmentsPerChunk) * esz);
-        }
+        // (The host allgather reduces nothing: no slots.)
+        if (kind != Collective::allgather) slot = std::max(slot, halving_doubling_call_slot(ctx, kind, count, esz, p.segment));
         p.scratch_slot = slot;
         // A nonblocking call's ring may come after others of this context
         // that use the scratch: with calls in flight it reserves at its turn
@@ -283,8 +286,8 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
     if (p.memory == MemoryType::managed) p.mode = DeviceEngine::Mode::staged;
     // Device paths keep their slots in the context's DeviceBuffers, which
     // serve one ring at a time, as the host scratch does: with calls in
-    // flight, reserved at the ring's turn.
-    p.scratch_slot = slot;
+    // flight, reserved at the ring's turn.  Every segment passes a slot.
+    p.scratch_slot = std::max(slot, halving_doubling_call_slot(ctx, kind, count, esz, p.segment));
     if (beside_calls_in_flight)
         p.scratch_pending = true;
     else if (!ok(reserve_scratch(rt, ctx, p, opt.depth)))

@@ -460,7 +460,7 @@ const char* ring_algorithm_name(RingAlgorithm a) {
         case RingAlgorithm::hierarchical: return "the hierarchical allreduce";
         case RingAlgorithm::ipc: return "GPU to GPU through IPC";
         case RingAlgorithm::ipc_hierarchical: return "the hierarchical allreduce, IPC inside each node";
-        case RingAlgorithm::halving_doubling: return "the halving-doubling allreduce";
+        case RingAlgorithm::halving_doubling: return "the halving-doubling";
         case RingAlgorithm::hierarchical_halving_doubling:
             return "the hierarchical allreduce, halving-doubling across nodes";
     }
@@ -527,9 +527,9 @@ TaskStep CollectiveTask::decide_route() {
     // it is ready and chosen (its phase across nodes the rings or the
     // halving-doublings, as chosen), else the flat ring with its same-node
     // hops in shared memory.  Across nodes of one rank each, a call of
-    // host buffers everywhere takes the halving-doubling where it can
-    // (halving_doubling_takes_it) and is chosen.  Otherwise the flat ring
-    // on the network only.  The one-shot's
+    // host buffers everywhere, or of device buffers everywhere, takes the
+    // halving-doubling where it can (halving_doubling_takes_it) and is
+    // chosen.  Otherwise the flat ring on the network only.  The one-shot's
     // limit is on what each rank publishes, times the ranks that read it
     // (one_shot_size).
     const bool allreduce = call_.kind == Collective::allreduce;
@@ -541,7 +541,7 @@ TaskStep CollectiveTask::decide_route() {
         algorithm_ = ctx_->halving_doubling_ready() && wants_halving_doubling(cfg_, *ctx_, bytes_, net_)
                          ? RingAlgorithm::hierarchical_halving_doubling
                          : RingAlgorithm::hierarchical;
-    else if (a.host && halving_doubling_takes_it() && wants_halving_doubling(cfg_, *ctx_, bytes_, net_))
+    else if ((a.host || a.device) && halving_doubling_takes_it() && wants_halving_doubling(cfg_, *ctx_, bytes_, net_))
         algorithm_ = RingAlgorithm::halving_doubling;
     else
         algorithm_ = RingAlgorithm::flat;
@@ -555,15 +555,19 @@ TaskStep CollectiveTask::decide_route() {
     return TaskStep::run;
 }
 
-// The halving-doubling across nodes of one rank each (ready there only)
-// takes the allreduce, the allgather and the reduce-scatter: their blocks,
-// by rank, are by node.  Out of place, the reduce-scatter needs the whole
-// vector's work buffer, which 2 ranks do without (place_ring_buffers).
-// (The model's choice for a half of S bytes is the allreduce's of S: each
-// schedule's half costs half its allreduce.)
+// The halving-doubling across nodes of one rank each takes the
+// allreduce, the allgather and the reduce-scatter: their blocks, by rank,
+// are by node.  (Where nodes hold several ranks it is the hierarchical
+// allreduce's phase across nodes, and nothing else.)  Out of place, the
+// reduce-scatter needs the whole vector's work buffer, which 2 ranks do
+// without (place_ring_buffers): on 2 ranks, where it is the ring's one
+// step each way anyway, the reduce-scatter keeps the ring, in place or not
+// (which is not agreed: every rank must decide alike).  (The model's
+// choice for a half of S bytes is the allreduce's of S: each schedule's
+// half costs half its allreduce.)
 bool CollectiveTask::halving_doubling_takes_it() const {
-    return ctx_->halving_doubling_ready() && !ctx_->hier_ready() &&
-           (call_.kind != Collective::reduce_scatter || in_place_ || size_ > 2);
+    return ctx_->halving_doubling_ready() && ctx_->topology().max_ranks_per_node() == 1 &&
+           (call_.kind != Collective::reduce_scatter || size_ > 2);
 }
 
 // Out of place, the allgather's ring on host memory sends this rank's
@@ -675,6 +679,13 @@ DeviceEngine& CollectiveTask::new_device_engine() {
                                   rt_.device_wire(), cfg_.gpu_profile);
 }
 
+// The engine of a run over this rank's own buffers: the device engine for
+// device memory, else the CPU's.
+SegmentEngine& CollectiveTask::call_engine() {
+    if (plan_.device()) return new_device_engine();
+    return host_engine_.emplace(element_.type, element_.op, ctx_->scratch());
+}
+
 namespace {
 template <class Run>
 RingCallRun* valid_or_null(Run& run) {
@@ -729,19 +740,14 @@ RingCallRun* CollectiveTask::build_run() {
                                              : call_.kind == Collective::reduce_scatter
                                                  ? HalvingDoublingPart::reduce_scatter
                                                  : HalvingDoublingPart::allgather;
-            return valid_or_null(run_storage_.emplace<HalvingDoublingRun>(*ctx_, net_, ring_src_, ring_recv_,
-                                                                          ring_count_, type, op, opt_, part,
+            return valid_or_null(run_storage_.emplace<HalvingDoublingRun>(*ctx_, net_, call_engine(), ring_src_,
+                                                                          ring_recv_, ring_count_, type, opt_, part,
                                                                           &blocks));
         }
         case RingAlgorithm::flat: break;
     }
     if (agreement_.shm) opt_.segment_bytes = shm_call_segment(cfg_, *ctx_, net_, call_.kind, used_.mode);
-    SegmentEngine* engine = nullptr;
-    if (plan_.device())
-        engine = &new_device_engine();
-    else
-        engine = &host_engine_.emplace(type, op, ctx_->scratch());
-    return valid_or_null(run_storage_.emplace<FlatRingRun>(*ctx_, net_, agreement_.shm != 0, used_.mode, *engine,
+    return valid_or_null(run_storage_.emplace<FlatRingRun>(*ctx_, net_, agreement_.shm != 0, used_.mode, call_engine(),
                                                            ring_src_, ring_recv_, layout_,
                                                            collective_phases(call_.kind), type, op, opt_,
                                                            own_chunk_out_));
@@ -813,6 +819,7 @@ void CollectiveTask::report_run(JobReport& report) const {
     const ReportPath path = ipc()                                         ? ReportPath::ipc
                             : algorithm_ == RingAlgorithm::hierarchical ? ReportPath::hierarchical
                             : algorithm_ == RingAlgorithm::one_shot     ? ReportPath::one_shot
+                            // (the hierarchical allreduce with halving-doublings across nodes: here)
                             : algorithm_ == RingAlgorithm::halving_doubling ||
                                       algorithm_ == RingAlgorithm::hierarchical_halving_doubling
                                   ? ReportPath::halving_doubling

@@ -216,6 +216,7 @@ private:
     void set_up_ipc();
     RingCallRun* build_run();
     Status place_own_block();
+    SegmentEngine& call_engine();
     bool halving_doubling_takes_it() const;
     Status move_own_block();
     TaskStep fail(int error_class) { return result_ = raise_error(error_class), TaskStep::done; }

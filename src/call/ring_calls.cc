@@ -320,12 +320,11 @@ void HierarchicalRun::account() const {
     process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
-HalvingDoublingRun::HalvingDoublingRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf,
-                                       size_t count, DataType type, ReduceOp op, const RingOptions& opt,
-                                       HalvingDoublingPart part, const PositionBlocks* blocks)
-    : schedule_(halving_doubling_schedule(ctx, count, part, blocks)),
-      engine_(type, op, ctx.scratch()),
-      hops_(ctx, net, opt.depth, engine_) {
+HalvingDoublingRun::HalvingDoublingRun(CommContext& ctx, CommContext::Net net, SegmentEngine& engine,
+                                       const void* src, void* recvbuf, size_t count, DataType type,
+                                       const RingOptions& opt, HalvingDoublingPart part,
+                                       const PositionBlocks* blocks)
+    : schedule_(halving_doubling_schedule(ctx, count, part, blocks)), hops_(ctx, net, opt.depth, engine) {
     if (!ctx.halving_doubling_ready() || !halving_doubling_arguments_valid(schedule_, opt)) return;
     op_.emplace(schedule_, hops_, ctx.next_sequence(), src, recvbuf, type, opt);
 }

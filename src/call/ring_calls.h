@@ -107,15 +107,15 @@ private:
 };
 
 // The halving-doubling (algo/halving_doubling.h) across nodes of one rank
-// each, on host buffers, its exchanges on network `net` (PartnerHops): the
-// allreduce, or the reduce-scatter or allgather over `blocks` (by node,
-// which is by rank there; the allgather in place).  Requires
-// ctx.halving_doubling_ready().
+// each, its exchanges on network `net` (PartnerHops), its segments moved by
+// `engine` (host or device buffers, as the flat ring's): the allreduce, or
+// the reduce-scatter or allgather over `blocks` (by node, which is by rank
+// there; the allgather in place).  Requires ctx.halving_doubling_ready().
 class HalvingDoublingRun final : public OperationRun<HalvingDoublingOperation> {
 public:
     // Check `valid` before the first poll.
-    HalvingDoublingRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
-                       DataType type, ReduceOp op, const RingOptions& opt,
+    HalvingDoublingRun(CommContext& ctx, CommContext::Net net, SegmentEngine& engine, const void* src,
+                       void* recvbuf, size_t count, DataType type, const RingOptions& opt,
                        HalvingDoublingPart part = HalvingDoublingPart::allreduce,
                        const PositionBlocks* blocks = nullptr);
     ~HalvingDoublingRun() override { op_.reset(); }
@@ -123,7 +123,6 @@ public:
 
 private:
     const HalvingDoublingSchedule schedule_;
-    HostEngine engine_;
     PartnerHops hops_;
 };
 

@@ -65,19 +65,20 @@ bool CommContext::halving_doubling_is_faster(size_t bytes, size_t inter_segment_
     // of two).
     if (!halving_doubling_measured_) return false;
     const int P = topo_.nodes(), L = topo_.local_size(rank_);
+    const bool flat = topo_.max_ranks_per_node() == 1;  // else the hierarchical allreduce's phase across nodes
     // The ring on the costs of the network `bytes` take where both were
     // timed (the hierarchical allreduce's rings: as hierarchical_is_faster
     // prices them); the halving-doubling on its own.
     CostModel ring = cost_model_;
-    if (!hier_ready_ && networks_measured_) ring.net = measured_cost(network_for(bytes));
-    if (hier_ready_ && net_ == Net::ucx && network_for(bytes) == Net::mpi) ring.net = mpi_cost_;
+    if (flat && networks_measured_) ring.net = measured_cost(network_for(bytes));
+    if (!flat && net_ == Net::ucx && network_for(bytes) == Net::mpi) ring.net = mpi_cost_;
     // Its own alpha; its rate at most the ring's: the same bytes cross the
     // same links, so a faster fit is the noise of a busy machine.
     CostModel halving = ring;
     halving.net.alpha_s = halving_doubling_cost_.alpha_s;
     halving.net.bytes_per_s = std::min(halving_doubling_cost_.bytes_per_s, ring.net.bytes_per_s);
     const double b = double(bytes);
-    if (!hier_ready_) return halving_doubling_seconds(halving, b, P, 1) < flat_ring_seconds(ring, b, P, 1);
+    if (flat) return halving_doubling_seconds(halving, b, P, 1) < flat_ring_seconds(ring, b, P, 1);
     const int pieces = int(hierarchical_pieces(bytes, 1, L, P, inter_segment_bytes));
     return hierarchical_halving_doubling_seconds(halving, b, P, L, pieces) <
            hierarchical_seconds(ring, b, P, L, pieces);

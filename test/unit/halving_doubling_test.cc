@@ -132,6 +132,25 @@ TEST(HalvingDoublingSchedule, HalvesMatchTheirPartners) {
     EXPECT_EQ(HalvingDoublingSchedule(3, 8, b.total, HalvingDoublingPart::allgather, &v).steps(), 3u);
 }
 
+// The slot bound of calls whose lengths vary (the hierarchical allreduce's
+// chunks): no schedule over a vector of at most `longest` elements has a
+// larger segment, around multiples of the segment size too (a shorter
+// vector can have larger segments than a longer one).
+TEST(HalvingDoublingSchedule, SegmentBoundCoversEveryShorterVector) {
+    for (int size : {2, 3, 5, 8, 9})
+        for (size_t seg : {size_t(1), size_t(4), size_t(7), size_t(64)})
+            for (size_t longest : {size_t(0), size_t(5), size_t(64), size_t(200), size_t(3 * 64 + 1), size_t(641)}) {
+                const size_t bound = halving_doubling_segment_bound(longest, seg);
+                for (size_t c = 0; c <= longest; ++c)
+                    for (int r = 0; r < size; ++r)
+                        ASSERT_LE(HalvingDoublingSchedule(r, size, c).max_segment_elems(seg), bound)
+                            << size << " ranks, segments of " << seg << ", " << c << " of at most " << longest;
+            }
+    // Beyond kMaxSegmentsPerChunk segments a span's segments grow.
+    const size_t huge = 3 * kMaxSegmentsPerChunk * 10 + 7;
+    EXPECT_LE(HalvingDoublingSchedule(1, 2, huge).max_segment_elems(10), halving_doubling_segment_bound(huge, 10));
+}
+
 TEST(HalvingDoublingSchedule, StepsAreLogarithmic) {
     // A power of two: log2 P halving and log2 P doubling exchanges, no fold.
     HalvingDoublingSchedule s(5, 8, 800);
@@ -391,7 +410,8 @@ TEST(HalvingDoublingHalves, ExactAtEveryRankCount) {
                         ASSERT_EQ(recv[size_t(r)][b.displs[size_t(r)] + i], sum[b.displs[size_t(r)] + i])
                             << "reduce-scatter: rank " << r << " element " << i << " of its block";
                 }
-                // The allgather: rank r's block is send[r]'s at its place; runs in place.
+                // The allgather: rank r's block is send[r]'s at its place; runs in place (once).
+                if (!in_place) continue;
                 std::vector<int32_t> whole(b.total);
                 for (int r = 0; r < size; ++r)
                     for (size_t i = 0; i < b.counts[size_t(r)]; ++i)

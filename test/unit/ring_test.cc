@@ -890,10 +890,10 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                 // a segment (or of a whole chunk, when smaller).
                 size_t slots = in_place || hier ? ring_slot_bytes(count, n, sizeof(T), segment_bytes) : 0;
                 if (hier) slots = std::max(slots, 2 * segment_bytes);
+                // (The library's bound for the chunks' varying lengths.)
                 if (halving)
-                    slots = std::max(slots, HalvingDoublingSchedule(topo.node(r), topo.nodes(), count)
-                                                    .max_segment_elems(segment_elems(2 * segment_bytes, sizeof(T))) *
-                                                sizeof(T));
+                    slots = std::max(slots, halving_doubling_segment_bound(
+                                                count, segment_elems(2 * segment_bytes, sizeof(T))) * sizeof(T));
                 res.status = scratch.reserve(slots, depth);
                 for (int c = 0; c < calls && ok(res.status); ++c) {
                     out[r].assign(count, T(99));
