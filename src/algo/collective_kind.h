@@ -11,6 +11,11 @@ namespace nexar {
 enum class Collective { allreduce = 0, reduce_scatter = 1, allgather = 2 };
 constexpr int kCollectives = 3;
 
+// Its name in messages.
+inline const char* collective_name(Collective c) {
+    return c == Collective::allreduce ? "allreduce" : c == Collective::reduce_scatter ? "reduce-scatter" : "allgather";
+}
+
 // Which halves of the ring a collective runs.
 inline RingPhases collective_phases(Collective c) {
     return c == Collective::allreduce ? RingPhases::allreduce

@@ -39,12 +39,12 @@ void HalvingDoublingSchedule::add(int link, Span send, Span recv, bool reduce, u
     s.link = link, s.send = send, s.recv = recv, s.reduce = reduce, s.phase = phase, s.step = step;
 }
 
-HalvingDoublingSchedule::HalvingDoublingSchedule(int position, int size, size_t count, HalvingDoublingPart part,
+HalvingDoublingSchedule::HalvingDoublingSchedule(int position, int size, size_t count, Collective part,
                                                  const PositionBlocks* blocks)
     : count_(count), part_(part) {
     partner_.fill(-1);
     if (size < 2 || uint64_t(size) > kMaxRingRanks || position < 0 || position >= size) return;
-    const bool allreduce = part == HalvingDoublingPart::allreduce;
+    const bool allreduce = part == Collective::allreduce;
     if (!allreduce && (!blocks || !blocks->counts || !blocks->displs)) return;
     int pp = 1, m = 0;
     while (pp <= size / 2) pp *= 2, ++m;
@@ -52,7 +52,7 @@ HalvingDoublingSchedule::HalvingDoublingSchedule(int position, int size, size_t 
     const int extra = size - pp;  // positions 0 .. 2 extra - 1 fold in pairs
     const int fold_link = m;
     const ParticipantBlocks cut{count, pp, extra, allreduce ? nullptr : blocks};
-    const bool halving = part != HalvingDoublingPart::allgather, doubling = part != HalvingDoublingPart::reduce_scatter;
+    const bool halving = part != Collective::allgather, doubling = part != Collective::reduce_scatter;
     const Span whole{0, count};
     // The fold: in, what the partner needs to stand for this position (the
     // whole vector to reduce; the allgather's own block); out, what this
@@ -240,14 +240,11 @@ Status HalvingDoublingOperation::check_stall(std::chrono::steady_clock::time_poi
     const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
     if (idle_s <= opt_.timeout_s) return Status::ok;
     char buf[512];
-    const HalvingDoublingPart part = schedule_.part();
     snprintf(buf, sizeof buf,
              "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on rank %d (%s) in exchange %zu of %zu of the "
              "halving-doubling %s (received %zu of %zu, sent %zu of %zu of its segment messages)",
              idle_s, l.rank, channel_kind_name(l.in->kind()), step_ + 1, schedule_.steps(),
-             part == HalvingDoublingPart::allreduce        ? "allreduce"
-             : part == HalvingDoublingPart::reduce_scatter ? "reduce-scatter"
-                                                           : "allgather",
+             collective_name(schedule_.part()),
              l.in->done() - recv_base_, recv_segments_, sent_, send_segments_);
     *error = buf;
     return fail(Status::timeout);

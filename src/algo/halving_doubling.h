@@ -35,7 +35,7 @@
 // (algo/tag.h): phase 0 for halving and fold in, phase 1 for doubling and
 // fold out; the step field is the halving step k (the fold: m).
 //
-// Its halves alone (HalvingDoublingPart) serve the reduce-scatter and the
+// Its halves alone (a schedule's Collective) serve the reduce-scatter and the
 // allgather, over blocks that the caller lays out end to end in position
 // order (PositionBlocks: MPI's blocks, where position p is rank p).  A
 // participant's block is then the blocks of the positions it stands for
@@ -52,7 +52,6 @@
 // channels' engines allow.
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -60,6 +59,7 @@
 #include <string>
 
 #include "algo/channel.h"
+#include "algo/collective_kind.h"
 #include "algo/partition.h"
 #include "algo/ring.h"
 #include "base/status.h"
@@ -81,9 +81,6 @@ struct ExchangeStep {
     uint32_t step = 0;
 };
 
-// Which collective a schedule runs (the header comment).
-enum class HalvingDoublingPart { allreduce, reduce_scatter, allgather };
-
 // A reduce-scatter's or allgather's blocks by position: block p holds
 // counts[p] elements from displs[p], and each starts where the one before
 // it ends (displs[p + 1] = displs[p] + counts[p]), so that the blocks of
@@ -102,11 +99,11 @@ public:
     // `count` elements into equal blocks; the halves need `blocks` (their
     // extent is `count`).
     HalvingDoublingSchedule(int position, int size, size_t count,
-                            HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+                            Collective part = Collective::allreduce,
                             const PositionBlocks* blocks = nullptr);
     bool valid() const { return valid_; }
     size_t count() const { return count_; }  // elements of the whole vector
-    HalvingDoublingPart part() const { return part_; }
+    Collective part() const { return part_; }
     size_t steps() const { return steps_; }
     const ExchangeStep& step(size_t i) const { return step_[i]; }
     // Partners: the position each link goes to (-1: the link is unused).
@@ -116,7 +113,8 @@ public:
     int participants() const { return participants_; }
     bool folded_out() const { return folded_out_; }
     // The largest segment (elements) of any of this rank's exchanges, with
-    // segments of `seg_elems`: sizes the channels' slots.
+    // segments of `seg_elems` (exact for this length; calls whose lengths
+    // vary take segment_bound, algo/partition.h).
     size_t max_segment_elems(size_t seg_elems) const;
 
 private:
@@ -125,7 +123,7 @@ private:
     std::array<ExchangeStep, kMaxSteps> step_{};
     std::array<int, kMaxHalvingDoublingLinks> partner_{};
     size_t count_ = 0;
-    HalvingDoublingPart part_ = HalvingDoublingPart::allreduce;
+    Collective part_ = Collective::allreduce;
     size_t steps_ = 0;
     int participants_ = 0;
     bool folded_out_ = false;
@@ -192,17 +190,6 @@ private:
     size_t sent_ = 0, posted_ = 0, recv_base_ = 0;
     bool heard_ = false, finished_ = false;
 };
-
-// The largest segment (elements) of any exchange of any schedule over a
-// vector of at most `longest` elements, with segments of `seg_elems`: a
-// segment, or 1/kMaxSegmentsPerChunk of the vector where that is more.
-// (A schedule's own max_segment_elems is exact for its length only: a
-// shorter vector can have larger segments, whole ones where a longer one's
-// spans were cut evenly.)  Sizes the slots of calls whose lengths vary,
-// as the hierarchical allreduce's chunks do.
-inline size_t halving_doubling_segment_bound(size_t longest, size_t seg_elems) {
-    return std::max(std::min(seg_elems, longest), (longest + kMaxSegmentsPerChunk - 1) / kMaxSegmentsPerChunk);
-}
 
 // Whether the arguments make the operation.
 bool halving_doubling_arguments_valid(const HalvingDoublingSchedule& schedule, const RingOptions& options);

@@ -69,6 +69,16 @@ inline size_t max_segment_elems(size_t count, size_t ranks, size_t seg_elems) {
     return largest;
 }
 
+// The largest segment (elements) of any span of at most `longest` elements
+// with segments of `seg_elems`: a segment, or 1/kMaxSegmentsPerChunk of the
+// span where that is more.  (The exact largest segment of one length is
+// not a bound for shorter ones: a span of k segments and one element has
+// smaller segments than a span of k whole ones.)  Sizes the slots of calls
+// whose spans vary.
+inline size_t segment_bound(size_t longest, size_t seg_elems) {
+    return std::max(std::min(seg_elems, longest), (longest + kMaxSegmentsPerChunk - 1) / kMaxSegmentsPerChunk);
+}
+
 // How a ring's vector is cut into its chunks, one per ring position.
 //
 // An allreduce cuts `count` elements into equal chunks (chunk_span): any

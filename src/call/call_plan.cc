@@ -195,14 +195,14 @@ size_t shm_call_segment(const Config& cfg, const CommContext& ctx, CommContext::
 // segments that reduce in place land in one, on a device every segment
 // passes one.  Across nodes of one rank each it runs on the whole vector;
 // as the hierarchical allreduce's phase across nodes on chunks of at most
-// 1/L of it, of varying lengths (halving_doubling_segment_bound).
+// 1/L of it, of varying lengths (segment_bound).
 namespace {
 size_t halving_doubling_call_slot(const CommContext& ctx, Collective kind, size_t count, size_t esz,
                                   size_t segment_bytes) {
     if (!ctx.halving_doubling_ready()) return 0;
     const size_t L = size_t(ctx.topology().local_size(ctx.rank()));
     const size_t longest = kind == Collective::allreduce && L > 1 ? (count + L - 1) / L : count;
-    return halving_doubling_segment_bound(longest, segment_elems(segment_bytes, esz)) * esz;
+    return segment_bound(longest, segment_elems(segment_bytes, esz)) * esz;
 }
 }  // namespace
 

@@ -496,12 +496,9 @@ TaskStep CollectiveTask::decide_route() {
     // a call that cannot take IPC fails (not a nonblocking one's: the
     // user guide's fault table).  Nothing ran: the communicator stays good.
     if (!ipc && cfg_.cuda_ipc == CudaIpc::require && a.device && !nonblocking_) {
-        const char* what = call_.kind == Collective::allreduce        ? "allreduce"
-                           : call_.kind == Collective::reduce_scatter ? "reduce-scatter"
-                                                                      : "allgather";
         NEXAR_ERROR("%s of %zu bytes on communicator context %u: NEXAR_CUDA_IPC=require, and this device %s cannot go "
                     "GPU to GPU through IPC: %s",
-                    call_.name, bytes_, ctx_->id(), what,
+                    call_.name, bytes_, ctx_->id(), collective_name(call_.kind),
                     *ipc_why_ ? ipc_why_ : "another rank's buffers or GPU cannot (its NEXAR_LOG=info says why)");
         return fail(MPI_ERR_OTHER);
     }
@@ -736,13 +733,9 @@ RingCallRun* CollectiveTask::build_run() {
             // The halves' blocks by node are the MPI's by rank (one rank a node).
             PositionBlocks blocks;
             if (blocks_) blocks.counts = blocks_->counts.data(), blocks.displs = blocks_->displs.data();
-            const HalvingDoublingPart part = call_.kind == Collective::allreduce ? HalvingDoublingPart::allreduce
-                                             : call_.kind == Collective::reduce_scatter
-                                                 ? HalvingDoublingPart::reduce_scatter
-                                                 : HalvingDoublingPart::allgather;
             return valid_or_null(run_storage_.emplace<HalvingDoublingRun>(*ctx_, net_, call_engine(), ring_src_,
-                                                                          ring_recv_, ring_count_, type, opt_, part,
-                                                                          &blocks));
+                                                                          ring_recv_, ring_count_, type, opt_,
+                                                                          call_.kind, &blocks));
         }
         case RingAlgorithm::flat: break;
     }

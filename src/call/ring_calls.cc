@@ -322,7 +322,7 @@ void HierarchicalRun::account() const {
 
 HalvingDoublingRun::HalvingDoublingRun(CommContext& ctx, CommContext::Net net, SegmentEngine& engine,
                                        const void* src, void* recvbuf, size_t count, DataType type,
-                                       const RingOptions& opt, HalvingDoublingPart part,
+                                       const RingOptions& opt, Collective part,
                                        const PositionBlocks* blocks)
     : schedule_(halving_doubling_schedule(ctx, count, part, blocks)), hops_(ctx, net, opt.depth, engine) {
     if (!ctx.halving_doubling_ready() || !halving_doubling_arguments_valid(schedule_, opt)) return;
@@ -341,8 +341,7 @@ size_t hierarchical_slot_bytes(const CommContext& ctx, size_t count, size_t elem
     const RingTopology& t = ctx.topology();
     auto ceil_div = [](size_t a, size_t b) { return (a + b - 1) / b; };
     const size_t chunk = ceil_div(ceil_div(count, size_t(t.local_size(ctx.rank()))), size_t(t.nodes()));
-    const size_t seg = segment_elems(segment_bytes, elem_size);
-    return std::max(std::min(seg, chunk), ceil_div(chunk, kMaxSegmentsPerChunk)) * elem_size;
+    return segment_bound(chunk, segment_elems(segment_bytes, elem_size)) * elem_size;
 }
 
 }  // namespace nexar

@@ -116,7 +116,7 @@ public:
     // Check `valid` before the first poll.
     HalvingDoublingRun(CommContext& ctx, CommContext::Net net, SegmentEngine& engine, const void* src,
                        void* recvbuf, size_t count, DataType type, const RingOptions& opt,
-                       HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+                       Collective part = Collective::allreduce,
                        const PositionBlocks* blocks = nullptr);
     ~HalvingDoublingRun() override { op_.reset(); }
     void account() const override;

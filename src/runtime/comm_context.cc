@@ -51,12 +51,17 @@ CommContext::Net CommContext::network_for(size_t bytes, bool mpi_allowed) const 
                                                                                                 : Net::ucx;
 }
 
-bool CommContext::hierarchical_is_faster(size_t bytes, size_t inter_segment_bytes) const {
+CostModel CommContext::hierarchical_costs(size_t bytes) const {
     // The context's model is UCX's where UCX is the network; a call that
     // takes the MPI's point-to-point beside it takes that one's costs.
     CostModel model = cost_model_;
     if (net_ == Net::ucx && network_for(bytes) == Net::mpi) model.net = mpi_cost_;
-    return hierarchical_is_faster_here(model, topo_.nodes(), topo_.local_size(rank_), bytes, inter_segment_bytes);
+    return model;
+}
+
+bool CommContext::hierarchical_is_faster(size_t bytes, size_t inter_segment_bytes) const {
+    return hierarchical_is_faster_here(hierarchical_costs(bytes), topo_.nodes(), topo_.local_size(rank_), bytes,
+                                       inter_segment_bytes);
 }
 
 bool CommContext::halving_doubling_is_faster(size_t bytes, size_t inter_segment_bytes) const {
@@ -69,9 +74,8 @@ bool CommContext::halving_doubling_is_faster(size_t bytes, size_t inter_segment_
     // The ring on the costs of the network `bytes` take where both were
     // timed (the hierarchical allreduce's rings: as hierarchical_is_faster
     // prices them); the halving-doubling on its own.
-    CostModel ring = cost_model_;
+    CostModel ring = flat ? cost_model_ : hierarchical_costs(bytes);
     if (flat && networks_measured_) ring.net = measured_cost(network_for(bytes));
-    if (!flat && net_ == Net::ucx && network_for(bytes) == Net::mpi) ring.net = mpi_cost_;
     // Its own alpha; its rate at most the ring's: the same bytes cross the
     // same links, so a faster fit is the noise of a busy machine.
     CostModel halving = ring;
@@ -152,15 +156,10 @@ ExchangeLink PartnerHops::open(int link) {
     return l;
 }
 
-HalvingDoublingSchedule halving_doubling_schedule(const CommContext& ctx, size_t count, HalvingDoublingPart part,
+HalvingDoublingSchedule halving_doubling_schedule(const CommContext& ctx, size_t count, Collective part,
                                                   const PositionBlocks* blocks) {
     const RingTopology& t = ctx.topology();
     return HalvingDoublingSchedule(t.node(ctx.rank()), t.nodes(), count, part, blocks);
-}
-
-size_t halving_doubling_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes) {
-    const HalvingDoublingSchedule schedule = halving_doubling_schedule(ctx, count);
-    return schedule.max_segment_elems(segment_elems(segment_bytes, elem_size)) * elem_size;
 }
 
 Status run_probe_halving_doubling(CommContext& ctx, float* buf, size_t count, const RingOptions& opt,

@@ -270,6 +270,9 @@ public:
     // that segments of `inter_segment_bytes` give), on the network that
     // `bytes` take (network_for): identical on every rank.
     bool halving_doubling_is_faster(size_t bytes, size_t inter_segment_bytes) const;
+    // The hierarchical allreduce's model for a call of `bytes`, on the
+    // network it takes.
+    CostModel hierarchical_costs(size_t bytes) const;
     // Without it, closes the endpoints only it uses.
     void drop_inter() {
         if (hier_ready_) return;
@@ -426,7 +429,7 @@ private:
 // algo/halving_doubling.h): its node's place among the nodes.  With count
 // 0 it says who the partners are (they depend on nothing else).
 HalvingDoublingSchedule halving_doubling_schedule(const CommContext& ctx, size_t count = 0,
-                                                  HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+                                                  Collective part = Collective::allreduce,
                                                   const PositionBlocks* blocks = nullptr);
 
 // The network channels of a halving-doubling's exchanges on a context
@@ -465,10 +468,6 @@ private:
 enum class ProbeRing { inter, flat };
 Status run_probe_ring(CommContext& ctx, ProbeRing ring, CommContext::Net net, uint32_t sequence, float* buf,
                       size_t count, const RingOptions& opt, std::string* error);
-// Scratch slot bytes the halving-doubling's exchanges of a vector of
-// `count` elements need on ctx (where a segment's input lies in its place,
-// it lands in a slot).
-size_t halving_doubling_slot_bytes(const CommContext& ctx, size_t count, size_t elem_size, size_t segment_bytes);
 // The same with the halving-doubling (requires ctx.halving_doubling_ready()),
 // on ctx's network; the context's scratch must hold its slots.
 Status run_probe_halving_doubling(CommContext& ctx, float* buf, size_t count, const RingOptions& opt,

@@ -233,7 +233,7 @@ public:
     int nodes() const override { return ctx_.topology().nodes(); }
     int local_size() const override { return ctx_.topology().local_size(ctx_.rank()); }
     Status reserve(size_t count, const RingOptions& opt) override {
-        return ctx_.scratch().reserve(halving_doubling_slot_bytes(ctx_, count, sizeof(float), opt.segment_bytes),
+        return ctx_.scratch().reserve(segment_bound(count, segment_elems(opt.segment_bytes, sizeof(float))) * sizeof(float),
                                       opt.depth);
     }
     Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) override {

@@ -31,7 +31,7 @@ bool same_span(const Span& a, const Span& b) { return a.count == b.count && (a.c
 // Every exchange of every rank meets the partner's exchange of the same
 // tag fields on the same link, with the spans crossed, in the same order on
 // that link; each rank ends holding the whole vector.
-void check_schedule(int size, size_t count, HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+void check_schedule(int size, size_t count, Collective part = Collective::allreduce,
                     const PositionBlocks* blocks = nullptr) {
     SCOPED_TRACE(testing::Message() << size << " ranks, " << count << " elements, part " << int(part));
     std::vector<HalvingDoublingSchedule> s;
@@ -62,11 +62,11 @@ void check_schedule(int size, size_t count, HalvingDoublingPart part = HalvingDo
                 // What arrives in the halving and the fold in is reduced (the
                 // allgather's fold in is copied); in the doubling and the fold out, copied.
                 if (mine[i]->recv.count) {
-                    EXPECT_EQ(mine[i]->reduce, mine[i]->phase == 0 && part != HalvingDoublingPart::allgather);
+                    EXPECT_EQ(mine[i]->reduce, mine[i]->phase == 0 && part != Collective::allgather);
                 }
             }
         }
-        if (part != HalvingDoublingPart::allreduce) continue;  // (whole calls check the halves' results)
+        if (part != Collective::allreduce) continue;  // (whole calls check the halves' results)
         // The doubling (and the fold out) leave the whole vector here: the
         // copies received plus the block the halving left cover [0, count).
         std::vector<int> covered(count, 0);
@@ -120,16 +120,16 @@ TEST(HalvingDoublingSchedule, HalvesMatchTheirPartners) {
         for (size_t most : {size_t(0), size_t(3), size_t(700)}) {
             const Blocks b = uneven_blocks(size, rng, most);
             const PositionBlocks v = b.view();
-            check_schedule(size, b.total, HalvingDoublingPart::reduce_scatter, &v);
-            check_schedule(size, b.total, HalvingDoublingPart::allgather, &v);
+            check_schedule(size, b.total, Collective::reduce_scatter, &v);
+            check_schedule(size, b.total, Collective::allgather, &v);
         }
     // Without blocks the halves are not valid.
-    EXPECT_FALSE(HalvingDoublingSchedule(0, 4, 10, HalvingDoublingPart::reduce_scatter).valid());
+    EXPECT_FALSE(HalvingDoublingSchedule(0, 4, 10, Collective::reduce_scatter).valid());
     // A power of two: log2 P exchanges, one way each.
     const Blocks b = uneven_blocks(8, rng, 100);
     const PositionBlocks v = b.view();
-    EXPECT_EQ(HalvingDoublingSchedule(3, 8, b.total, HalvingDoublingPart::reduce_scatter, &v).steps(), 3u);
-    EXPECT_EQ(HalvingDoublingSchedule(3, 8, b.total, HalvingDoublingPart::allgather, &v).steps(), 3u);
+    EXPECT_EQ(HalvingDoublingSchedule(3, 8, b.total, Collective::reduce_scatter, &v).steps(), 3u);
+    EXPECT_EQ(HalvingDoublingSchedule(3, 8, b.total, Collective::allgather, &v).steps(), 3u);
 }
 
 // The slot bound of calls whose lengths vary (the hierarchical allreduce's
@@ -140,7 +140,7 @@ TEST(HalvingDoublingSchedule, SegmentBoundCoversEveryShorterVector) {
     for (int size : {2, 3, 5, 8, 9})
         for (size_t seg : {size_t(1), size_t(4), size_t(7), size_t(64)})
             for (size_t longest : {size_t(0), size_t(5), size_t(64), size_t(200), size_t(3 * 64 + 1), size_t(641)}) {
-                const size_t bound = halving_doubling_segment_bound(longest, seg);
+                const size_t bound = segment_bound(longest, seg);
                 for (size_t c = 0; c <= longest; ++c)
                     for (int r = 0; r < size; ++r)
                         ASSERT_LE(HalvingDoublingSchedule(r, size, c).max_segment_elems(seg), bound)
@@ -148,7 +148,7 @@ TEST(HalvingDoublingSchedule, SegmentBoundCoversEveryShorterVector) {
             }
     // Beyond kMaxSegmentsPerChunk segments a span's segments grow.
     const size_t huge = 3 * kMaxSegmentsPerChunk * 10 + 7;
-    EXPECT_LE(HalvingDoublingSchedule(1, 2, huge).max_segment_elems(10), halving_doubling_segment_bound(huge, 10));
+    EXPECT_LE(HalvingDoublingSchedule(1, 2, huge).max_segment_elems(10), segment_bound(huge, 10));
 }
 
 TEST(HalvingDoublingSchedule, StepsAreLogarithmic) {
@@ -283,7 +283,7 @@ struct Outcome {
 template <class T>
 std::vector<Outcome> run_allreduce(int size, std::vector<std::vector<T>>& send, std::vector<std::vector<T>>& recv,
                                    bool in_place, DataType type, ReduceOp op, const RingOptions& opt,
-                                   int absent = -1, HalvingDoublingPart part = HalvingDoublingPart::allreduce,
+                                   int absent = -1, Collective part = Collective::allreduce,
                                    const PositionBlocks* blocks = nullptr) {
     std::vector<std::unique_ptr<Mailbox>> boxes(static_cast<size_t>(size * size));
     for (auto& b : boxes) b.reset(new Mailbox);
@@ -403,7 +403,7 @@ TEST(HalvingDoublingHalves, ExactAtEveryRankCount) {
                     recv[size_t(r)] = in_place ? send[size_t(r)] : std::vector<int32_t>(b.total, -7);
                 }
                 auto out = run_allreduce(size, send, recv, in_place, DataType::i32, ReduceOp::sum,
-                                         small_segments(128, 2), -1, HalvingDoublingPart::reduce_scatter, &v);
+                                         small_segments(128, 2), -1, Collective::reduce_scatter, &v);
                 for (int r = 0; r < size; ++r) {
                     ASSERT_EQ(out[size_t(r)].status, Status::ok) << "rank " << r << ": " << out[size_t(r)].error;
                     for (size_t i = 0; i < b.counts[size_t(r)]; ++i)
@@ -422,7 +422,7 @@ TEST(HalvingDoublingHalves, ExactAtEveryRankCount) {
                         recv[size_t(r)][b.displs[size_t(r)] + i] = whole[b.displs[size_t(r)] + i];
                 }
                 out = run_allreduce(size, send, recv, true, DataType::i32, ReduceOp::sum, small_segments(128, 2), -1,
-                                    HalvingDoublingPart::allgather, &v);
+                                    Collective::allgather, &v);
                 for (int r = 0; r < size; ++r) {
                     ASSERT_EQ(out[size_t(r)].status, Status::ok) << "rank " << r << ": " << out[size_t(r)].error;
                     ASSERT_EQ(recv[size_t(r)], whole) << "allgather: rank " << r;

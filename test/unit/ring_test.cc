@@ -892,7 +892,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                 if (hier) slots = std::max(slots, 2 * segment_bytes);
                 // (The library's bound for the chunks' varying lengths.)
                 if (halving)
-                    slots = std::max(slots, halving_doubling_segment_bound(
+                    slots = std::max(slots, segment_bound(
                                                 count, segment_elems(2 * segment_bytes, sizeof(T))) * sizeof(T));
                 res.status = scratch.reserve(slots, depth);
                 for (int c = 0; c < calls && ok(res.status); ++c) {
