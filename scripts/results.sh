@@ -22,6 +22,9 @@
 #     many-nodes                8 simulated nodes x 1 rank, 1 Gbit/s links:
 #                               nexar's halving-doubling against its ring,
 #                               each against Open MPI (needs root)
+#     uneven-nodes              2 simulated nodes of 3 and 2 ranks, 1 Gbit/s
+#                               links: nexar's hierarchical allreduce in
+#                               lanes against its flat ring (needs root)
 #     mpi4py                    the mpi4py + numpy gradient exchange
 #     gpu                       the GPU kernel and the staged device ring
 #                               (needs a GPU and a build with CUDA)
@@ -48,14 +51,16 @@
 # page as it is; a topic that fails leaves its page too, keeps its files in
 # a temporary folder and says where, and the script exits 1 at the end.
 #
-# On the 2-core development VM the whole set should take about 22 minutes
+# On the 2-core development VM the whole set should take about 25 minutes
 # (estimated: one-node and across-nodes about 4 each, mpi4py and many-nodes
-# about 5 each, small-calls about 2 (and the MPICH lane's first build), the
-# others about 1 each; each page records how long its run took).
+# about 5 each, uneven-nodes about 3, small-calls about 2 (and the MPICH
+# lane's first build), the others about 1 each; each page records how long
+# its run took).
 #
 # Environment:
 #   NEXAR_RESULTS_QUICK=1    a quick check of this script: 4-64 KiB (the
-#                            cluster 16-256 KiB, many-nodes 64-256 KiB), few
+#                            cluster 16-256 KiB, many-nodes and uneven-nodes
+#                            64-256 KiB), few
 #                            iterations, one mpi4py round; the pages say it
 #                            is no measurement
 #   NEXAR_RESULTS_DIR=DIR    write the pages there (default: docs/results
@@ -69,7 +74,7 @@ set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 python=/usr/bin/python3
 page_py="$src/scripts/results_page.py"
-all_topics=(one-node huge-pages reduce-scatter-allgather small-calls across-nodes without-ucx mpi-network many-nodes
+all_topics=(one-node huge-pages reduce-scatter-allgather small-calls across-nodes without-ucx mpi-network many-nodes uneven-nodes
             mpi4py gpu many-ranks)
 case ${1:-} in -h|--help) sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 device_dir=""
@@ -437,6 +442,17 @@ topic_many_nodes() {
         --- "${net[@]}" --mpi-alg default -x NEXAR_ALGORITHM=rhd --csv "$out/rhd.csv" --plot "$out/rhd.png"
 }
 
+# Nodes of different sizes (3 + 2 ranks) over slow links: nexar with no
+# setting (its model picks the flat ring or the hierarchical allreduce in
+# lanes per size; NEXAR_LOG=info puts its costs and picks in the log), then
+# each of the two forced, each against Open MPI's default.
+topic_uneven_nodes() {
+    local net=(--hosts 0:3,1:2 --rate 1gbit -m "$nodes_range" "${nodes_iters[@]}")
+    cluster_benches "${net[@]}" -x NEXAR_LOG=info --csv "$out/auto.csv" --plot "$out/auto.png" \
+        --- "${net[@]}" -x NEXAR_ALGORITHM=ring --csv "$out/ring.csv" --plot "$out/ring.png" \
+        --- "${net[@]}" -x NEXAR_ALGORITHM=hier --csv "$out/hier.csv" --plot "$out/hier.png"
+}
+
 # histogram_plot PNG KEY YLABEL TITLE PLOT: clustered bars, one gnuplot
 # style for every bar chart of the pages.
 histogram_plot() {
@@ -554,7 +570,7 @@ page_date() {
 # why_not TOPIC: prints why the topic cannot run here, or nothing.
 why_not() {
     case $1 in
-        across-nodes | mpi-network | many-nodes) why_not_across_nodes ;;
+        across-nodes | mpi-network | many-nodes | uneven-nodes) why_not_across_nodes ;;
         without-ucx) "$src/scripts/without-ucx" --check >/dev/null || "$src/scripts/without-ucx" --check ;;
         small-calls) if ! "${MPIRUN:-mpirun}" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
                          echo "the small-calls tables compare Open MPI's components: needs Open MPI's mpirun"

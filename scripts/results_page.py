@@ -12,7 +12,7 @@ folder become docs/results/TOPIC/ and the page docs/results/TOPIC.md.  The
 page links its files as TOPIC/NAME, so it belongs beside that folder.
 
 TOPIC is one-node, huge-pages, reduce-scatter-allgather, small-calls, across-nodes,
-without-ucx, mpi-network, many-nodes, mpi4py, gpu or many-ranks; each expects
+without-ucx, mpi-network, many-nodes, uneven-nodes, mpi4py, gpu or many-ranks; each expects
 its own CSVs (TOPICS below), in
 the columns their tools write (bench/osu_allreduce.c,
 bench/nexar-cluster-bench, bench/nexar-mpi4py-bench,
@@ -206,6 +206,29 @@ TOPICS = {
                 "/ rate for both (about 96 % of it is the payload's most): where one stays further below it than "
                 "the other at the large sizes, that is its own overheads, not the bytes it moves.",
     },
+    "uneven-nodes": {
+        "title": "Nodes of different sizes: the hierarchical allreduce in lanes (3 + 2 ranks)",
+        "kind": "cluster",
+        "csvs": [("auto.csv", "nexar with no setting (its model picks the flat ring or the hierarchical allreduce "
+                  "per size), 2 nodes of 3 and 2 ranks, 1 Gbit/s links, against Open MPI's default", "auto"),
+                 ("ring.csv", "nexar's flat ring forced (`NEXAR_ALGORITHM=ring`), the same links, against Open "
+                  "MPI's default", "ring"),
+                 ("hier.csv", "nexar's hierarchical allreduce forced (`NEXAR_ALGORITHM=hier`), the same links, "
+                  "against Open MPI's default", "hier")],
+        "compare": {"base": "ring", "others": ["auto", "hier"], "mpi_of": "auto"},
+        "read": "`bench/nexar-cluster-bench --hosts 0:3,1:2` as on the [across-nodes](across-nodes.md) page, here "
+                "a node of 3 ranks and one of 2 over links limited to 1 Gbit/s each way, in three runs, each "
+                "measuring the MPI and nexar side by side: nexar with no setting, then its flat ring forced and its "
+                "hierarchical allreduce forced. On nodes of different sizes the hierarchical allreduce crosses the "
+                "network in as many lanes as the smallest node holds ranks (here 2; the third rank of the larger "
+                "node takes part in its node's ring only, [How it works](../how-it-works.md#across-nodes)), "
+                "so each node's link carries 2(P−1)/P × S = S each way, where the flat ring over the 5 ranks sends "
+                "2(n−1)/n × S = 1.6 S through it: at most 62.5 % of the bound. The bound is the hierarchical "
+                "allreduce's (t ≥ 2(P−1)/P × S / rate; about 96 % of it is the payload's most); busbw counts all "
+                "5 ranks. The summary's ratios between nexar's runs compare runs minutes apart, not side by side. "
+                "Five busy ranks share this VM's 2 cores: below about 1 MiB the times are the scheduler's, and "
+                "ratios within ±30 % there are noise.",
+    },
     "mpi4py": {
         "title": "A real client: mpi4py gradient exchange",
         "kind": "mpi4py",
@@ -274,7 +297,7 @@ TOPICS = {
     },
 }
 ORDER = ["one-node", "huge-pages", "reduce-scatter-allgather", "small-calls", "across-nodes", "without-ucx",
-         "mpi-network", "many-nodes", "mpi4py", "gpu", "many-ranks"]
+         "mpi-network", "many-nodes", "uneven-nodes", "mpi4py", "gpu", "many-ranks"]
 REQUIRED_META = ["date", "cpu", "cores", "memory", "kernel", "thp", "mpi", "ucx", "nexar", "git"]
 PATH_WORDS = {"mpi": "passed through", "ring": "ring", "1shot": "one-shot", "hier": "hierarchical",
               "fallbk": "fell back", "split": "ranks differ!", "-": "no counters"}
@@ -662,6 +685,10 @@ def compare_runs(runs, base, others, mpi_of):
 
 PICKS_RE = re.compile(r"^nexar\[rank 0\]: .*halving-doubling allreduce ready.*?; network (\S+): (.*); "
                       r"NEXAR_ALGORITHM=auto picks: (.*)$")
+# The hierarchical allreduce's line (nodes of several ranks).
+HIER_PICKS_RE = re.compile(r"^nexar\[rank 0\]: communicator context \d+: (.*?); hierarchical allreduce ready; "
+                           r"cost model \((\w+)\): (.*); NEXAR_ALGORITHM=auto picks: (.*)$")
+HIER_COSTS_RE = re.compile(r"^shm alpha=(\S+)us beta=(\S+)GB/s, network alpha=(\S+)us beta=(\S+)GB/s per node$")
 COSTS_RE = re.compile(r"^ring alpha=(\S+)us beta=(\S+)GB/s \((\w+)\), "
                       r"halving-doubling alpha=(\S+)us beta=(\S+)GB/s \((\w+)\)$")
 
@@ -673,16 +700,27 @@ def model_picks(d):
     found = []
     if os.path.isfile(path):
         with open(path, encoding="utf-8", errors="replace") as f:
-            found = [m.groups() for m in map(PICKS_RE.match, f.read().splitlines()) if m]
+            for line in f.read().splitlines():
+                m = PICKS_RE.match(line)
+                if m:
+                    net, costs, picks = m.groups()
+                    c = COSTS_RE.match(costs)
+                    if c:
+                        costs = (f"ring α {c.group(1)} µs, β {c.group(2)} GB/s ({c.group(3)}); halving-doubling "
+                                 f"α {c.group(4)} µs, β {c.group(5)} GB/s ({c.group(6)})")
+                    found.append(f"({net}): {costs} → {picks}")
+                    continue
+                m = HIER_PICKS_RE.match(line)
+                if m:
+                    shape, how, costs, picks = m.groups()
+                    c = HIER_COSTS_RE.match(costs)
+                    if c:
+                        costs = (f"shared memory α {c.group(1)} µs, β {c.group(2)} GB/s; network α {c.group(3)} µs, "
+                                 f"β {c.group(4)} GB/s per node ({how})")
+                    found.append(f"({shape}, hierarchical allreduce): {costs} → {picks}")
     if not found:
         return "- The run log has no `NEXAR_ALGORITHM=auto picks:` line of rank 0 (`NEXAR_LOG=info`)."
-    jobs = []
-    for n, (net, costs, picks) in enumerate(found, 1):
-        m = COSTS_RE.match(costs)
-        if m:
-            costs = (f"ring α {m.group(1)} µs, β {m.group(2)} GB/s ({m.group(3)}); halving-doubling "
-                     f"α {m.group(4)} µs, β {m.group(5)} GB/s ({m.group(6)})")
-        jobs.append(f"job {n} ({net}): {costs} → {picks}")
+    jobs = [f"job {n} {text}" for n, text in enumerate(found, 1)]
     return ("- What nexar's model picked with no setting (rank 0's log, one job per MPI column of that run; α a "
             "message's cost, β the rate per node's link): " + "; ".join(jobs) + ".")
 
@@ -992,7 +1030,7 @@ def write_index(results_dir):
             "NEXAR_RESULTS_QUICK=1 scripts/results.sh one-node   # a quick check of the script, not a measurement",
             "scripts/results.sh --from-device OUTDIR    # gpu and many-ranks from a run of test/gpu/run-on-device.sh",
             "```", "",
-            "`across-nodes`, `mpi-network` and `many-nodes` need root (network namespaces), `without-ucx` root (a "
+            "`across-nodes`, `mpi-network`, `many-nodes` and `uneven-nodes` need root (network namespaces), `without-ucx` root (a "
             "private mount "
             "namespace), `gpu` a GPU and `many-ranks` 16 cores; where a topic "
             "cannot run, the script says why and leaves its page as it is. A lent GPU machine (one H200, 16 "

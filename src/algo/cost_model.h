@@ -86,29 +86,39 @@ struct CostModel {
     ChannelCost net;
 };
 
-inline double flat_ring_seconds(const CostModel& m, double bytes, int nodes, int ranks_per_node) {
-    const double n = double(nodes) * ranks_per_node;
+// A ring of `ranks` ranks on `nodes` nodes (each node's ranks side by
+// side, algo/topology.h): 2(n-1) steps at the network's latency and rate
+// once it crosses nodes.
+inline double ring_seconds(const CostModel& m, double bytes, int ranks, int nodes) {
+    const double n = ranks;
     if (n < 2) return 0;
     const double rate = nodes < 2 ? m.shm.bytes_per_s : std::min(m.net.bytes_per_s, m.shm.bytes_per_s);
     const double alpha = nodes < 2 ? m.shm.alpha_s : m.net.alpha_s;
     return 2 * (n - 1) * alpha + 2 * (n - 1) / n * bytes / rate;
 }
 
+inline double flat_ring_seconds(const CostModel& m, double bytes, int nodes, int ranks_per_node) {
+    return ring_seconds(m, bytes, nodes * ranks_per_node, nodes);
+}
+
 // The hierarchical allreduce with a phase across nodes of `net_messages`
 // latencies and `net_bytes_factor` S through each node's link, per piece
-// and in all.
+// and in all.  `ranks_per_node`: the largest node's L; `lanes` (0: L): the
+// chunks its node ring cuts each piece into, so each of its 2(L-1) steps
+// moves S/lanes (algo/topology.h's lanes).
 inline double pipelined_hierarchical_seconds(const CostModel& m, double bytes, int ranks_per_node, int pieces,
-                                             double net_messages, double net_bytes_factor) {
-    const double L = ranks_per_node, K = pieces < 1 ? 1 : pieces;
-    const double node = 2 * (L - 1) / L * bytes / m.shm.bytes_per_s;
+                                             double net_messages, double net_bytes_factor, int lanes = 0) {
+    const double L = ranks_per_node, K = pieces < 1 ? 1 : pieces, lanes_ = lanes > 0 ? lanes : L;
+    const double node = 2 * (L - 1) / lanes_ * bytes / m.shm.bytes_per_s;
     const double net = net_bytes_factor * bytes / m.net.bytes_per_s;
     return K * (2 * (L - 1) * m.shm.alpha_s + net_messages * m.net.alpha_s) + std::max(node, net) +
            std::min(node, net) / K;
 }
 
-inline double hierarchical_seconds(const CostModel& m, double bytes, int nodes, int ranks_per_node, int pieces) {
+inline double hierarchical_seconds(const CostModel& m, double bytes, int nodes, int ranks_per_node, int pieces,
+                                   int lanes = 0) {
     const double P = nodes;
-    return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, 2 * (P - 1), 2 * (P - 1) / P);
+    return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, 2 * (P - 1), 2 * (P - 1) / P, lanes);
 }
 
 // log2 of the largest power of two <= n (n >= 1; 0 below).
@@ -161,9 +171,9 @@ inline double halving_doubling_seconds(const CostModel& m, double bytes, int nod
 
 // The hierarchical allreduce with halving-doubling across nodes.
 inline double hierarchical_halving_doubling_seconds(const CostModel& m, double bytes, int nodes, int ranks_per_node,
-                                                    int pieces) {
+                                                    int pieces, int lanes = 0) {
     const ScheduleTerms t = halving_doubling_terms(nodes);
-    return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, t.messages, t.bytes_factor);
+    return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, t.messages, t.bytes_factor, lanes);
 }
 
 // A ring of `ranks` ranks whose every step costs channel `c`: 2(n-1)
@@ -178,6 +188,20 @@ inline double channel_ring_seconds(const ChannelCost& c, double bytes, int ranks
 inline bool hierarchical_is_faster(const CostModel& m, double bytes, int nodes, int ranks_per_node, int pieces) {
     return hierarchical_seconds(m, bytes, nodes, ranks_per_node, pieces) <
            flat_ring_seconds(m, bytes, nodes, ranks_per_node);
+}
+
+// Where a communicator's ranks sit, as the model prices it: `ranks` on
+// `nodes` nodes, the largest node's `largest`, and the hierarchical
+// allreduce's `lanes` (the smallest node's count; algo/topology.h).
+struct NodeShape {
+    int nodes = 1, ranks = 1, largest = 1, lanes = 1;
+    static NodeShape uniform(int nodes, int per_node) { return NodeShape{nodes, nodes * per_node, per_node, per_node}; }
+};
+
+// The same on any shape: the hierarchical ring against the flat ring.
+inline bool hierarchical_is_faster(const CostModel& m, double bytes, const NodeShape& shape, int pieces) {
+    return hierarchical_seconds(m, bytes, shape.nodes, shape.largest, pieces, shape.lanes) <
+           ring_seconds(m, bytes, shape.ranks, shape.nodes);
 }
 
 // The schedules the model compares, in the order that breaks its ties.

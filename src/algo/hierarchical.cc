@@ -7,15 +7,14 @@
 
 namespace nexar {
 
-Span hierarchical_inter_span(const Span& piece, int local_position, int local_size) {
-    Span s = chunk_span(piece.count, size_t(local_size),
-                        first_send_chunk(RingPhases::allgather, local_position, local_size));
+Span hierarchical_inter_span(const Span& piece, int lane, int lanes) {
+    Span s = chunk_span(piece.count, size_t(lanes), size_t(lane));
     s.offset += piece.offset;
     return s;
 }
 
-size_t hierarchical_pieces(size_t count, size_t elem_size, int local_size, int nodes, size_t inter_segment_bytes) {
-    const size_t per_piece = size_t(local_size) * size_t(nodes) * inter_segment_bytes;  // a segment per inter chunk
+size_t hierarchical_pieces(size_t count, size_t elem_size, int lanes, int nodes, size_t inter_segment_bytes) {
+    const size_t per_piece = size_t(lanes) * size_t(nodes) * inter_segment_bytes;  // a segment per inter chunk
     size_t k = per_piece ? count * elem_size / per_piece : 1;
     return k < 1 ? 1 : (k > kMaxHierarchicalPieces ? kMaxHierarchicalPieces : k);
 }
@@ -47,12 +46,13 @@ LocalOrder local_order(size_t pieces) {
 
 bool hierarchical_arguments_valid(const HierarchicalLinks& l, size_t pieces, const RingOptions& local_options,
                                   const RingOptions& inter_options) {
-    const bool across = l.inter_exchanges
-                            ? halving_doubling_arguments_valid(
-                                  HalvingDoublingSchedule(l.inter.position, l.inter.size, 0), inter_options)
-                            : l.inter_out && l.inter_in && ring_arguments_valid(l.inter, inter_options);
-    return l.local_out && l.local_in && across && pieces >= 1 && pieces <= kMaxHierarchicalPieces &&
-           ring_arguments_valid(l.local, local_options);
+    const bool across = l.lane() < 0 ||
+                        (l.inter_exchanges ? halving_doubling_arguments_valid(
+                                                 HalvingDoublingSchedule(l.inter.position, l.inter.size, 0),
+                                                 inter_options)
+                                           : l.inter_out && l.inter_in && ring_arguments_valid(l.inter, inter_options));
+    return l.local_out && l.local_in && across && l.lanes >= 0 && l.lane_count() <= l.local.size && pieces >= 1 &&
+           pieces <= kMaxHierarchicalPieces && ring_arguments_valid(l.local, local_options);
 }
 
 void AcrossNodes::start(const HierarchicalLinks& l, uint32_t sequence, char* chunk, size_t count, DataType type,
@@ -103,7 +103,9 @@ HierarchicalOperation::HierarchicalOperation(const HierarchicalLinks& links, uin
                                              const RingOptions& local_options, const RingOptions& inter_options)
     : l_(links), first_sequence_(first_sequence), pieces_(pieces), count_(count), esz_(datatype_size(type)),
       send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)), type_(type),
-      local_options_(local_options), inter_options_(inter_options) {}
+      local_options_(local_options), inter_options_(inter_options), lane_(links.lane()) {
+    if (lane_ < 0) next_inter_ = pieces_;  // nothing of this rank's crosses the network
+}
 
 // Starts the node's next step and the next ring across nodes where their
 // inputs are ready.  Nothing is allocated: the schedule and its flags have
@@ -118,15 +120,17 @@ void HierarchicalOperation::start_steps() {
             local_piece_ = step.piece;
             local_gather_ = step.gather;
             // The allgather starts from the piece as the rings across nodes left it in recvbuf.
+            // The node's chunks are the lanes' (more ranks than lanes: the rest empty).
             local_.emplace(l_.local, first_sequence_ + uint32_t(step.piece), step.gather ? recv_ + off : send_ + off,
-                           recv_ + off, piece.count, type_, local_options_, *l_.local_out, *l_.local_in,
+                           recv_ + off,
+                           ChunkLayout::shares(piece.count, size_t(l_.local.size), size_t(l_.lane_count())), type_,
+                           local_options_, *l_.local_out, *l_.local_in,
                            step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
         }
     }
     if (!inter_.running() && next_inter_ < pieces_ && scattered_[next_inter_]) {
         inter_piece_ = next_inter_++;
-        const Span mine =
-            hierarchical_inter_span(chunk_span(count_, pieces_, inter_piece_), l_.local.position, l_.local.size);
+        const Span mine = hierarchical_inter_span(chunk_span(count_, pieces_, inter_piece_), lane_, l_.lane_count());
         inter_.start(l_, first_sequence_ + uint32_t(inter_piece_), recv_ + mine.offset * esz_, mine.count, type_,
                      inter_options_);
     }
@@ -160,6 +164,7 @@ Status HierarchicalOperation::poll(bool* moved, std::string* error) {
         if (local_->finished()) {
             note_heard();
             if (!local_gather_) scattered_[local_piece_] = true;
+            if (lane_ < 0) crossed_[local_piece_] = scattered_[local_piece_];  // no lane: nothing to cross
             local_.reset();
             local_idle_ = IdleClock();
         }

@@ -1,14 +1,15 @@
 // The hierarchical ("split rail") allreduce for nodes of several ranks:
 //
 //   1. a reduce-scatter over the node's own ring (shared memory): local rank
-//      q ends with chunk q+1 of L reduced over its node;
-//   2. an allreduce of that chunk over the ring of local rank q across the P
-//      nodes (UCX): L such rings run at once, one per local rank, each over
-//      1/L of the data, so each node's link carries 2(P-1)/P of the buffer
-//      in all, where the flat ring sends 2(n-1)/n of it over every hop;
-//      or, where the links say so (HierarchicalLinks::inter_exchanges), the
-//      halving-doubling of local rank q across the nodes
-//      (algo/halving_doubling.h): 2 log2 P latencies instead of 2(P-1);
+//      q ends with chunk q+1 of L reduced over its node, lane q+1's;
+//   2. an allreduce of that chunk over its lane's ring across the P nodes
+//      (UCX or the MPI's point-to-point): L such rings run at once, one per
+//      lane, each over 1/L of the data, so each node's link carries
+//      2(P-1)/P of the buffer in all, where the flat ring sends 2(n-1)/n of
+//      it over every hop; or, where the links say so
+//      (HierarchicalLinks::inter_exchanges), the lane's halving-doubling
+//      across the nodes (algo/halving_doubling.h): 2 log2 P latencies
+//      instead of 2(P-1);
 //   3. an allgather over the node's ring.
 //
 // The buffer is cut into pieces that go through the three phases in a
@@ -18,8 +19,12 @@
 // fixed order on every rank (RS0 RS1 AG0 RS2 AG1 ... AG[K-1]), the rings
 // across nodes theirs (X0 X1 ...); piece k uses sequence number first+k.
 //
-// It needs the same number of ranks on every node (algo/topology.h); the
-// flat ring serves every other placement.  Host buffers only.
+// Nodes may hold different numbers of ranks (algo/topology.h's lanes): a
+// piece crosses the network in as many lanes as the smallest node holds
+// ranks; the node's ring cuts it into that many chunks (its other ranks'
+// chunks empty, ChunkLayout::shares), and ranks that carry no lane run
+// phases 1 and 3 only.  Every node needs company (2 ranks or more); the
+// flat ring serves other placements.  Host buffers only.
 #pragma once
 
 #include <array>
@@ -36,7 +41,13 @@ namespace nexar {
 
 struct HierarchicalLinks {
     RingPeers local;  // the node's ring: position = local index, size = L
-    RingPeers inter;  // this local index across nodes: position = node index, size = P
+    RingPeers inter;  // this rank's lane across nodes: position = node index, size = P
+    // Lanes (RingTopology::lanes, the same on every rank); 0: local.size.
+    int lanes = 0;
+    int lane_count() const { return lanes > 0 ? lanes : local.size; }
+    // The lane this rank carries (RingTopology::lane), or -1: then the
+    // inter fields are not used.
+    int lane() const { return carried_lane(local.position, local.size, lane_count()); }
     SendChannel* local_out = nullptr;
     RecvChannel* local_in = nullptr;
     SendChannel* inter_out = nullptr;  // runs in place on recvbuf (its receive side must allow that)
@@ -71,9 +82,9 @@ private:
 // Most pieces a call is cut into.
 constexpr size_t kMaxHierarchicalPieces = 4;
 
-// How many pieces a call of `count` elements is cut into: each ring across
-// nodes gets at least a segment per chunk of every piece.
-size_t hierarchical_pieces(size_t count, size_t elem_size, int local_size, int nodes, size_t inter_segment_bytes);
+// How many pieces a call of `count` elements is cut into: each lane's ring
+// across nodes gets at least a segment per chunk of every piece.
+size_t hierarchical_pieces(size_t count, size_t elem_size, int lanes, int nodes, size_t inter_segment_bytes);
 
 // The hierarchical allreduce in flight: set up by its constructor (which
 // checks nothing: hierarchical_arguments_valid does), moved along by poll()
@@ -114,6 +125,7 @@ private:
     DataType type_;
     RingOptions local_options_, inter_options_;
     std::array<bool, kMaxHierarchicalPieces> scattered_{}, crossed_{};
+    int lane_;  // HierarchicalLinks::lane()
     size_t next_local_ = 0, next_inter_ = 0;
     std::optional<RingOperation> local_;
     AcrossNodes inter_;
@@ -132,8 +144,8 @@ Status hierarchical_allreduce(const HierarchicalLinks& links, uint32_t first_seq
                               const void* sendbuf, void* recvbuf, size_t count, DataType type,
                               const RingOptions& local_options, const RingOptions& inter_options, std::string* error);
 
-// The part of `piece` that local rank `local_position` of `local_size`
-// reduces across nodes (phase 2): its own after phase 1.
-Span hierarchical_inter_span(const Span& piece, int local_position, int local_size);
+// The part of `piece` that lane `lane` of `lanes` reduces across nodes
+// (phase 2): its carrier's own chunk after phase 1.
+Span hierarchical_inter_span(const Span& piece, int lane, int lanes);
 
 }  // namespace nexar

@@ -93,10 +93,15 @@ class ChunkLayout {
 public:
     ChunkLayout() = default;
     // `count` elements in `ranks` equal chunks.
-    static ChunkLayout equal(size_t count, size_t ranks) {
+    static ChunkLayout equal(size_t count, size_t ranks) { return shares(count, ranks, ranks); }
+    // `count` elements in `sharers` equal chunks, the first ones; the
+    // other `ranks - sharers` chunks empty (the hierarchical allreduce's
+    // node ring on a node with more ranks than lanes, algo/topology.h).
+    static ChunkLayout shares(size_t count, size_t ranks, size_t sharers) {
         ChunkLayout l;
         l.count_ = count;
         l.ranks_ = ranks;
+        l.sharers_ = std::min(sharers, ranks);
         return l;
     }
     // `ranks` chunks at the given spans, indexed by chunk.
@@ -110,10 +115,13 @@ public:
     size_t ranks() const { return ranks_; }
     // Elements from the start of the vector to the end of its last chunk.
     size_t extent() const { return count_; }
-    Span chunk(size_t c) const { return spans_ ? spans_[c] : chunk_span(count_, ranks_, c); }
+    Span chunk(size_t c) const {
+        if (spans_) return spans_[c];
+        return c < sharers_ ? chunk_span(count_, sharers_, c) : Span{count_, 0};
+    }
     // The largest segment (elements) of any chunk: sizes slots and scratch.
     size_t max_segment_elems(size_t seg_elems) const {
-        if (!spans_) return nexar::max_segment_elems(count_, ranks_, seg_elems);
+        if (!spans_) return sharers_ ? nexar::max_segment_elems(count_, sharers_, seg_elems) : 0;
         size_t largest = 0;
         for (size_t c = 0; c < ranks_; ++c) {
             size_t nseg = segment_count(spans_[c].count, seg_elems);
@@ -126,6 +134,7 @@ private:
     const Span* spans_ = nullptr;
     size_t count_ = 0;
     size_t ranks_ = 0;
+    size_t sharers_ = 0;  // equal chunks: how many hold the elements
 };
 
 // The spans of a reduce-scatter's or allgather's blocks in chunk order:

@@ -33,6 +33,14 @@ inline size_t first_send_chunk(RingPhases p, int position, int size) {
     return size_t((position + (p == RingPhases::allgather ? 1 : 0)) % size);
 }
 
+// The hierarchical allreduce's lane (algo/topology.h) that position
+// `position` of a node ring of `size` carries: the chunk its reduce-scatter
+// leaves on it, where that is one of the first `lanes`; else -1.
+inline int carried_lane(int position, int size, int lanes) {
+    const int c = size > 0 ? int(first_send_chunk(RingPhases::allgather, position, size)) : 0;
+    return c < lanes ? c : -1;
+}
+
 class RingCursor {
 public:
     RingCursor(RingStream stream, int rank, int size, size_t count, size_t seg_elems,

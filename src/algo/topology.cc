@@ -24,9 +24,11 @@ RingTopology::RingTopology(const std::vector<int>& node_of_rank) {
     }
     order_.clear();
     max_per_node_ = 0;
+    min_per_node_ = n ? int(n) : 1;
     for (const auto& m : members_) {
         order_.insert(order_.end(), m.begin(), m.end());
         max_per_node_ = std::max(max_per_node_, int(m.size()));
+        min_per_node_ = std::min(min_per_node_, std::max(1, int(m.size())));
         uniform_ = uniform_ && m.size() == members_[0].size();
     }
     position_.resize(n);

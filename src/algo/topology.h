@@ -17,6 +17,9 @@
 #include <cstddef>
 #include <vector>
 
+#include "algo/cost_model.h"
+#include "algo/ring_schedule.h"
+
 namespace nexar {
 
 class RingTopology {
@@ -53,13 +56,28 @@ public:
     int local_prev(int rank) const { return local_rank(node(rank), local_index(rank) - 1); }
     // Every node holds the same number of ranks.
     bool uniform() const { return uniform_; }
-    // On a uniform topology: the ranks of the same local index on the next
-    // and previous node (node order) form the inter-node ring of that index.
-    int inter_next(int rank) const { return local_rank((node(rank) + 1) % nodes_, local_index(rank)); }
-    int inter_prev(int rank) const { return local_rank((node(rank) + nodes_ - 1) % nodes_, local_index(rank)); }
-    // The rank of local index `local_index` on node `node` (the index taken
-    // modulo the node's size).
-    int rank_on_node(int node, int local_index) const { return local_rank(node, local_index); }
+    // Fewest ranks any node holds.
+    int min_ranks_per_node() const { return min_per_node_; }
+
+    // The hierarchical allreduce's lanes: the parts of each piece that
+    // cross the network, one ring (or halving-doubling) across the nodes
+    // each.  A node's reduce-scatter leaves chunk c + 1 on its local index
+    // c (algo/ring_schedule.h), so lane c is carried by local index c - 1
+    // (mod the node's size).  There are as many lanes as the smallest node
+    // holds ranks: on larger nodes the other ranks carry none and take
+    // part in their node's ring only.  On a uniform topology every rank
+    // carries one, and the ranks of one local index form a lane.
+    int lanes() const { return min_per_node_; }
+    // The lane rank r carries, or -1.
+    int lane(int rank) const { return carried_lane(local_index(rank), local_size(rank), lanes()); }
+    // The rank that carries lane c (0 <= c < lanes()) on node `node`.
+    int lane_rank(int node, int c) const { return local_rank(node, c - 1); }
+    // As the cost model prices it.
+    NodeShape shape() const { return NodeShape{nodes_, size(), max_per_node_, lanes()}; }
+    // The ranks of rank r's lane on the next and previous node (node
+    // order): its ring across the nodes.  Only for a rank that carries one.
+    int inter_next(int rank) const { return lane_rank((node(rank) + 1) % nodes_, lane(rank)); }
+    int inter_prev(int rank) const { return lane_rank((node(rank) + nodes_ - 1) % nodes_, lane(rank)); }
 
 private:
     // The rank at local index i (taken modulo the node's size) of node `node`.
@@ -75,6 +93,7 @@ private:
     std::vector<std::vector<int>> members_;    // node index -> its ranks, ascending
     int nodes_ = 1;
     int max_per_node_ = 1;
+    int min_per_node_ = 1;
     bool uniform_ = true;
 };
 

@@ -200,7 +200,8 @@ namespace {
 size_t halving_doubling_call_slot(const CommContext& ctx, Collective kind, size_t count, size_t esz,
                                   size_t segment_bytes) {
     if (!ctx.halving_doubling_ready()) return 0;
-    const size_t L = size_t(ctx.topology().local_size(ctx.rank()));
+    // With several ranks a node, the hierarchical allreduce's lanes (1/lanes of the vector each).
+    const size_t L = ctx.topology().max_ranks_per_node() > 1 ? size_t(ctx.topology().lanes()) : 1;
     const size_t longest = kind == Collective::allreduce && L > 1 ? (count + L - 1) / L : count;
     return segment_bound(longest, segment_elems(segment_bytes, esz)) * esz;
 }
@@ -238,11 +239,11 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
                 (!ctx.send_shm() || seg_slot <= ctx.next_inbox()->slot_bytes()) &&
                 (!ctx.recv_shm() || seg_slot <= ctx.inbox()->slot_bytes());
         // The node's ring of the hierarchical allreduce runs at shared
-        // memory's segment size over L ranks.
-        const size_t local_ranks = size_t(ctx.topology().local_size(ctx.rank()));
+        // memory's segment size over chunks of 1/lanes of the vector.
+        const int lanes = ctx.topology().lanes();
         p.hier = kind == Collective::allreduce && ctx.hier_ready() && ctx.inboxes_held() &&
-                 shm_slots_fit(*ctx.next_inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes()) &&
-                 shm_slots_fit(*ctx.inbox(), count, int(local_ranks), esz, rt.config().shm_segment_bytes());
+                 shm_slots_fit(*ctx.next_inbox(), count, lanes, esz, rt.config().shm_segment_bytes()) &&
+                 shm_slots_fit(*ctx.inbox(), count, lanes, esz, rt.config().shm_segment_bytes());
         // Without the network only a ring whose every hop is in shared
         // memory runs (UCX is a reason for the network's hops only).
         if (!ctx.network_ready() && !(p.shm && ctx.all_hops_shm()))

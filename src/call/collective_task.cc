@@ -218,6 +218,9 @@ int64_t CollectiveTask::ipc_possible() {
     if (call_.kind == Collective::allreduce && !one_node &&
         (!ctx_->hier_ready() || cfg_.algorithm == Algorithm::ring))
         return ipc_why_ = "the communicator spans nodes and the hierarchical allreduce is not ready or is off", 0;
+    // IpcHierarchicalRun's node phase cuts the vector into one chunk per rank of the node.
+    if (call_.kind == Collective::allreduce && !one_node && !ctx_->topology().uniform())
+        return ipc_why_ = "the communicator's nodes hold different numbers of ranks", 0;
     if (call_.kind != Collective::allreduce && !one_node)
         return ipc_why_ = "reduce-scatters and allgathers take IPC on one node only", 0;
     // In place, a reduce-scatter's result goes where peers read their

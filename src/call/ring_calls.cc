@@ -289,21 +289,25 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
     : local_out_(*ctx.next_inbox(), ctx.topology().local_next(ctx.rank())),
       local_in_(*ctx.inbox(), ctx.topology().local_prev(ctx.rank()), ctx.local_prev_pid(), type, op),
       engine_(type, op, ctx.scratch()),
-      inter_(net) {
+      inter_(net),
+      halving_doubling_(halving_doubling) {
     HierarchicalLinks h;
     h.local = ctx.local_peers();
-    h.inter = ctx.inter_peers();
+    h.lanes = ctx.topology().lanes();
     h.local_out = &local_out_;
     h.local_in = &local_in_;
-    if (halving_doubling) {
-        if (!ctx.halving_doubling_ready()) return;
-        h.inter_exchanges = &partners_.emplace(ctx, net, inter_opt.depth, engine_);
-    } else {
-        h.inter_out = inter_.send_to(ctx, ctx.inter_next(), h.inter.next_rank, inter_opt.depth, engine_, false);
-        h.inter_in = inter_.receive_from(ctx, ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, engine_, 0);
-        if (!h.inter_out || !h.inter_in) return;  // no network between the nodes: not valid
+    if (halving_doubling && !ctx.halving_doubling_ready()) return;
+    if (h.lane() >= 0) {  // else its node's ring is all this rank runs
+        h.inter = ctx.inter_peers();
+        if (halving_doubling) {
+            h.inter_exchanges = &partners_.emplace(ctx, net, inter_opt.depth, engine_);
+        } else {
+            h.inter_out = inter_.send_to(ctx, ctx.inter_next(), h.inter.next_rank, inter_opt.depth, engine_, false);
+            h.inter_in = inter_.receive_from(ctx, ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, engine_, 0);
+            if (!h.inter_out || !h.inter_in) return;  // no network between the nodes: not valid
+        }
     }
-    const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.local.size, h.inter.size,
+    const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.lane_count(), ctx.topology().nodes(),
                                               inter_opt.segment_bytes);
     if (!hierarchical_arguments_valid(h, pieces, local_opt, inter_opt)) return;
     op_.emplace(h, ctx.take_sequences(uint32_t(pieces)), pieces, src, recvbuf, count, type, local_opt, inter_opt);
@@ -313,10 +317,10 @@ void HierarchicalRun::account() const {
     count_bytes(local_out_);
     if (partners_) {
         if (const SendChannel* out = partners_->out()) count_bytes(out->kind(), partners_->bytes_sent());
-        process_stats().rhd_calls.fetch_add(1, std::memory_order_relaxed);
-    } else {
-        count_bytes(*inter_.out());
+    } else if (const SendChannel* out = inter_.out()) {
+        count_bytes(*out);
     }
+    if (halving_doubling_) process_stats().rhd_calls.fetch_add(1, std::memory_order_relaxed);
     process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -340,7 +344,7 @@ size_t hierarchical_slot_bytes(const CommContext& ctx, size_t count, size_t elem
     // unless the per-chunk segment limit stretches them.
     const RingTopology& t = ctx.topology();
     auto ceil_div = [](size_t a, size_t b) { return (a + b - 1) / b; };
-    const size_t chunk = ceil_div(ceil_div(count, size_t(t.local_size(ctx.rank()))), size_t(t.nodes()));
+    const size_t chunk = ceil_div(ceil_div(count, size_t(t.lanes())), size_t(t.nodes()));
     return segment_bound(chunk, segment_elems(segment_bytes, elem_size)) * elem_size;
 }
 

@@ -86,7 +86,7 @@ private:
 };
 
 // The hierarchical allreduce (algo/hierarchical.h) on host buffers, its
-// phase across nodes on network `net`: the rings of each local index, or
+// phase across nodes on network `net`: the rings of each lane, or
 // (`halving_doubling`) their halving-doublings (PartnerHops).  Requires
 // ctx.hier_ready(), and ctx.halving_doubling_ready() for the latter.
 class HierarchicalRun final : public OperationRun<HierarchicalOperation> {
@@ -104,6 +104,7 @@ private:
     HostEngine engine_;  // the phase across nodes runs in place
     NetHop inter_;       // the rings'
     std::optional<PartnerHops> partners_;  // the halving-doublings'
+    bool halving_doubling_;  // the phase across nodes (also where this rank carries no lane)
 };
 
 // The halving-doubling (algo/halving_doubling.h) across nodes of one rank

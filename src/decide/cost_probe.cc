@@ -83,7 +83,7 @@ Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostMode
             Status r = rings.run(b.data(), bytes / sizeof(float), inter_opt, &why);
             double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (!ok(r)) failed = 1;
-            else if (i > 0) *seconds = std::min(*seconds, t);
+            else if (i > 0 && rings.takes_part()) *seconds = std::min(*seconds, t);  // else out of the fit
         }
     };
     // One MAX reduction agrees on: the slowest copy (-rate), the shortest
@@ -122,10 +122,10 @@ Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostMode
     return Status::ok;
 }
 
-bool hierarchical_is_faster_here(const CostModel& model, int nodes, int local_size, size_t bytes,
+bool hierarchical_is_faster_here(const CostModel& model, const NodeShape& shape, size_t bytes,
                                  size_t inter_segment_bytes) {
-    const size_t pieces = hierarchical_pieces(bytes, 1, local_size, nodes, inter_segment_bytes);
-    return hierarchical_is_faster(model, double(bytes), nodes, local_size, int(pieces));
+    const size_t pieces = hierarchical_pieces(bytes, 1, shape.lanes, shape.nodes, inter_segment_bytes);
+    return hierarchical_is_faster(model, double(bytes), shape, int(pieces));
 }
 
 }  // namespace nexar

@@ -28,7 +28,12 @@ public:
     virtual ~InterRingProbe() = default;
     virtual MPI_Comm comm() const = 0;
     virtual int nodes() const = 0;       // P
-    virtual int local_size() const = 0;  // L: ranks on this rank's node
+    virtual int lanes() const = 0;  // L: rings (or halving-doublings) across nodes at once, the same on every rank
+    // Whether this rank runs one (a rank that carries no lane of the
+    // hierarchical allreduce does not: algo/topology.h).  run() on a rank
+    // that takes no part returns at once, its sequence numbers kept in
+    // step with its node's, and its time is left out of the fit.
+    virtual bool takes_part() const { return true; }
     // Scratch for rings of `count` floats with these options.
     virtual Status reserve(size_t count, const RingOptions& opt) = 0;
     // One sum of `count` floats in place on `buf` over the ring.
@@ -36,9 +41,9 @@ public:
     // What one run costs in the model's terms (algo/cost_model.h): the
     // network messages one after another, and the bytes through a node's
     // link per byte of the vector.  The rings across nodes by default:
-    // 2(P-1), and 2(P-1)/P for each of the L local ranks.
+    // 2(P-1), and 2(P-1)/P for each of the L lanes.
     virtual double messages() const { return 2.0 * (nodes() - 1); }
-    virtual double bytes_factor() const { return 2.0 * (nodes() - 1) / nodes() * local_size(); }
+    virtual double bytes_factor() const { return 2.0 * (nodes() - 1) / nodes() * lanes(); }
 };
 
 // Times the rings across nodes (UCX, all local ranks at once, so that they
@@ -54,11 +59,11 @@ public:
 // 2 Gbit/s one.
 Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostModel* out, std::string* error);
 
-// The model's verdict for an allreduce of `bytes` on `nodes` nodes of
-// `local_size` ranks, cut into the pieces the hierarchical allreduce would
-// cut it into (rings across nodes of `inter_segment_bytes` segments).
-// Identical on every rank that has the same model.
-bool hierarchical_is_faster_here(const CostModel& model, int nodes, int local_size, size_t bytes,
+// The model's verdict for an allreduce of `bytes` on ranks placed as
+// `shape`, cut into the pieces the hierarchical allreduce would cut it into
+// (rings across nodes of `inter_segment_bytes` segments).  Identical on
+// every rank that has the same model.
+bool hierarchical_is_faster_here(const CostModel& model, const NodeShape& shape, size_t bytes,
                                  size_t inter_segment_bytes);
 
 }  // namespace nexar

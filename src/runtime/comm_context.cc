@@ -60,8 +60,7 @@ CostModel CommContext::hierarchical_costs(size_t bytes) const {
 }
 
 bool CommContext::hierarchical_is_faster(size_t bytes, size_t inter_segment_bytes) const {
-    return hierarchical_is_faster_here(hierarchical_costs(bytes), topo_.nodes(), topo_.local_size(rank_), bytes,
-                                       inter_segment_bytes);
+    return hierarchical_is_faster_here(hierarchical_costs(bytes), topo_.shape(), bytes, inter_segment_bytes);
 }
 
 bool CommContext::halving_doubling_is_faster(size_t bytes, size_t inter_segment_bytes) const {
@@ -69,7 +68,9 @@ bool CommContext::halving_doubling_is_faster(size_t bytes, size_t inter_segment_
     // would flatter it (they make it win at every size where P is a power
     // of two).
     if (!halving_doubling_measured_) return false;
-    const int P = topo_.nodes(), L = topo_.local_size(rank_);
+    // The shape, not this rank's node: every rank must choose alike.
+    const NodeShape shape = topo_.shape();
+    const int P = shape.nodes;
     const bool flat = topo_.max_ranks_per_node() == 1;  // else the hierarchical allreduce's phase across nodes
     // The ring on the costs of the network `bytes` take where both were
     // timed (the hierarchical allreduce's rings: as hierarchical_is_faster
@@ -83,9 +84,9 @@ bool CommContext::halving_doubling_is_faster(size_t bytes, size_t inter_segment_
     halving.net.bytes_per_s = std::min(halving_doubling_cost_.bytes_per_s, ring.net.bytes_per_s);
     const double b = double(bytes);
     if (flat) return halving_doubling_seconds(halving, b, P, 1) < flat_ring_seconds(ring, b, P, 1);
-    const int pieces = int(hierarchical_pieces(bytes, 1, L, P, inter_segment_bytes));
-    return hierarchical_halving_doubling_seconds(halving, b, P, L, pieces) <
-           hierarchical_seconds(ring, b, P, L, pieces);
+    const int pieces = int(hierarchical_pieces(bytes, 1, shape.lanes, P, inter_segment_bytes));
+    return hierarchical_halving_doubling_seconds(halving, b, P, shape.largest, pieces, shape.lanes) <
+           hierarchical_seconds(ring, b, P, shape.largest, pieces, shape.lanes);
 }
 
 RingLinks CommContext::links() const {
@@ -147,7 +148,7 @@ ExchangeLink PartnerHops::open(int link) {
     NetHop& hop = hop_.emplace(net_);
     ExchangeLink l;
     const RingTopology& t = ctx_.topology();
-    l.rank = t.rank_on_node(partners_.link_partner(link), t.local_index(ctx_.rank()));
+    l.rank = t.lane_rank(partners_.link_partner(link), t.lane(ctx_.rank()));
     l.send_tag_id = ctx_.tag_id_of(l.rank);
     l.recv_tag_id = ctx_.id();
     // The receive side progresses the worker (UCX).

@@ -196,8 +196,8 @@ void Runtime::connect_boards(CommContext& ctx) {
 namespace {
 
 // The cost probe's rings (decide/cost_probe.h) on a context's links, over
-// one network.  ProbeRing::inter: this local index's ring across the nodes
-// (P nodes of L ranks); ProbeRing::flat: the whole communicator's ring,
+// one network.  ProbeRing::inter: this rank's lane's ring across the nodes
+// (P nodes, L lanes); ProbeRing::flat: the whole communicator's ring,
 // its n ranks as "nodes" of one rank, so that the fit is the flat ring's
 // 2(n-1) steps of 2(n-1)/n of the bytes (channel_ring_seconds).
 class ContextRings final : public InterRingProbe {
@@ -205,14 +205,14 @@ public:
     ContextRings(CommContext& ctx, ProbeRing ring, CommContext::Net net) : ctx_(ctx), ring_(ring), net_(net) {}
     MPI_Comm comm() const override { return ctx_.comm(); }
     int nodes() const override { return ring_ == ProbeRing::flat ? ctx_.size() : ctx_.topology().nodes(); }
-    int local_size() const override {
-        return ring_ == ProbeRing::flat ? 1 : ctx_.topology().local_size(ctx_.rank());
-    }
+    int lanes() const override { return ring_ == ProbeRing::flat ? 1 : ctx_.topology().lanes(); }
+    bool takes_part() const override { return ring_ == ProbeRing::flat || ctx_.topology().lane(ctx_.rank()) >= 0; }
     Status reserve(size_t count, const RingOptions& opt) override {
         return ctx_.scratch().reserve(ring_slot_bytes(count, nodes(), sizeof(float), opt.segment_bytes), opt.depth);
     }
     Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) override {
-        return run_probe_ring(ctx_, ring_, net_, ctx_.next_sequence(), buf, count, opt, error);
+        const uint32_t sequence = ctx_.next_sequence();  // on every rank (InterRingProbe::takes_part)
+        return takes_part() ? run_probe_ring(ctx_, ring_, net_, sequence, buf, count, opt, error) : Status::ok;
     }
 
 private:
@@ -222,7 +222,7 @@ private:
 };
 
 // The halving-doubling across the nodes, as the probe times it: every
-// local index's at once (one rank a node: the allreduce; else the
+// lane's at once (one rank a node: the allreduce; else the
 // hierarchical allreduce's phase across nodes), its messages and the bytes
 // through a node's link in the model's terms (algo/cost_model.h).
 // Requires ctx.halving_doubling_ready().
@@ -231,20 +231,37 @@ public:
     explicit ContextHalvingDoubling(CommContext& ctx) : ctx_(ctx) {}
     MPI_Comm comm() const override { return ctx_.comm(); }
     int nodes() const override { return ctx_.topology().nodes(); }
-    int local_size() const override { return ctx_.topology().local_size(ctx_.rank()); }
+    int lanes() const override { return ctx_.topology().lanes(); }
+    bool takes_part() const override { return ctx_.topology().lane(ctx_.rank()) >= 0; }
     Status reserve(size_t count, const RingOptions& opt) override {
         return ctx_.scratch().reserve(segment_bound(count, segment_elems(opt.segment_bytes, sizeof(float))) * sizeof(float),
                                       opt.depth);
     }
     Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) override {
-        return run_probe_halving_doubling(ctx_, buf, count, opt, error);
+        if (takes_part()) return run_probe_halving_doubling(ctx_, buf, count, opt, error);
+        ctx_.next_sequence();  // the one that takes (InterRingProbe::takes_part)
+        return Status::ok;
     }
     double messages() const override { return halving_doubling_terms(nodes()).messages; }
-    double bytes_factor() const override { return halving_doubling_terms(nodes()).bytes_factor * local_size(); }
+    double bytes_factor() const override { return halving_doubling_terms(nodes()).bytes_factor * lanes(); }
 
 private:
     CommContext& ctx_;
 };
+
+// "4 nodes x 2 ranks", or for nodes of different sizes "3 nodes of 2-3
+// ranks, 2 lanes", for the log.
+std::string shape_text(const RingTopology& t) {
+    char text[96];
+    const NodeShape s = t.shape();
+    if (t.uniform())
+        snprintf(text, sizeof text, "%d node%s x %d rank%s", s.nodes, s.nodes == 1 ? "" : "s", s.largest,
+                 s.largest == 1 ? "" : "s");
+    else
+        snprintf(text, sizeof text, "%d nodes of %d-%d ranks, %d lane%s", s.nodes, t.min_ranks_per_node(), s.largest,
+                 s.lanes, s.lanes == 1 ? "" : "s");
+    return text;
+}
 
 // The options of the rings across nodes over network `net` (the probe's
 // as the calls': call/call_plan.h, network_segment).
@@ -258,17 +275,19 @@ RingOptions inter_ring_options(const Config& cfg, CommContext::Net net) {
 
 }  // namespace
 
-// The hierarchical allreduce needs nodes of equal size with company, the
-// node rings in shared memory and endpoints to the same local index on the
-// neighbouring nodes, on every rank; NEXAR_ALGORITHM=auto then times the
-// channels (decide/cost_probe.h).  Collective.
+// The hierarchical allreduce needs nodes with company (2 ranks or more,
+// not necessarily as many on each), the node rings in shared memory and,
+// for each rank that carries a lane (algo/topology.h), endpoints to its
+// lane on the neighbouring nodes, on every rank; NEXAR_ALGORITHM=auto then
+// times the channels (decide/cost_probe.h).  Collective.
 void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& addresses,
                                  const std::vector<int>& lens, const std::vector<int>& displs) {
     const RingTopology& topo = ctx.topology();
     const int me = ctx.rank();
     std::string error;
     Status s = Status::ok;
-    if (ctx.network() == CommContext::Net::ucx) {  // the MPI's point-to-point needs no endpoint
+    // The MPI's point-to-point needs no endpoint; a rank without a lane none.
+    if (ctx.network() == CommContext::Net::ucx && topo.lane(me) >= 0) {
         CommContext::Peer to_next, to_prev;
         s = endpoints_to(addresses, lens, displs, topo.inter_next(me), topo.inter_prev(me), &to_next, &to_prev,
                          &error);
@@ -300,7 +319,6 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
                        error.c_str());
     }
     ctx.enable_hier(model);
-    const int P = topo.nodes(), L = topo.local_size(me);
     // The choice at a few sizes, for the log.
     std::string when;
     for (uint64_t mib : {1, 8, 64, 512}) {
@@ -310,10 +328,10 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
         bool hier = ctx.hierarchical_is_faster(bytes, config_.network_segment_bytes(mpi));
         when += format_bytes(mib << 20) + (hier ? " hier" : " ring");
     }
-    NEXAR_INFO("communicator context %u: %d nodes x %d ranks; hierarchical allreduce ready; cost model (%s): "
+    NEXAR_INFO("communicator context %u: %s; hierarchical allreduce ready; cost model (%s): "
                "shm alpha=%.1fus beta=%.2fGB/s, network alpha=%.1fus beta=%.3fGB/s per node; "
                "NEXAR_ALGORITHM=auto picks: %s",
-               ctx.id(), P, L, measured ? "measured" : "defaults", model.shm.alpha_s * 1e6,
+               ctx.id(), shape_text(topo).c_str(), measured ? "measured" : "defaults", model.shm.alpha_s * 1e6,
                model.shm.bytes_per_s / 1e9, model.net.alpha_s * 1e6, model.net.bytes_per_s / 1e9, when.c_str());
 }
 
@@ -329,16 +347,15 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
     const RingTopology& topo = ctx.topology();
     const HalvingDoublingSchedule schedule = halving_doubling_schedule(ctx);
     const bool hierarchical = ctx.hier_ready();
-    const int local_index = topo.local_index(ctx.rank());
+    const int lane = topo.lane(ctx.rank());  // -1: this rank's node ring is all it runs
     CommContext::PartnerPeers partners;
     std::string error;
     Status s = schedule.valid() ? Status::ok : Status::invalid_argument;
-    if (ctx.network() == CommContext::Net::ucx)
+    if (ctx.network() == CommContext::Net::ucx && lane >= 0)
         for (int l = 0; ok(s) && l < schedule.links(); ++l)
             if (schedule.link_partner(l) >= 0)
                 s = endpoint_of(addresses.all, addresses.lens, addresses.displs,
-                                topo.rank_on_node(schedule.link_partner(l), local_index), &partners[size_t(l)],
-                                &error);
+                                topo.lane_rank(schedule.link_partner(l), lane), &partners[size_t(l)], &error);
     int ready = ok(s) ? 1 : 0;
     pmpi::allreduce(MPI_IN_PLACE, &ready, 1, MPI_INT, MPI_MIN, ctx.comm());
     if (!ready) {
@@ -412,10 +429,10 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
                                                                           : " hier";
         when += format_bytes(bytes) + pick;
     }
-    NEXAR_INFO("communicator context %u: %d nodes x %d rank%s; %s ready (%d participants, %s); network %s: ring "
+    NEXAR_INFO("communicator context %u: %s; %s ready (%d participants, %s); network %s: ring "
                "alpha=%.1fus beta=%.3fGB/s (%s), halving-doubling alpha=%.1fus beta=%.3fGB/s (%s); "
                "NEXAR_ALGORITHM=%s picks: %s",
-               ctx.id(), topo.nodes(), topo.local_size(ctx.rank()), hierarchical ? "s" : "",
+               ctx.id(), shape_text(topo).c_str(),
                hierarchical ? "the hierarchical allreduce's halving-doubling across nodes"
                             : "halving-doubling allreduce",
                schedule.participants(),
@@ -616,7 +633,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
             NEXAR_INFO("communicator context %u spans %d nodes and has no network (NEXAR_NET=%s): its calls pass "
                        "through to MPI", id, t.nodes(), net_setting_name(config_.net));
         } else if (config_.host_buffers && config_.shm) {
-            bool for_hier = ctx->network_ready() && t.nodes() >= 2 && t.uniform() && t.max_ranks_per_node() >= 2 &&
+            bool for_hier = ctx->network_ready() && t.nodes() >= 2 && t.min_ranks_per_node() >= 2 &&
                             config_.algorithm != Algorithm::ring;
             ctx->want_shm(for_hier);
             if (for_hier)

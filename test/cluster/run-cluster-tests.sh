@@ -14,8 +14,9 @@
 #   - MPI_Reduce_scatter and MPI_Allgather by node (against PMPI and a
 #     local reference);
 #   - the hierarchical allreduce (NEXAR_ALGORITHM=hier) by slot and by
-#     node, the flat ring standing in on uneven nodes, and the cost model's
-#     choice (auto);
+#     node, on nodes of different sizes (3 + 2, 2 + 3 + 2: in lanes), the
+#     flat ring standing in where a node holds one rank, and the cost
+#     model's choice (auto);
 #   - the same over the MPI's own point-to-point (NEXAR_NET=mpi, as where
 #     UCX has no transport for the network): every collective on the flat
 #     ring, the hierarchical allreduce, nonblocking calls, device buffers
@@ -522,6 +523,42 @@ if [ $wide = 1 ]; then
     grep -aqE "halving-doubling across nodes ready .* halving-doubling alpha=.* \(measured\); NEXAR_ALGORITHM=auto|timing the halving-doubling failed \(the timings did not grow" \
         "$log" || fail "auto at 3 nodes x 2 ranks: the halving-doubling across nodes was not timed beside the rings"
 fi
+# Nodes of different sizes: the hierarchical allreduce in as many lanes as
+# the smallest node holds ranks (algo/topology.h); a larger node's other
+# ranks run its node's ring only and send nothing across.  3 + 2 ranks,
+# forced: every rank on the same paths, the rank without a lane (rank 1)
+# sends no byte over UCX; 2 + 3 + 2 (wide), the lanes' phase across nodes
+# the halving-doubling on every hierarchical call, and nonblocking and
+# persistent calls on the progress thread.
+algorithm=hier
+check_run 5 --hosts 0:3,1:2 -- --cases 16 --max-count 20000 --big-every 8 --seed 86
+check_same_paths "$log"
+check_bytes "$log" hier_calls nonzero
+expect_bytes 1 ucx_bytes zero
+expect_bytes 0 ucx_bytes nonzero
+grep -aq "2 nodes of 2-3 ranks, 2 lanes; hierarchical allreduce ready" "$log" ||
+    fail "3 + 2 ranks: no word of the hierarchical allreduce's lanes"
+if [ $wide = 1 ]; then
+    algorithm=rhd
+    check_run 7 --hosts 0:2,1:3,2:2 -- --cases 16 --max-count 20000 --big-every 8 --seed 87
+    every_call_rhd 7 hier_calls
+    algorithm=hier
+    nonblocking_run 5 --hosts 0:3,1:2 -- --rounds 2 --seed 88 --threads
+    check_same_paths "$log"
+    check_bytes "$log" hier_calls nonzero
+    # The smaller node stopped: the other node's ranks time out, the one
+    # without a lane (rank 1) in its node's ring.
+    fault_label="$NEXAR_MPI_LAUNCHER stall-node/hier-lanes"
+    echo "== fault_check stall-node, 3 + 2 ranks, NEXAR_ALGORITHM=hier NEXAR_TIMEOUT_S=3"
+    start=$(date +%s)
+    crun --hosts 0:3,1:2 --keep-going -- -x NEXAR_TIMEOUT_S=3 "$fault_prog" stall-node
+    took=$(($(date +%s) - start))
+    grep -a "^fault_check\|FAIL" "$log" | head -n 6
+    (check_fault_report "$log" stall-node 3 "$took" 2) ||
+        { grep -a "nexar\[rank [0-4]\]" "$log" | tail -n 20; fail "stall-node on nodes of 3 + 2 ranks"; }
+    grep -aq "nexar\[rank 1\]: error: .*timed out" "$log" ||
+        fail "stall-node on nodes of 3 + 2 ranks: the rank without a lane got no error"
+fi
 fault_modes=(stall-node kill-node)
 [ "$NEXAR_MPI_FAMILY" = mpich ] && fault_modes=(stall-node)  # MPICH ends the job itself when a process dies
 algorithm=rhd
@@ -718,14 +755,15 @@ grep -aq "ranks passed different counts" "$log" || fail "no clear message for mi
 # moment the last of the node's ranks stopped (check_fault_report). ---
 node_faults
 # --- Three nodes, one rank each; then 2 + 1 ranks, where the hierarchical
-# allreduce cannot run (uneven nodes) and the flat ring serves. ---
+# allreduce cannot run (a node of one rank has no node ring) and the flat
+# ring serves. ---
 up 3
 check_run 3 --ppn 1 -- --cases 200 --max-count 5000 --big-every 50 --seed 35
 check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero
 algorithm=hier
 check_run 3 --hosts 0:2,1:1 -- --cases 120 --max-count 4000 --big-every 40 --seed 39
 check_bytes "$log" hier_calls zero
-grep -aq "hierarchical allreduce ready" "$log" && fail "uneven nodes: the hierarchical allreduce was set up"
+grep -aq "hierarchical allreduce ready" "$log" && fail "2 + 1 ranks: the hierarchical allreduce was set up"
 algorithm=ring
 
 # --- Nothing is left. ---

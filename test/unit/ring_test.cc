@@ -820,7 +820,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
     const bool halving = variant == Variant::hier_rhd;
     const bool hier = variant == Variant::hier || halving;
     if (hier) {
-        ASSERT_TRUE(topo.uniform() && topo.nodes() >= 2 && topo.max_ranks_per_node() >= 2);
+        ASSERT_TRUE(topo.nodes() >= 2 && topo.min_ranks_per_node() >= 2);
     }
     std::vector<T> want = expected<T>(n, count, type, op);
     std::vector<std::vector<T>> out(n);
@@ -830,9 +830,10 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
     std::vector<HopBytes> bytes(n);
     std::atomic<int> setup_failures{0};
     Barrier barrier(n);
-    // The node's own ring has the fewest ranks, so the largest segments.
+    // The node's own ring cuts the vector into the fewest chunks (its
+    // lanes), so the largest segments.
     const size_t slot_bytes =
-        (ring_slot_bytes(count, hier ? topo.max_ranks_per_node() : n, sizeof(T), segment_bytes) + 64) & ~size_t(63);
+        (ring_slot_bytes(count, hier ? topo.lanes() : n, sizeof(T), segment_bytes) + 64) & ~size_t(63);
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r)
         threads.emplace_back([&, r] {
@@ -843,11 +844,15 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
             const int next = topo.next(r), prev = topo.prev(r);
             const bool local_ring = topo.local_size(r) >= 2;
             const bool shm_in = topo.same_node(prev, r), shm_out = topo.same_node(r, next);
-            const int inext = hier ? topo.inter_next(r) : next, iprev = hier ? topo.inter_prev(r) : prev;
+            // Hierarchical: a rank that carries no lane (a node with more
+            // ranks than the smallest) makes no endpoint.
+            const bool lane = !hier || topo.lane(r) >= 0;
+            const int inext = !hier ? next : lane ? topo.inter_next(r) : -1;
+            const int iprev = !hier ? prev : lane ? topo.inter_prev(r) : -1;
             std::unique_ptr<UcxContext> ctx;
             std::unique_ptr<UcxWorker> worker;
             std::unique_ptr<UcxEndpoint> ep_next, ep_prev;
-            // The halving-doubling's partners across nodes (this local index's).
+            // The halving-doubling's partners across nodes (this rank's lane's).
             const HalvingDoublingSchedule partners(topo.node(r), topo.nodes(), 0);
             std::array<std::unique_ptr<UcxEndpoint>, kMaxHalvingDoublingLinks> ep_partner;
             std::array<UcxEndpoint*, kMaxHalvingDoublingLinks> partner_eps{};
@@ -861,13 +866,14 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
             if (!fine) ++setup_failures;
             barrier.wait();
             if (setup_failures == 0) {
-                fine = ok(UcxEndpoint::create(*worker, addresses[inext].data(), addresses[inext].size(), &ep_next, &err)) &&
-                       (iprev == inext ||
+                fine = (!lane || ok(UcxEndpoint::create(*worker, addresses[inext].data(), addresses[inext].size(),
+                                                        &ep_next, &err))) &&
+                       (!lane || iprev == inext ||
                         ok(UcxEndpoint::create(*worker, addresses[iprev].data(), addresses[iprev].size(), &ep_prev, &err))) &&
                        (!local_ring || ok(ShmInbox::open(names[topo.local_next(r)], &next_inbox, &err)));
-                for (int l = 0; fine && halving && l < partners.links(); ++l) {
+                for (int l = 0; fine && halving && lane && l < partners.links(); ++l) {
                     if (partners.link_partner(l) < 0) continue;
-                    const int q = topo.rank_on_node(partners.link_partner(l), topo.local_index(r));
+                    const int q = topo.lane_rank(partners.link_partner(l), topo.lane(r));
                     partner_ranks[size_t(l)] = q;
                     fine = ok(UcxEndpoint::create(*worker, addresses[q].data(), addresses[q].size(),
                                                   &ep_partner[size_t(l)], &err));
@@ -904,27 +910,31 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                     if (hier) {
                         ShmSendChannel local_out(*next_inbox, topo.local_next(r));
                         ShmRecvChannel local_in(*inbox, topo.local_prev(r), getpid(), type, op);
-                        UcxSendChannel inter_out(*worker, *ep_next, inext, depth, scratch, engine, false);
-                        UcxRecvChannel inter_in(*worker, from, iprev, depth, scratch, engine, true);
+                        std::optional<UcxSendChannel> inter_out;
+                        std::optional<UcxRecvChannel> inter_in;
                         HierarchicalLinks h;
+                        h.lanes = topo.lanes();
                         h.local.position = topo.local_index(r);
                         h.local.size = topo.local_size(r);
                         h.local.next_rank = topo.local_next(r);
                         h.local.prev_rank = topo.local_prev(r);
                         h.local.send_tag_id = 200 + uint32_t(topo.local_next(r));
                         h.local.recv_tag_id = 200 + uint32_t(r);
-                        h.inter.position = topo.node(r);
-                        h.inter.size = topo.nodes();
-                        h.inter.next_rank = inext;
-                        h.inter.prev_rank = iprev;
-                        h.inter.send_tag_id = 200 + uint32_t(inext);
-                        h.inter.recv_tag_id = 200 + uint32_t(r);
                         h.local_out = &local_out;
                         h.local_in = &local_in;
-                        h.inter_out = &inter_out;
-                        h.inter_in = &inter_in;
+                        ASSERT_EQ(h.lane(), topo.lane(r));
+                        if (lane) {
+                            h.inter.position = topo.node(r);
+                            h.inter.size = topo.nodes();
+                            h.inter.next_rank = inext;
+                            h.inter.prev_rank = iprev;
+                            h.inter.send_tag_id = 200 + uint32_t(inext);
+                            h.inter.recv_tag_id = 200 + uint32_t(r);
+                            h.inter_out = &inter_out.emplace(*worker, *ep_next, inext, depth, scratch, engine, false);
+                            h.inter_in = &inter_in.emplace(*worker, from, iprev, depth, scratch, engine, true);
+                        }
                         UcxPartnerLinks partner_links(*worker, partner_eps, partner_ranks, r, depth, scratch, engine);
-                        if (halving) h.inter_exchanges = &partner_links;
+                        if (halving && lane) h.inter_exchanges = &partner_links;
                         // 1 to 4 pieces, the same on every rank.
                         const size_t pieces = 1 + (count + size_t(c)) % kMaxHierarchicalPieces;
                         // The rings across nodes at another segment size, as in the library.
@@ -933,7 +943,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         res.status = hierarchical_allreduce(h, uint32_t(c) * 8, pieces, src, out[r].data(), count,
                                                             type, opt, inter_opt, &res.error);
                         bytes[r].shm += local_out.bytes_sent();
-                        bytes[r].ucx += inter_out.bytes_sent() + partner_links.bytes_sent();
+                        bytes[r].ucx += (inter_out ? inter_out->bytes_sent() : 0) + partner_links.bytes_sent();
                         continue;
                     }
                     RingPeers peers;
@@ -1017,6 +1027,46 @@ TEST(RingTopology, OrderKeepsEachNodeTogether) {
 // Every placement of up to 6 ranks on up to 3 nodes: each node's ranks form
 // one run on the ring (exactly `nodes` network hops), positions and ranks
 // are inverse permutations, and next/prev are inverse.
+// The hierarchical allreduce's lanes: as many as the smallest node holds
+// ranks; lane c is carried by local index c-1 on every node (the rank its
+// node's reduce-scatter leaves chunk c on), the rest carry none.
+TEST(RingTopology, LanesFollowTheSmallestNode) {
+    // 3 ranks on node 0, 2 on node 1: 2 lanes; rank 1 carries none.
+    RingTopology t({0, 0, 0, 1, 1});
+    EXPECT_FALSE(t.uniform());
+    EXPECT_EQ(t.min_ranks_per_node(), 2);
+    EXPECT_EQ(t.lanes(), 2);
+    const int lane_of[] = {1, -1, 0, 1, 0};  // local index c-1 carries lane c
+    for (int r = 0; r < 5; ++r) EXPECT_EQ(t.lane(r), lane_of[r]) << "rank " << r;
+    // Lane 1: ranks 0 and 3; lane 0: ranks 2 and 4.
+    EXPECT_TRUE(t.inter_next(0) == 3 && t.inter_prev(0) == 3 && t.inter_next(2) == 4 && t.inter_next(4) == 2);
+    const NodeShape shape = t.shape();
+    EXPECT_TRUE(shape.nodes == 2 && shape.ranks == 5 && shape.largest == 3 && shape.lanes == 2);
+    // Every lane's ring visits each node once, through carriers of that lane.
+    for (const std::vector<int>& nodes :
+         {std::vector<int>{0, 0, 1, 1, 1, 2, 2}, std::vector<int>{0, 1, 2, 0, 1, 2, 0, 2, 2}, std::vector<int>{5, 5, 5, 5, 9, 9, 9},
+          std::vector<int>{0, 1, 0, 1}}) {
+        RingTopology u(nodes);
+        int carriers = 0;
+        for (int r = 0; r < u.size(); ++r) {
+            if (u.lane(r) < 0) continue;
+            ++carriers;
+            int at = r;
+            for (int hop = 0; hop < u.nodes(); ++hop) {
+                ASSERT_EQ(u.lane(at), u.lane(r));
+                ASSERT_EQ(u.node(u.inter_next(at)), (u.node(at) + 1) % u.nodes());
+                ASSERT_EQ(u.inter_prev(u.inter_next(at)), at);
+                at = u.inter_next(at);
+            }
+            EXPECT_EQ(at, r);
+        }
+        EXPECT_EQ(carriers, u.lanes() * u.nodes()) << placement_name(nodes);
+        // Uniform: every rank carries the lane of its local index's chunk.
+        if (u.uniform())
+            for (int r = 0; r < u.size(); ++r) EXPECT_EQ(u.local_index(u.inter_next(r)), u.local_index(r));
+    }
+}
+
 TEST(RingTopology, EveryPlacementIsAValidRing) {
     for (int n = 1; n <= 6; ++n) {
         std::vector<int> node_of(size_t(n), 0);
@@ -1113,6 +1163,51 @@ TEST(HierarchicalAllreduce, TypesAndOps) {
                                       Variant::hier);
     check_topology_allreduce<uint8_t>({0, 1, 0, 1}, 777, DataType::u8, ReduceOp::bxor, true, 256, 8, 3, nullptr,
                                       Variant::hier);
+}
+
+// Nodes of different sizes: as many lanes as the smallest node holds ranks;
+// the larger nodes' other ranks take part in their node's ring only.
+TEST(HierarchicalAllreduce, UnevenNodes) {
+    SKIP_WITHOUT_UCX();
+    const std::vector<std::vector<int>> placements = {
+        {0, 0, 0, 1, 1},        // 3 + 2 by slot
+        {0, 1, 0, 1, 0},        // 3 + 2 by node
+        {0, 0, 1, 1, 1, 2, 2},  // 2 + 3 + 2
+        {0, 0, 0, 0, 1, 1},     // 4 + 2: half of node 0 carries no lane
+    };
+    for (const auto& placement : placements)
+        for (size_t count : {0, 1, 2, 5, 11, 1009, 30001}) {
+            SCOPED_TRACE(placement_name(placement) + " count=" + std::to_string(count));
+            check_topology_allreduce<int32_t>(placement, count, DataType::i32, ReduceOp::sum, count % 2 == 1, 1024,
+                                              4, 2, nullptr, Variant::hier);
+        }
+    check_topology_allreduce<double>({0, 0, 0, 1, 1}, 50021, DataType::f64, ReduceOp::max, true, 8192, 2, 1, nullptr,
+                                     Variant::hier);
+    check_topology_allreduce<float>({0, 1, 2, 0, 1, 2, 1}, 100003, DataType::f32, ReduceOp::sum, false, 64 * 1024, 4,
+                                    1, nullptr, Variant::hier);
+    // The halving-doubling across 3 nodes (a fold) in each lane.
+    for (size_t count : {0, 1, 5, 1009, 30001})
+        check_topology_allreduce<int32_t>({0, 0, 1, 1, 1, 2, 2}, count, DataType::i32, ReduceOp::sum, count % 2 == 0,
+                                          1024, 4, 2, nullptr, Variant::hier_rhd);
+    // The bytes: each node's link carries 2(P-1)/P of the buffer in all,
+    // split over the lanes; a node's ring carries each chunk L-1 hops each
+    // way, 2(L-1) S in all on a node of L ranks.
+    std::vector<HopBytes> sent;
+    const size_t count = 40000, bytes = count * 4;
+    const std::vector<int> nodes = {0, 0, 0, 1, 1};
+    check_topology_allreduce<int32_t>(nodes, count, DataType::i32, ReduceOp::sum, false, 4096, 4, 1, &sent,
+                                      Variant::hier);
+    const RingTopology topo(nodes);
+    std::vector<uint64_t> shm_by_node(2), ucx_by_node(2);
+    for (int r = 0; r < 5; ++r) {
+        EXPECT_EQ(sent[size_t(r)].ucx, topo.lane(r) < 0 ? 0 : 2 * 1 * (bytes / 2) / 2) << "rank " << r;
+        shm_by_node[size_t(topo.node(r))] += sent[size_t(r)].shm;
+        ucx_by_node[size_t(topo.node(r))] += sent[size_t(r)].ucx;
+    }
+    EXPECT_EQ(shm_by_node[0], 2 * 2 * bytes);
+    EXPECT_EQ(shm_by_node[1], 2 * 1 * bytes);
+    EXPECT_EQ(ucx_by_node[0], bytes);  // 2(P-1)/P S
+    EXPECT_EQ(ucx_by_node[1], bytes);
 }
 
 // The phase across nodes on the halving-doubling (algo/halving_doubling.h):
@@ -1398,21 +1493,41 @@ TEST(CostModel, ChoosesByLinkRate) {
     EXPECT_NEAR(hierarchical_seconds(m, 1e8, 3, 1, 1), flat_ring_seconds(m, 1e8, 3, 1), 1e-9);
 }
 
+// Nodes of different sizes: the node's ring moves chunks of S/lanes over
+// the largest node's 2(L-1) steps; the flat ring has n-1 steps of 1/n.
+TEST(CostModel, UnevenNodes) {
+    CostModel m;
+    m.shm = {2e-6, 8e9};
+    m.net = {30e-6, 0.25e9};
+    // 3 + 2 ranks: 2 lanes; largest node 3.
+    const NodeShape shape{2, 5, 3, 2};
+    EXPECT_NEAR(hierarchical_seconds(m, 1e8, 2, 3, 1, 2), 4 * 2e-6 + 2 * 30e-6 + 1e8 / 0.25e9 + 2 * 1e8 / 8e9, 1e-9);
+    EXPECT_NEAR(ring_seconds(m, 1e8, 5, 2), 8 * 30e-6 + 1.6 * 1e8 / 0.25e9, 1e-9);
+    // A slow link: 1 S across against the flat ring's 1.6 S.
+    EXPECT_TRUE(hierarchical_is_faster(m, 64e6, shape, 4));
+    // The uniform shape prices as before.
+    EXPECT_EQ(hierarchical_is_faster(m, 64e6, NodeShape::uniform(2, 4), 4), hierarchical_is_faster(m, 64e6, 2, 4, 4));
+    // A link as fast as memory: the node's ring, 2(3-1)/2 S, costs more than it saves.
+    m.net = {0, 8e9};
+    EXPECT_FALSE(hierarchical_is_faster(m, 64e6, shape, 4));
+}
+
 // The scratch the dispatcher reserves for the rings across nodes holds the
-// largest segment of every piece's ring, at every local position.
+// largest segment of every piece's ring, at every lane.
 TEST(HierarchicalAllreduce, SlotBytesCoverEveryPiece) {
     for (const std::vector<int>& nodes : {std::vector<int>{0, 0, 1, 1}, std::vector<int>{0, 1, 2, 0, 1, 2},
-                                          std::vector<int>{0, 0, 0, 1, 1, 1}})
+                                          std::vector<int>{0, 0, 0, 1, 1, 1}, std::vector<int>{0, 0, 0, 1, 1}})
         for (size_t count : {1, 7, 100, 4097, 1000003, 50000000})
             for (size_t seg : {256, 4096, 1 << 20}) {
                 RingTopology topo(nodes);
                 for (int r = 0; r < topo.size(); ++r) {
                     CommContext ctx(MPI_COMM_NULL, r, topo.size(), 1, topo);
                     size_t have = hierarchical_slot_bytes(ctx, count, 4, seg);
-                    int L = topo.local_size(r), P = topo.nodes();
+                    const int P = topo.nodes();
+                    if (topo.lane(r) < 0) continue;
                     for (size_t pieces = 1; pieces <= kMaxHierarchicalPieces; ++pieces)
                         for (size_t k = 0; k < pieces; ++k) {
-                            Span mine = hierarchical_inter_span(chunk_span(count, pieces, k), topo.local_index(r), L);
+                            Span mine = hierarchical_inter_span(chunk_span(count, pieces, k), topo.lane(r), topo.lanes());
                             ASSERT_GE(have, ring_slot_bytes(mine.count, P, 4, seg))
                                 << "count " << count << " segment " << seg << " rank " << r << " piece " << k;
                         }
@@ -1710,8 +1825,8 @@ TEST(CostModel, HierarchicalVerdictIsTheModels) {
     slow_net.net.bytes_per_s = 1e8;  // 0.8 Gbit/s: the fewer bytes across nodes, the better
     fast_net.net.bytes_per_s = 1e13;
     const size_t bytes = size_t(64) << 20, segment = size_t(1) << 20;
-    EXPECT_TRUE(hierarchical_is_faster_here(slow_net, 2, 4, bytes, segment));
-    EXPECT_EQ(hierarchical_is_faster_here(fast_net, 2, 4, bytes, segment),
+    EXPECT_TRUE(hierarchical_is_faster_here(slow_net, NodeShape::uniform(2, 4), bytes, segment));
+    EXPECT_EQ(hierarchical_is_faster_here(fast_net, NodeShape::uniform(2, 4), bytes, segment),
               hierarchical_is_faster(fast_net, double(bytes), 2, 4,
                                      int(hierarchical_pieces(bytes, 1, 4, 2, segment))));
 }
@@ -1745,9 +1860,9 @@ TEST(CostModel, NetworkForEachSize) {
     CostModel with_mpi = ctx.cost_model();
     with_mpi.net = mpi;
     const size_t big = size_t(64) << 20, segment = size_t(1) << 20;
-    EXPECT_EQ(ctx.hierarchical_is_faster(big, segment), hierarchical_is_faster_here(with_mpi, 2, 2, big, segment));
+    EXPECT_EQ(ctx.hierarchical_is_faster(big, segment), hierarchical_is_faster_here(with_mpi, NodeShape::uniform(2, 2), big, segment));
     EXPECT_EQ(ctx.hierarchical_is_faster(4 << 10, segment),
-              hierarchical_is_faster_here(ctx.cost_model(), 2, 2, 4 << 10, segment));
+              hierarchical_is_faster_here(ctx.cost_model(), NodeShape::uniform(2, 2), 4 << 10, segment));
     // Only the MPI's: every call takes it, whatever the costs.
     CommContext only_mpi(MPI_COMM_NULL, 0, topo.size(), 1, topo);
     only_mpi.use_mpi_network(MPI_COMM_WORLD, 32767);
