@@ -436,6 +436,21 @@ algorithm=ring
 # ring (auto) at 4 nodes; a node stopped, and one killed, under it.  Up to
 # eight ranks share the machine's cores: small case counts. ---
 up 8
+# node_fault MODE VICTIMS WHAT CLUSTER_OPTIONS...: fault_check MODE under
+# $algorithm, NEXAR_TIMEOUT_S=3, ranks placed by CLUSTER_OPTIONS (WHAT
+# says how): rank 0's error within the bound after its VICTIMS stopped
+# (check_fault_report), else the ranks' last messages.
+node_fault() {
+    local mode=$1 victims=$2 what=$3 start took
+    shift 3
+    echo "== fault_check $mode, $what, NEXAR_ALGORITHM=$algorithm NEXAR_TIMEOUT_S=3"
+    start=$(date +%s)
+    crun "$@" --keep-going -- -x NEXAR_TIMEOUT_S=3 "$fault_prog" "$mode"
+    took=$(($(date +%s) - start))
+    grep -a "^fault_check\|FAIL" "$log" | head -n 6
+    (check_fault_report "$log" "$mode" 3 "$took" "$victims") ||
+        { grep -a "nexar\[rank" "$log" | tail -n 20; fail "$mode, $what, under NEXAR_ALGORITHM=$algorithm"; }
+}
 # every_call_rhd NP [FIELD]: each rank's calls that FIELD counts (ring_calls:
 # every call of nexar's) were all the halving-doubling's (NEXAR_ALGORITHM=rhd).
 every_call_rhd() {
@@ -549,13 +564,7 @@ if [ $wide = 1 ]; then
     # The smaller node stopped: the other node's ranks time out, the one
     # without a lane (rank 1) in its node's ring.
     fault_label="$NEXAR_MPI_LAUNCHER stall-node/hier-lanes"
-    echo "== fault_check stall-node, 3 + 2 ranks, NEXAR_ALGORITHM=hier NEXAR_TIMEOUT_S=3"
-    start=$(date +%s)
-    crun --hosts 0:3,1:2 --keep-going -- -x NEXAR_TIMEOUT_S=3 "$fault_prog" stall-node
-    took=$(($(date +%s) - start))
-    grep -a "^fault_check\|FAIL" "$log" | head -n 6
-    (check_fault_report "$log" stall-node 3 "$took" 2) ||
-        { grep -a "nexar\[rank [0-4]\]" "$log" | tail -n 20; fail "stall-node on nodes of 3 + 2 ranks"; }
+    node_fault stall-node 2 "3 + 2 ranks" --hosts 0:3,1:2
     grep -aq "nexar\[rank 1\]: error: .*timed out" "$log" ||
         fail "stall-node on nodes of 3 + 2 ranks: the rank without a lane got no error"
 fi
@@ -564,13 +573,7 @@ fault_modes=(stall-node kill-node)
 algorithm=rhd
 for mode in "${fault_modes[@]}"; do
     fault_label="$NEXAR_MPI_LAUNCHER $mode/rhd"
-    echo "== fault_check $mode, 4 nodes x 1 rank, NEXAR_ALGORITHM=rhd NEXAR_TIMEOUT_S=3"
-    start=$(date +%s)
-    crun --nodes 4 --ppn 1 --keep-going -- -x NEXAR_TIMEOUT_S=3 "$fault_prog" "$mode"
-    took=$(($(date +%s) - start))
-    grep -a "^fault_check\|FAIL" "$log" | head -n 6
-    (check_fault_report "$log" "$mode" 3 "$took" 1) ||
-        { grep -a "nexar\[rank [0-3]\]" "$log" | tail -n 20; fail "$mode under the halving-doubling"; }
+    node_fault "$mode" 1 "4 nodes x 1 rank" --nodes 4 --ppn 1
     if [ "$mode" = stall-node ]; then
         grep -aq "of the halving-doubling allreduce" "$log" || fail "$mode: no rank's error names the halving-doubling"
     fi
@@ -578,13 +581,7 @@ done
 # The last node's two ranks stopped under the hierarchical allreduce's
 # halving-doubling across nodes: its partners' phase across nodes times out.
 fault_label="$NEXAR_MPI_LAUNCHER stall-node/hier-rhd"
-echo "== fault_check stall-node, 3 nodes x 2 ranks, NEXAR_ALGORITHM=rhd NEXAR_TIMEOUT_S=3"
-start=$(date +%s)
-crun --nodes 3 --ppn 2 --keep-going -- -x NEXAR_TIMEOUT_S=3 "$fault_prog" stall-node
-took=$(($(date +%s) - start))
-grep -a "^fault_check\|FAIL" "$log" | head -n 6
-(check_fault_report "$log" stall-node 3 "$took" 2) ||
-    { grep -a "nexar\[rank [0-5]\]" "$log" | tail -n 20; fail "stall-node under the hierarchical halving-doubling"; }
+node_fault stall-node 2 "3 nodes x 2 ranks" --nodes 3 --ppn 2
 grep -aq "in exchange [0-9]* of [0-9]* of the halving-doubling allreduce" "$log" ||
     fail "stall-node at 3 nodes x 2 ranks: no rank's error names the halving-doubling"
 # Device buffers (the host-emulated GPU): every collective of
