@@ -25,8 +25,8 @@
 #     faster for its size, the same on every rank (a test crossover makes
 #     one run take both);
 #   - the halving-doubling across nodes of one rank each (NEXAR_ALGORITHM=rhd)
-#     exact at 3, 5, 6 and 8 nodes, over UCX and the MPI, the reduce-scatter
-#     and allgather at 3 and 6, device buffers at 3; timed beside the
+#     exact at 3, 5, 6, 7 and 8 nodes, over UCX and the MPI, the reduce-scatter
+#     and allgather at 3, 5, 6 and 7, device buffers at 3; timed beside the
 #     ring (auto); a node stopped and killed under it; and as the
 #     hierarchical allreduce's phase across 3 nodes of two ranks;
 #   - a second `up` is refused while a cluster is up; one whose holders
@@ -430,7 +430,7 @@ algorithm=ring
 # --- The halving-doubling across nodes of one rank each (issue 49): log2 P
 # exchanges each way, the others folding in first where P is not a power
 # of two.  Forced (NEXAR_ALGORITHM=rhd: every allreduce the ring would take
-# goes there, rhd_calls = ring_calls on every rank) at 3, 5, 6 and 8 nodes
+# goes there, rhd_calls = ring_calls on every rank) at 3, 5, 6, 7 and 8 nodes
 # over UCX and at 5 over the MPI's point-to-point, every result against
 # PMPI_Allreduce and a local reference; the cost model timing it beside the
 # ring (auto) at 4 nodes; a node stopped, and one killed, under it.  Up to
@@ -472,7 +472,7 @@ every_call_rhd() {
 # point-to-point is left out too.
 wide=0
 [ "$NEXAR_MPI_LAUNCHER" = orte ] && wide=1
-rhd_nodes="3 5 6 8"
+rhd_nodes="3 5 6 7 8"
 [ $wide = 1 ] || rhd_nodes="3 8"
 algorithm=rhd
 for n in $rhd_nodes; do
@@ -485,7 +485,7 @@ grep -aq "halving-doubling allreduce ready (8 participants, no fold)" "$log" || 
 # reference (at 3 nodes the first two fold).  A reduce-scatter on 2 ranks
 # (the 3-node world's split leaves one such half) keeps the ring; at 6 nodes
 # (halves of 3) every call is the halving-doubling's.
-rhd_halves_nodes="3 6"
+rhd_halves_nodes="3 5 6 7"
 [ $wide = 1 ] || rhd_halves_nodes=3
 for n in $rhd_halves_nodes; do
     for collective in reduce_scatter allgather; do
