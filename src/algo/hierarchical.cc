@@ -103,8 +103,10 @@ HierarchicalOperation::HierarchicalOperation(const HierarchicalLinks& links, uin
                                              const RingOptions& local_options, const RingOptions& inter_options)
     : l_(links), first_sequence_(first_sequence), pieces_(pieces), count_(count), esz_(datatype_size(type)),
       send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)), type_(type),
-      local_options_(local_options), inter_options_(inter_options), lane_(links.lane()) {
+      local_options_(local_options), patient_local_options_(local_options), inter_options_(inter_options),
+      lane_(links.lane()) {
     if (lane_ < 0) next_inter_ = pieces_;  // nothing of this rank's crosses the network
+    patient_local_options_.patient_start = true;
 }
 
 // Starts the node's next step and the next ring across nodes where their
@@ -124,7 +126,7 @@ void HierarchicalOperation::start_steps() {
             local_.emplace(l_.local, first_sequence_ + uint32_t(step.piece), step.gather ? recv_ + off : send_ + off,
                            recv_ + off,
                            ChunkLayout::shares(piece.count, size_t(l_.local.size), size_t(l_.lane_count())), type_,
-                           local_options_, *l_.local_out, *l_.local_in,
+                           laneless_gather() ? patient_local_options_ : local_options_, *l_.local_out, *l_.local_in,
                            step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
         }
     }
@@ -150,8 +152,12 @@ void HierarchicalOperation::note_heard() {
 }
 
 // On failure: the failing operation aborted its channels; stop the other.
+// The node's ring's channels are broken even between its steps: that is
+// how its ranks waiting without a clock (laneless_gather) learn of it.
 Status HierarchicalOperation::fail(Status s) {
     if (local_) local_->abort();
+    l_.local_out->abort();
+    l_.local_in->abort();
     inter_.abort();
     return s;
 }
@@ -187,7 +193,7 @@ Status HierarchicalOperation::check_stall(std::chrono::steady_clock::time_point 
     // rings heard from a peer, every ring of it is on the clock.
     note_heard();
     if (heard_) {
-        if (local_) local_->end_patience();
+        if (local_ && !laneless_gather()) local_->end_patience();
         inter_.end_patience();
     }
     // Each ring's own idle time: the node's ring, moving on, must not

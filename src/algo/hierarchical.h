@@ -58,7 +58,7 @@ struct HierarchicalLinks {
     ExchangeLinks* inter_exchanges = nullptr;
 };
 
-// Phase 2 of one piece: this local index's ring across the nodes, or its
+// Phase 2 of one piece: this rank's lane's ring across the nodes, or its
 // halving-doubling, over the piece's chunk in place.  Polled like either.
 class AcrossNodes {
 public:
@@ -116,6 +116,14 @@ private:
     static Status poll_ring(Operation& ring, IdleClock& idle, bool* moved, std::string* error);
     void note_heard();
     Status fail(Status s);
+    // The node's ring runs (local_gather_ is set before it starts) an
+    // allgather on a rank that carries no lane.  It starts right after the piece's scatter, and its first
+    // message comes only once the carriers' whole phase across nodes for
+    // that piece is over: no timeout until then (patient_start).  A
+    // carrier that fails breaks the node's ring (its channels' abort),
+    // which check_stall's peer check sees; a stalled one leaves a carrier
+    // further round the node's ring, on the clock, timing out.
+    bool laneless_gather() const { return lane_ < 0 && local_gather_; }
 
     HierarchicalLinks l_;
     uint32_t first_sequence_;
@@ -123,7 +131,7 @@ private:
     const char* send_;
     char* recv_;
     DataType type_;
-    RingOptions local_options_, inter_options_;
+    RingOptions local_options_, patient_local_options_, inter_options_;
     std::array<bool, kMaxHierarchicalPieces> scattered_{}, crossed_{};
     int lane_;  // HierarchicalLinks::lane()
     size_t next_local_ = 0, next_inter_ = 0;

@@ -19,8 +19,8 @@ namespace nexar {
 // machines, a 100 Gbit/s network.
 CostModel default_cost_model();
 
-// The rings the probe times: this rank's ring of its local index across the
-// nodes, on a communicator's own links.  The communicator's state provides
+// The rings the probe times: this rank's ring of its lane across the nodes
+// (algo/topology.h), on a communicator's own links.  The communicator's state provides
 // them (runtime/context_setup.cc), so that deciding needs nothing from the layers
 // above it.
 class InterRingProbe {

@@ -157,8 +157,8 @@ public:
     // This rank's place on the ring.
     RingPeers peers() const;
     RingLinks links() const;
-    // ... on its node's ring, and on the ring of its local index across
-    // the nodes (the hierarchical allreduce's two rings).
+    // ... on its node's ring, and on the ring of its lane across the
+    // nodes (the hierarchical allreduce's two rings; algo/topology.h).
     RingPeers local_peers() const;
     RingPeers inter_peers() const;
 
@@ -214,7 +214,7 @@ public:
     pid_t local_prev_pid() const { return writer_pid_; }
 
     // The hierarchical allreduce (algo/hierarchical.h): endpoints to the
-    // ranks of this local index on the next and previous node.
+    // ranks of this rank's lane on the next and previous node.
     void connect_inter(Peer next, Peer prev) {
         inter_next_ = std::move(next);
         inter_prev_ = std::move(prev);
@@ -436,9 +436,9 @@ HalvingDoublingSchedule halving_doubling_schedule(const CommContext& ctx, size_t
 // (algo/halving_doubling.h, ExchangeLinks): each exchange gets a new pair
 // to its partner on network `net` (nothing of the exchange before is in
 // flight then), so one pair is held whatever the number of partners.  The
-// schedule runs over the nodes, among the ranks of this rank's local index
-// (one rank a node: every rank; the hierarchical allreduce's phase across
-// nodes otherwise): its partners do not depend on the vector's length.
+// schedule runs over the nodes, among the ranks of this rank's lane (one
+// rank a node: every rank; the hierarchical allreduce's phase across nodes
+// otherwise): its partners do not depend on the vector's length.
 // Requires ctx.halving_doubling_ready() (the partners' endpoints).
 class PartnerHops final : public ExchangeLinks {
 public:
@@ -462,7 +462,7 @@ private:
 // The rings that time the networks (decide/cost_probe.h, InterRingProbe):
 // one sum of `count` floats in place on host memory (buf), with network
 // `net` on the hops off shared memory; the context's scratch must hold its
-// slots.  `inter`: this local index's ring across the nodes alone (the
+// slots.  `inter`: this rank's lane's ring across the nodes alone (the
 // hierarchical allreduce's); `flat`: the whole communicator's ring, its
 // same-node hops in shared memory (Runtime::measure_networks).
 enum class ProbeRing { inter, flat };

@@ -338,7 +338,7 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
 // The halving-doubling across the nodes (algo/halving_doubling.h): the
 // allreduce across nodes of one rank each, or the hierarchical
 // allreduce's phase across nodes (where it is ready), among the ranks of
-// each local index.  It needs endpoints to this rank's partners on every
+// each lane (algo/topology.h).  It needs endpoints to this rank's partners on every
 // rank (over UCX; the MPI's point-to-point reaches every rank);
 // NEXAR_ALGORITHM=auto then times the flat ring (one rank a node, where
 // measure_networks has not; the hierarchical allreduce timed its rings)

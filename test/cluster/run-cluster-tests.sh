@@ -565,7 +565,7 @@ if [ $wide = 1 ]; then
     # without a lane (rank 1) in its node's ring.
     fault_label="$NEXAR_MPI_LAUNCHER stall-node/hier-lanes"
     node_fault stall-node 2 "3 + 2 ranks" --hosts 0:3,1:2
-    grep -aq "nexar\[rank 1\]: error: .*timed out" "$log" ||
+    grep -aq "nexar\[rank 1\]: error: .*peer failure: a ring on rank [02] failed" "$log" ||
         fail "stall-node on nodes of 3 + 2 ranks: the rank without a lane got no error"
 fi
 fault_modes=(stall-node kill-node)

@@ -832,8 +832,11 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
     Barrier barrier(n);
     // The node's own ring cuts the vector into the fewest chunks (its
     // lanes), so the largest segments.
+    // (At least a segment: a piece's chunk can have larger segments than
+    // the whole vector's.)
     const size_t slot_bytes =
-        (ring_slot_bytes(count, hier ? topo.lanes() : n, sizeof(T), segment_bytes) + 64) & ~size_t(63);
+        (std::max(ring_slot_bytes(count, hier ? topo.lanes() : n, sizeof(T), segment_bytes), segment_bytes) + 64) &
+        ~size_t(63);
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r)
         threads.emplace_back([&, r] {
@@ -1024,9 +1027,6 @@ TEST(RingTopology, OrderKeepsEachNodeTogether) {
     EXPECT_EQ(uneven.max_ranks_per_node(), 3);
 }
 
-// Every placement of up to 6 ranks on up to 3 nodes: each node's ranks form
-// one run on the ring (exactly `nodes` network hops), positions and ranks
-// are inverse permutations, and next/prev are inverse.
 // The hierarchical allreduce's lanes: as many as the smallest node holds
 // ranks; lane c is carried by local index c-1 on every node (the rank its
 // node's reduce-scatter leaves chunk c on), the rest carry none.
@@ -1067,6 +1067,9 @@ TEST(RingTopology, LanesFollowTheSmallestNode) {
     }
 }
 
+// Every placement of up to 6 ranks on up to 3 nodes: each node's ranks form
+// one run on the ring (exactly `nodes` network hops), positions and ranks
+// are inverse permutations, and next/prev are inverse.
 TEST(RingTopology, EveryPlacementIsAValidRing) {
     for (int n = 1; n <= 6; ++n) {
         std::vector<int> node_of(size_t(n), 0);
