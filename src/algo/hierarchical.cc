@@ -1,6 +1,7 @@
 #include "algo/hierarchical.h"
 
 #include <array>
+#include <cstring>
 #include <optional>
 
 #include "algo/ring_schedule.h"
@@ -51,8 +52,11 @@ bool hierarchical_arguments_valid(const HierarchicalLinks& l, size_t pieces, con
                                                  HalvingDoublingSchedule(l.inter.position, l.inter.size, 0),
                                                  inter_options)
                                            : l.inter_out && l.inter_in && ring_arguments_valid(l.inter, inter_options));
-    return l.local_out && l.local_in && across && l.lanes >= 0 && l.lane_count() <= l.local.size && pieces >= 1 &&
-           pieces <= kMaxHierarchicalPieces && ring_arguments_valid(l.local, local_options);
+    // A node of one rank has no node ring (nor its channels).
+    const bool node_ring = l.local.size == 1 ? l.local.position == 0
+                                             : l.local_out && l.local_in && ring_arguments_valid(l.local, local_options);
+    return node_ring && across && l.lanes >= 0 && l.lane_count() <= l.local.size && pieces >= 1 &&
+           pieces <= kMaxHierarchicalPieces;
 }
 
 void AcrossNodes::start(const HierarchicalLinks& l, uint32_t sequence, char* chunk, size_t count, DataType type,
@@ -113,7 +117,18 @@ HierarchicalOperation::HierarchicalOperation(const HierarchicalLinks& links, uin
 // inputs are ready.  Nothing is allocated: the schedule and its flags have
 // fixed sizes.
 void HierarchicalOperation::start_steps() {
-    if (!local_ && next_local_ < 2 * pieces_) {
+    // A node of one rank has no node ring: its scatter of a piece is the
+    // piece itself (copied into recvbuf out of place), its gather nothing.
+    while (l_.local.size == 1 && next_local_ < 2 * pieces_) {
+        const LocalStep step = local_order(pieces_)[next_local_];
+        if (step.gather && !crossed_[step.piece]) break;
+        ++next_local_;
+        if (step.gather) continue;
+        const Span piece = chunk_span(count_, pieces_, step.piece);
+        if (send_ != recv_) memcpy(recv_ + piece.offset * esz_, send_ + piece.offset * esz_, piece.count * esz_);
+        scattered_[step.piece] = true;
+    }
+    if (l_.local.size > 1 && !local_ && next_local_ < 2 * pieces_) {
         const LocalStep step = local_order(pieces_)[next_local_];
         if (!step.gather || crossed_[step.piece]) {
             ++next_local_;
@@ -156,8 +171,8 @@ void HierarchicalOperation::note_heard() {
 // how its ranks waiting without a clock (laneless_gather) learn of it.
 Status HierarchicalOperation::fail(Status s) {
     if (local_) local_->abort();
-    l_.local_out->abort();
-    l_.local_in->abort();
+    if (l_.local_out) l_.local_out->abort();
+    if (l_.local_in) l_.local_in->abort();
     inter_.abort();
     return s;
 }

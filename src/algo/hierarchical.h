@@ -23,8 +23,10 @@
 // piece crosses the network in as many lanes as the smallest node holds
 // ranks; the node's ring cuts it into that many chunks (its other ranks'
 // chunks empty, ChunkLayout::shares), and ranks that carry no lane run
-// phases 1 and 3 only.  Every node needs company (2 ranks or more); the
-// flat ring serves other placements.  Host buffers only.
+// phases 1 and 3 only.  A node of one rank has no node ring (one lane,
+// carried by its rank: phases 1 and 3 are nothing, its piece copied into
+// recvbuf out of place); some node must have company (2 ranks or more),
+// else the flat ring serves.  Host buffers only.
 #pragma once
 
 #include <array>
@@ -48,7 +50,7 @@ struct HierarchicalLinks {
     // The lane this rank carries (RingTopology::lane), or -1: then the
     // inter fields are not used.
     int lane() const { return carried_lane(local.position, local.size, lane_count()); }
-    SendChannel* local_out = nullptr;
+    SendChannel* local_out = nullptr;  // none where local.size is 1
     RecvChannel* local_in = nullptr;
     SendChannel* inter_out = nullptr;  // runs in place on recvbuf (its receive side must allow that)
     RecvChannel* inter_in = nullptr;

@@ -241,9 +241,11 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
         // The node's ring of the hierarchical allreduce runs at shared
         // memory's segment size over chunks of 1/lanes of the vector.
         const int lanes = ctx.topology().lanes();
+        // (A node of one rank has no node ring.)
+        const bool alone = ctx.topology().local_size(ctx.rank()) < 2;
         p.hier = kind == Collective::allreduce && ctx.hier_ready() && ctx.inboxes_held() &&
-                 shm_slots_fit(*ctx.next_inbox(), count, lanes, esz, rt.config().shm_segment_bytes()) &&
-                 shm_slots_fit(*ctx.inbox(), count, lanes, esz, rt.config().shm_segment_bytes());
+                 (alone || (shm_slots_fit(*ctx.next_inbox(), count, lanes, esz, rt.config().shm_segment_bytes()) &&
+                            shm_slots_fit(*ctx.inbox(), count, lanes, esz, rt.config().shm_segment_bytes())));
         // Without the network only a ring whose every hop is in shared
         // memory runs (UCX is a reason for the network's hops only).
         if (!ctx.network_ready() && !(p.shm && ctx.all_hops_shm()))

@@ -286,16 +286,18 @@ void IpcHierarchicalRun::account() const {
 HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
                                  DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt,
                                  bool halving_doubling)
-    : local_out_(*ctx.next_inbox(), ctx.topology().local_next(ctx.rank())),
-      local_in_(*ctx.inbox(), ctx.topology().local_prev(ctx.rank()), ctx.local_prev_pid(), type, op),
-      engine_(type, op, ctx.scratch()),
+    : engine_(type, op, ctx.scratch()),
       inter_(net),
       halving_doubling_(halving_doubling) {
     HierarchicalLinks h;
     h.local = ctx.local_peers();
     h.lanes = ctx.topology().lanes();
-    h.local_out = &local_out_;
-    h.local_in = &local_in_;
+    if (h.local.size > 1) {  // a node of one rank has no node ring
+        if (!ctx.inbox() || !ctx.next_inbox()) return;  // not valid
+        h.local_out = &local_out_.emplace(*ctx.next_inbox(), ctx.topology().local_next(ctx.rank()));
+        h.local_in = &local_in_.emplace(*ctx.inbox(), ctx.topology().local_prev(ctx.rank()), ctx.local_prev_pid(),
+                                        type, op);
+    }
     if (halving_doubling && !ctx.halving_doubling_ready()) return;
     if (h.lane() >= 0) {  // else its node's ring is all this rank runs
         h.inter = ctx.inter_peers();
@@ -314,7 +316,7 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
 }
 
 void HierarchicalRun::account() const {
-    count_bytes(local_out_);
+    if (local_out_) count_bytes(*local_out_);
     if (partners_) {
         if (const SendChannel* out = partners_->out()) count_bytes(out->kind(), partners_->bytes_sent());
     } else if (const SendChannel* out = inter_.out()) {

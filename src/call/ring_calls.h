@@ -99,8 +99,8 @@ public:
     void account() const override;
 
 private:
-    ShmSendChannel local_out_;
-    ShmRecvChannel local_in_;
+    std::optional<ShmSendChannel> local_out_;  // none on a node of one rank
+    std::optional<ShmRecvChannel> local_in_;
     HostEngine engine_;  // the phase across nodes runs in place
     NetHop inter_;       // the rings'
     std::optional<PartnerHops> partners_;  // the halving-doublings'

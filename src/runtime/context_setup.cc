@@ -82,7 +82,7 @@ void Runtime::probe_neighbour_memory(CommContext& ctx, const ShmInboxName& write
 // node (the last rank of a node sends over UCX); the hierarchical allreduce
 // also needs the hop that closes the node's ring, so that inbox is made
 // only when `for_hier`.  Every rank learns every flat hop's kind.  Returns
-// whether every rank mapped its local successor's inbox.  Collective.
+// whether every rank with company mapped its local successor's inbox.  Collective.
 bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
     const RingTopology& topo = ctx.topology();
     const int me = ctx.rank();
@@ -126,7 +126,7 @@ bool Runtime::connect_shm(CommContext& ctx, bool for_hier) {
     for (int r = 0; r < ctx.size(); ++r) {
         bool stays = topo.same_node(r, topo.next(r));
         hop_shm[size_t(topo.position(r))] = stays && opened_by_rank[size_t(r)];
-        every_local_hop = every_local_hop && opened_by_rank[size_t(r)];
+        every_local_hop = every_local_hop && (opened_by_rank[size_t(r)] || topo.local_size(r) < 2);
     }
     ctx.finish_shm(hop_shm, watchable_pid(all[size_t(topo.local_prev(me))]));
     const char* net = ctx.network() == CommContext::Net::ucx   ? "over UCX"
@@ -275,8 +275,9 @@ RingOptions inter_ring_options(const Config& cfg, CommContext::Net net) {
 
 }  // namespace
 
-// The hierarchical allreduce needs nodes with company (2 ranks or more,
-// not necessarily as many on each), the node rings in shared memory and,
+// The hierarchical allreduce needs a node with company (2 ranks or more;
+// nodes of different sizes cross in lanes, algo/topology.h), the node
+// rings in shared memory and,
 // for each rank that carries a lane (algo/topology.h), endpoints to its
 // lane on the neighbouring nodes, on every rank; NEXAR_ALGORITHM=auto then
 // times the channels (decide/cost_probe.h).  Collective.
@@ -633,7 +634,7 @@ CommContext* Runtime::context_for(MPI_Comm comm, std::string* error) {
             NEXAR_INFO("communicator context %u spans %d nodes and has no network (NEXAR_NET=%s): its calls pass "
                        "through to MPI", id, t.nodes(), net_setting_name(config_.net));
         } else if (config_.host_buffers && config_.shm) {
-            bool for_hier = ctx->network_ready() && t.nodes() >= 2 && t.min_ranks_per_node() >= 2 &&
+            bool for_hier = ctx->network_ready() && t.nodes() >= 2 && t.max_ranks_per_node() >= 2 &&
                             config_.algorithm != Algorithm::ring;
             ctx->want_shm(for_hier);
             if (for_hier)

@@ -14,9 +14,9 @@
 #   - MPI_Reduce_scatter and MPI_Allgather by node (against PMPI and a
 #     local reference);
 #   - the hierarchical allreduce (NEXAR_ALGORITHM=hier) by slot and by
-#     node, on nodes of different sizes (3 + 2, 2 + 3 + 2: in lanes), the
-#     flat ring standing in where a node holds one rank, and the cost
-#     model's choice (auto);
+#     node, on nodes of different sizes (3 + 2, 2 + 3 + 2: in lanes; 2 + 1:
+#     one lane, a node without a node ring), and the cost model's choice
+#     (auto);
 #   - the same over the MPI's own point-to-point (NEXAR_NET=mpi, as where
 #     UCX has no transport for the network): every collective on the flat
 #     ring, the hierarchical allreduce, nonblocking calls, device buffers
@@ -751,16 +751,19 @@ grep -aq "ranks passed different counts" "$log" || fail "no clear message for mi
 # a persistent call (pstall-node).  Rank 0's error is measured from the
 # moment the last of the node's ranks stopped (check_fault_report). ---
 node_faults
-# --- Three nodes, one rank each; then 2 + 1 ranks, where the hierarchical
-# allreduce cannot run (a node of one rank has no node ring) and the flat
-# ring serves. ---
+# --- Three nodes, one rank each; then 2 + 1 ranks: the hierarchical
+# allreduce in one lane, the node of one rank without a node ring (its
+# rank sends nothing through shared memory). ---
 up 3
 check_run 3 --ppn 1 -- --cases 200 --max-count 5000 --big-every 50 --seed 35
 check_bytes "$log" shm_bytes zero; check_bytes "$log" ucx_bytes nonzero
 algorithm=hier
 check_run 3 --hosts 0:2,1:1 -- --cases 120 --max-count 4000 --big-every 40 --seed 39
-check_bytes "$log" hier_calls zero
-grep -aq "hierarchical allreduce ready" "$log" && fail "2 + 1 ranks: the hierarchical allreduce was set up"
+check_bytes "$log" hier_calls nonzero
+expect_bytes 2 shm_bytes zero
+expect_bytes 2 ucx_bytes nonzero
+grep -aq "2 nodes of 1-2 ranks, 1 lane; hierarchical allreduce ready" "$log" ||
+    fail "2 + 1 ranks: no word of the hierarchical allreduce in one lane"
 algorithm=ring
 
 # --- Nothing is left. ---

@@ -820,7 +820,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
     const bool halving = variant == Variant::hier_rhd;
     const bool hier = variant == Variant::hier || halving;
     if (hier) {
-        ASSERT_TRUE(topo.nodes() >= 2 && topo.min_ranks_per_node() >= 2);
+        ASSERT_TRUE(topo.nodes() >= 2 && topo.max_ranks_per_node() >= 2);
     }
     std::vector<T> want = expected<T>(n, count, type, op);
     std::vector<std::vector<T>> out(n);
@@ -911,8 +911,13 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                     HostEngine engine(type, op, scratch);
                     UcxEndpoint* from = ep_prev ? ep_prev.get() : ep_next.get();
                     if (hier) {
-                        ShmSendChannel local_out(*next_inbox, topo.local_next(r));
-                        ShmRecvChannel local_in(*inbox, topo.local_prev(r), getpid(), type, op);
+                        // A node of one rank has no node ring.
+                        std::optional<ShmSendChannel> local_out;
+                        std::optional<ShmRecvChannel> local_in;
+                        if (local_ring) {
+                            local_out.emplace(*next_inbox, topo.local_next(r));
+                            local_in.emplace(*inbox, topo.local_prev(r), getpid(), type, op);
+                        }
                         std::optional<UcxSendChannel> inter_out;
                         std::optional<UcxRecvChannel> inter_in;
                         HierarchicalLinks h;
@@ -923,8 +928,8 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         h.local.prev_rank = topo.local_prev(r);
                         h.local.send_tag_id = 200 + uint32_t(topo.local_next(r));
                         h.local.recv_tag_id = 200 + uint32_t(r);
-                        h.local_out = &local_out;
-                        h.local_in = &local_in;
+                        h.local_out = local_out ? &*local_out : nullptr;
+                        h.local_in = local_in ? &*local_in : nullptr;
                         ASSERT_EQ(h.lane(), topo.lane(r));
                         if (lane) {
                             h.inter.position = topo.node(r);
@@ -945,7 +950,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         inter_opt.segment_bytes = 2 * segment_bytes;
                         res.status = hierarchical_allreduce(h, uint32_t(c) * 8, pieces, src, out[r].data(), count,
                                                             type, opt, inter_opt, &res.error);
-                        bytes[r].shm += local_out.bytes_sent();
+                        bytes[r].shm += local_out ? local_out->bytes_sent() : 0;
                         bytes[r].ucx += (inter_out ? inter_out->bytes_sent() : 0) + partner_links.bytes_sent();
                         continue;
                     }
@@ -1177,6 +1182,8 @@ TEST(HierarchicalAllreduce, UnevenNodes) {
         {0, 1, 0, 1, 0},        // 3 + 2 by node
         {0, 0, 1, 1, 1, 2, 2},  // 2 + 3 + 2
         {0, 0, 0, 0, 1, 1},     // 4 + 2: half of node 0 carries no lane
+        {0, 0, 1},              // 2 + 1: one lane, node 1 has no node ring
+        {0, 1, 2, 0, 0, 2},     // 3 + 1 + 2 by node
     };
     for (const auto& placement : placements)
         for (size_t count : {0, 1, 2, 5, 11, 1009, 30001}) {
@@ -1189,28 +1196,35 @@ TEST(HierarchicalAllreduce, UnevenNodes) {
     check_topology_allreduce<float>({0, 1, 2, 0, 1, 2, 1}, 100003, DataType::f32, ReduceOp::sum, false, 64 * 1024, 4,
                                     1, nullptr, Variant::hier);
     // The halving-doubling across 3 nodes (a fold) in each lane.
-    for (size_t count : {0, 1, 5, 1009, 30001})
+    for (size_t count : {0, 1, 5, 1009, 30001}) {
         check_topology_allreduce<int32_t>({0, 0, 1, 1, 1, 2, 2}, count, DataType::i32, ReduceOp::sum, count % 2 == 0,
                                           1024, 4, 2, nullptr, Variant::hier_rhd);
+        check_topology_allreduce<int32_t>({0, 0, 1, 2, 2, 2}, count, DataType::i32, ReduceOp::sum, count % 2 == 1,
+                                          1024, 4, 2, nullptr, Variant::hier_rhd);
+    }
     // The bytes: each node's link carries 2(P-1)/P of the buffer in all,
     // split over the lanes; a node's ring carries each chunk L-1 hops each
     // way, 2(L-1) S in all on a node of L ranks.
-    std::vector<HopBytes> sent;
+    // 3 + 2: 2 lanes; 2 + 1: one lane, node 1's rank carries it alone.
     const size_t count = 40000, bytes = count * 4;
-    const std::vector<int> nodes = {0, 0, 0, 1, 1};
-    check_topology_allreduce<int32_t>(nodes, count, DataType::i32, ReduceOp::sum, false, 4096, 4, 1, &sent,
-                                      Variant::hier);
-    const RingTopology topo(nodes);
-    std::vector<uint64_t> shm_by_node(2), ucx_by_node(2);
-    for (int r = 0; r < 5; ++r) {
-        EXPECT_EQ(sent[size_t(r)].ucx, topo.lane(r) < 0 ? 0 : 2 * 1 * (bytes / 2) / 2) << "rank " << r;
-        shm_by_node[size_t(topo.node(r))] += sent[size_t(r)].shm;
-        ucx_by_node[size_t(topo.node(r))] += sent[size_t(r)].ucx;
+    for (const std::vector<int>& nodes : {std::vector<int>{0, 0, 0, 1, 1}, std::vector<int>{0, 0, 1}}) {
+        SCOPED_TRACE(placement_name(nodes));
+        std::vector<HopBytes> sent;
+        check_topology_allreduce<int32_t>(nodes, count, DataType::i32, ReduceOp::sum, false, 4096, 4, 1, &sent,
+                                          Variant::hier);
+        const RingTopology topo(nodes);
+        std::vector<uint64_t> shm_by_node(2), ucx_by_node(2);
+        for (int r = 0; r < topo.size(); ++r) {
+            EXPECT_EQ(sent[size_t(r)].ucx, topo.lane(r) < 0 ? 0 : 2 * 1 * (bytes / topo.lanes()) / 2) << "rank " << r;
+            shm_by_node[size_t(topo.node(r))] += sent[size_t(r)].shm;
+            ucx_by_node[size_t(topo.node(r))] += sent[size_t(r)].ucx;
+        }
+        for (int node = 0; node < 2; ++node) {
+            const int L = topo.local_size(topo.lane_rank(node, 0));
+            EXPECT_EQ(shm_by_node[size_t(node)], 2 * size_t(L - 1) * bytes) << "node " << node;
+            EXPECT_EQ(ucx_by_node[size_t(node)], bytes) << "node " << node;  // 2(P-1)/P S
+        }
     }
-    EXPECT_EQ(shm_by_node[0], 2 * 2 * bytes);
-    EXPECT_EQ(shm_by_node[1], 2 * 1 * bytes);
-    EXPECT_EQ(ucx_by_node[0], bytes);  // 2(P-1)/P S
-    EXPECT_EQ(ucx_by_node[1], bytes);
 }
 
 // The phase across nodes on the halving-doubling (algo/halving_doubling.h):
@@ -1519,7 +1533,8 @@ TEST(CostModel, UnevenNodes) {
 // largest segment of every piece's ring, at every lane.
 TEST(HierarchicalAllreduce, SlotBytesCoverEveryPiece) {
     for (const std::vector<int>& nodes : {std::vector<int>{0, 0, 1, 1}, std::vector<int>{0, 1, 2, 0, 1, 2},
-                                          std::vector<int>{0, 0, 0, 1, 1, 1}, std::vector<int>{0, 0, 0, 1, 1}})
+                                          std::vector<int>{0, 0, 0, 1, 1, 1}, std::vector<int>{0, 0, 0, 1, 1},
+                                          std::vector<int>{0, 0, 1}})
         for (size_t count : {1, 7, 100, 4097, 1000003, 50000000})
             for (size_t seg : {256, 4096, 1 << 20}) {
                 RingTopology topo(nodes);
