@@ -125,7 +125,8 @@ void HierarchicalOperation::start_steps() {
         ++next_local_;
         if (step.gather) continue;
         const Span piece = chunk_span(count_, pieces_, step.piece);
-        if (send_ != recv_) memcpy(recv_ + piece.offset * esz_, send_ + piece.offset * esz_, piece.count * esz_);
+        if (send_ != recv_ && piece.count)
+            memcpy(recv_ + piece.offset * esz_, send_ + piece.offset * esz_, piece.count * esz_);
         scattered_[step.piece] = true;
     }
     if (l_.local.size > 1 && !local_ && next_local_ < 2 * pieces_) {

@@ -119,13 +119,15 @@ private:
     void note_heard();
     Status fail(Status s);
     // The node's ring runs (local_gather_ is set before it starts) an
-    // allgather on a rank that carries no lane.  It starts right after the piece's scatter, and its first
-    // message comes only once the carriers' whole phase across nodes for
-    // that piece is over: no timeout until then (patient_start).  A
-    // carrier that fails breaks the node's ring (its channels' abort),
-    // which check_stall's peer check sees; a stalled one leaves a carrier
-    // further round the node's ring, on the clock, timing out.
-    bool laneless_gather() const { return lane_ < 0 && local_gather_; }
+    // allgather on a rank that carries no lane.  It starts right after the
+    // piece's scatter, and its first message comes only once the carriers'
+    // whole phase across nodes for that piece is over: no timeout until
+    // then (patient_start).  A carrier that fails breaks the node's ring
+    // (its channels' abort), which check_stall's peer check sees; a
+    // stalled one leaves another carrier further round the node's ring, on
+    // the clock, timing out.  With one lane (a node of one rank) there is
+    // no other carrier: the wait stays on the clock, as a carrier's own.
+    bool laneless_gather() const { return lane_ < 0 && local_gather_ && l_.lane_count() >= 2; }
 
     HierarchicalLinks l_;
     uint32_t first_sequence_;
