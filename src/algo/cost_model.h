@@ -185,11 +185,6 @@ inline double channel_ring_seconds(const ChannelCost& c, double bytes, int ranks
     return 2 * (n - 1) * c.alpha_s + 2 * (n - 1) / n * bytes / c.bytes_per_s;
 }
 
-inline bool hierarchical_is_faster(const CostModel& m, double bytes, int nodes, int ranks_per_node, int pieces) {
-    return hierarchical_seconds(m, bytes, nodes, ranks_per_node, pieces) <
-           flat_ring_seconds(m, bytes, nodes, ranks_per_node);
-}
-
 // Where a communicator's ranks sit, as the model prices it: `ranks` on
 // `nodes` nodes, the largest node's `largest`, and the hierarchical
 // allreduce's `lanes` (the smallest node's count; algo/topology.h).
@@ -198,10 +193,13 @@ struct NodeShape {
     static NodeShape uniform(int nodes, int per_node) { return NodeShape{nodes, nodes * per_node, per_node, per_node}; }
 };
 
-// The same on any shape: the hierarchical ring against the flat ring.
+// The hierarchical allreduce against the flat ring.
 inline bool hierarchical_is_faster(const CostModel& m, double bytes, const NodeShape& shape, int pieces) {
     return hierarchical_seconds(m, bytes, shape.nodes, shape.largest, pieces, shape.lanes) <
            ring_seconds(m, bytes, shape.ranks, shape.nodes);
+}
+inline bool hierarchical_is_faster(const CostModel& m, double bytes, int nodes, int ranks_per_node, int pieces) {
+    return hierarchical_is_faster(m, bytes, NodeShape::uniform(nodes, ranks_per_node), pieces);
 }
 
 // The schedules the model compares, in the order that breaks its ties.

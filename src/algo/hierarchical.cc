@@ -107,10 +107,14 @@ HierarchicalOperation::HierarchicalOperation(const HierarchicalLinks& links, uin
                                              const RingOptions& local_options, const RingOptions& inter_options)
     : l_(links), first_sequence_(first_sequence), pieces_(pieces), count_(count), esz_(datatype_size(type)),
       send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)), type_(type),
-      local_options_(local_options), patient_local_options_(local_options), inter_options_(inter_options),
-      lane_(links.lane()) {
+      local_options_(local_options), inter_options_(inter_options), lane_(links.lane()) {
     if (lane_ < 0) next_inter_ = pieces_;  // nothing of this rank's crosses the network
-    patient_local_options_.patient_start = true;
+}
+
+RingOptions HierarchicalOperation::node_step_options() const {
+    RingOptions o = local_options_;
+    o.patient_start = o.patient_start || laneless_gather();
+    return o;
 }
 
 // Starts the node's next step and the next ring across nodes where their
@@ -142,7 +146,7 @@ void HierarchicalOperation::start_steps() {
             local_.emplace(l_.local, first_sequence_ + uint32_t(step.piece), step.gather ? recv_ + off : send_ + off,
                            recv_ + off,
                            ChunkLayout::shares(piece.count, size_t(l_.local.size), size_t(l_.lane_count())), type_,
-                           laneless_gather() ? patient_local_options_ : local_options_, *l_.local_out, *l_.local_in,
+                           node_step_options(), *l_.local_out, *l_.local_in,
                            step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
         }
     }
@@ -171,7 +175,6 @@ void HierarchicalOperation::note_heard() {
 // The node's ring's channels are broken even between its steps: that is
 // how its ranks waiting without a clock (laneless_gather) learn of it.
 Status HierarchicalOperation::fail(Status s) {
-    if (local_) local_->abort();
     if (l_.local_out) l_.local_out->abort();
     if (l_.local_in) l_.local_in->abort();
     inter_.abort();

@@ -128,6 +128,8 @@ private:
     // the clock, timing out.  With one lane (a node of one rank) there is
     // no other carrier: the wait stays on the clock, as a carrier's own.
     bool laneless_gather() const { return lane_ < 0 && local_gather_ && l_.lane_count() >= 2; }
+    // The node step's options: local_options_, patient where laneless_gather().
+    RingOptions node_step_options() const;
 
     HierarchicalLinks l_;
     uint32_t first_sequence_;
@@ -135,7 +137,7 @@ private:
     const char* send_;
     char* recv_;
     DataType type_;
-    RingOptions local_options_, patient_local_options_, inter_options_;
+    RingOptions local_options_, inter_options_;
     std::array<bool, kMaxHierarchicalPieces> scattered_{}, crossed_{};
     int lane_;  // HierarchicalLinks::lane()
     size_t next_local_ = 0, next_inter_ = 0;

@@ -200,9 +200,9 @@ namespace {
 size_t halving_doubling_call_slot(const CommContext& ctx, Collective kind, size_t count, size_t esz,
                                   size_t segment_bytes) {
     if (!ctx.halving_doubling_ready()) return 0;
-    // With several ranks a node, the hierarchical allreduce's lanes (1/lanes of the vector each).
-    const size_t L = ctx.topology().max_ranks_per_node() > 1 ? size_t(ctx.topology().lanes()) : 1;
-    const size_t longest = kind == Collective::allreduce && L > 1 ? (count + L - 1) / L : count;
+    // An allreduce's lanes (the hierarchical allreduce's; 1 where every node holds one rank).
+    const size_t L = size_t(ctx.topology().lanes());
+    const size_t longest = kind == Collective::allreduce ? (count + L - 1) / L : count;
     return segment_bound(longest, segment_elems(segment_bytes, esz)) * esz;
 }
 }  // namespace

@@ -163,12 +163,12 @@ HalvingDoublingSchedule halving_doubling_schedule(const CommContext& ctx, size_t
     return HalvingDoublingSchedule(t.node(ctx.rank()), t.nodes(), count, part, blocks);
 }
 
-Status run_probe_halving_doubling(CommContext& ctx, float* buf, size_t count, const RingOptions& opt,
-                                  std::string* error) {
+Status run_probe_halving_doubling(CommContext& ctx, uint32_t sequence, float* buf, size_t count,
+                                  const RingOptions& opt, std::string* error) {
     const HalvingDoublingSchedule schedule = halving_doubling_schedule(ctx, count);
     HostEngine engine(DataType::f32, ReduceOp::sum, ctx.scratch());
     PartnerHops hops(ctx, ctx.network(), opt.depth, engine);
-    return halving_doubling_allreduce(schedule, hops, ctx.next_sequence(), buf, buf, DataType::f32, opt, error);
+    return halving_doubling_allreduce(schedule, hops, sequence, buf, buf, DataType::f32, opt, error);
 }
 
 Status run_probe_ring(CommContext& ctx, ProbeRing ring, CommContext::Net net, uint32_t sequence, float* buf,

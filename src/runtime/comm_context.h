@@ -470,7 +470,7 @@ Status run_probe_ring(CommContext& ctx, ProbeRing ring, CommContext::Net net, ui
                       size_t count, const RingOptions& opt, std::string* error);
 // The same with the halving-doubling (requires ctx.halving_doubling_ready()),
 // on ctx's network; the context's scratch must hold its slots.
-Status run_probe_halving_doubling(CommContext& ctx, float* buf, size_t count, const RingOptions& opt,
-                                  std::string* error);
+Status run_probe_halving_doubling(CommContext& ctx, uint32_t sequence, float* buf, size_t count,
+                                  const RingOptions& opt, std::string* error);
 
 }  // namespace nexar

@@ -238,9 +238,8 @@ public:
                                       opt.depth);
     }
     Status run(float* buf, size_t count, const RingOptions& opt, std::string* error) override {
-        if (takes_part()) return run_probe_halving_doubling(ctx_, buf, count, opt, error);
-        ctx_.next_sequence();  // the one that takes (InterRingProbe::takes_part)
-        return Status::ok;
+        const uint32_t sequence = ctx_.next_sequence();  // on every rank (InterRingProbe::takes_part)
+        return takes_part() ? run_probe_halving_doubling(ctx_, sequence, buf, count, opt, error) : Status::ok;
     }
     double messages() const override { return halving_doubling_terms(nodes()).messages; }
     double bytes_factor() const override { return halving_doubling_terms(nodes()).bytes_factor * lanes(); }
