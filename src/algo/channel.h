@@ -31,6 +31,19 @@ inline const char* channel_kind_name(ChannelKind k) {
     return k == ChannelKind::shm ? "shared memory" : k == ChannelKind::ucx ? "UCX" : "the MPI's point-to-point";
 }
 
+// The slots of its scratch (receive slots, request records) that a
+// channel's messages in flight take: base .. base+depth-1 (message i takes
+// base + i % depth).  A depth alone is slots 0 .. depth-1, as a ring's
+// channels take them; channels that run at once on one scratch take
+// disjoint banks (the halving-doubling's overlapping exchanges,
+// algo/halving_doubling.h).
+struct SlotBank {
+    SlotBank(uint32_t depth_, uint32_t base_ = 0) : depth(depth_ ? depth_ : 1), base(base_) {}  // NOLINT: a depth is a bank
+    uint32_t slot(size_t message) const { return base + uint32_t(message % depth); }
+    uint32_t depth;
+    uint32_t base;
+};
+
 // The next message a rank sends: `bytes` at `src`, tagged `tag`
 // (algo/tag.h), bytes [offset, offset + bytes) of the operation's
 // result (src may lie outside recvbuf: an allgather's own block is sent

@@ -117,17 +117,25 @@ bool halving_doubling_arguments_valid(const HalvingDoublingSchedule& schedule, c
     return schedule.valid() && options.depth >= 1 && options.depth <= kMaxRingDepth;
 }
 
+int exchange_banks(uint32_t depth) { return depth >= 2 ? 2 : 1; }
+
+SlotBank exchange_slots(uint32_t depth, int bank) {
+    if (exchange_banks(depth) == 1) return SlotBank(depth);
+    const uint32_t half = depth / 2;
+    return bank == 0 ? SlotBank(half, 0) : SlotBank(depth - half, half);
+}
+
 HalvingDoublingOperation::HalvingDoublingOperation(const HalvingDoublingSchedule& schedule, ExchangeLinks& links,
                                                    uint32_t sequence, const void* sendbuf, void* recvbuf,
                                                    DataType type, const RingOptions& options)
     : schedule_(schedule), links_(links), seq_(sequence), send_(static_cast<const char*>(sendbuf)),
       recv_(static_cast<char*>(recvbuf)), esz_(datatype_size(type)),
-      seg_elems_(segment_elems(options.segment_bytes, esz_)), opt_(options), in_recv_(send_ == recv_) {
+      seg_elems_(segment_elems(options.segment_bytes, esz_)), opt_(options), banks_(exchange_banks(options.depth)) {
     finished_ = schedule_.steps() == 0;
 }
 
-uint64_t HalvingDoublingOperation::tag(uint32_t tag_id, size_t segment) const {
-    const ExchangeStep& s = schedule_.step(step_);
+uint64_t HalvingDoublingOperation::tag(const Exchange& e, uint32_t tag_id, size_t segment) const {
+    const ExchangeStep& s = schedule_.step(e.step);
     TagFields f;
     f.context_id = tag_id;
     f.sequence = seq_;
@@ -137,22 +145,41 @@ uint64_t HalvingDoublingOperation::tag(uint32_t tag_id, size_t segment) const {
     return pack_tag(f);
 }
 
-Status HalvingDoublingOperation::begin_step(std::string* error) {
-    const ExchangeStep& s = schedule_.step(step_);
-    send_segments_ = segment_count(s.send.count, seg_elems_);
-    recv_segments_ = segment_count(s.recv.count, seg_elems_);
-    sent_ = posted_ = 0;
-    link_ = links_.open(s.link);
-    if (!link_.out || !link_.in) {
-        link_ = ExchangeLink();
+Status HalvingDoublingOperation::open(Exchange& e, size_t step, std::string* error) {
+    const ExchangeStep& s = schedule_.step(step);
+    e = Exchange();
+    e.step = step;
+    e.send_segments = segment_count(s.send.count, seg_elems_);
+    e.recv_segments = segment_count(s.recv.count, seg_elems_);
+    // What a reduction left lies in recvbuf: the steps after it read there.
+    bool in_recv = send_ == recv_;
+    for (size_t i = 0; i < step; ++i) in_recv = in_recv || schedule_.step(i).reduce;
+    e.src = in_recv ? recv_ : send_;
+    e.link = links_.open(s.link, int(step % size_t(banks_)));
+    ++opened_;
+    if (!e.link.out || !e.link.in) {
+        e.link = ExchangeLink();
         *error = "no channel to the halving-doubling partner at position " +
                  std::to_string(schedule_.link_partner(s.link));
-        return Status::invalid_argument;
+        return fail(Status::invalid_argument);
     }
-    link_.out->begin_operation(seq_);
-    link_.in->begin_operation(seq_, recv_, schedule_.count() * esz_);
-    recv_base_ = link_.in->done();
+    e.active = true;
+    e.link.out->begin_operation(seq_);
+    e.link.in->begin_operation(seq_, recv_, schedule_.count() * esz_);
+    e.recv_base = e.link.in->done();
     return Status::ok;
+}
+
+bool HalvingDoublingOperation::ready(const Exchange* earlier, const Span& span) const {
+    if (!earlier) return true;
+    const Span& range = schedule_.step(earlier->step).recv;
+    const size_t lo = std::max(span.offset, range.offset);
+    const size_t hi = std::min(span.offset + span.count, range.offset + range.count);
+    if (lo >= hi) return true;  // outside it: final since the exchanges before earlier
+    const size_t done = earlier->received();
+    if (done == 0) return false;
+    const Span last = segment_span(range, earlier->recv_segments, done - 1);
+    return hi <= last.offset + last.count;
 }
 
 Status HalvingDoublingOperation::fail(Status s) {
@@ -161,46 +188,52 @@ Status HalvingDoublingOperation::fail(Status s) {
 }
 
 void HalvingDoublingOperation::abort() {
-    if (finished_ || !link_.out) return;
-    link_.out->abort();
-    link_.in->abort();
+    for (Exchange* e : {&current_, &next_}) {
+        if (!e->active) continue;
+        e->link.out->abort();
+        e->link.in->abort();
+        e->active = false;
+    }
 }
 
-Status HalvingDoublingOperation::post_receives(std::string* error) {
-    const ExchangeStep& s = schedule_.step(step_);
-    while (posted_ < recv_segments_) {
-        const Span span = segment_span(s.recv, recv_segments_, posted_);
+Status HalvingDoublingOperation::post_receives(Exchange& e, const Exchange* earlier, std::string* error) {
+    const ExchangeStep& s = schedule_.step(e.step);
+    while (e.posted < e.recv_segments) {
+        const Span span = segment_span(s.recv, e.recv_segments, e.posted);
+        // A reduction reads what the earlier exchange left there.
+        if (!ready(earlier, span)) break;
         const size_t off = span.offset * esz_;
         Arrival a;
         a.place = recv_ + off;
-        a.input = (in_recv_ ? recv_ : send_) + off;
+        a.input = e.src + off;
         a.count = span.count;
         a.bytes = span.count * esz_;
-        a.tag = tag(link_.recv_tag_id, posted_);
+        a.tag = tag(e, e.link.recv_tag_id, e.posted);
         a.reduce = s.reduce;
         bool posted = false;
-        Status st = link_.in->post(a, &posted, error);
+        Status st = e.link.in->post(a, &posted, error);
         if (!ok(st)) return fail(st);
         if (!posted) break;
-        ++posted_;
+        ++e.posted;
     }
     return Status::ok;
 }
 
-Status HalvingDoublingOperation::start_sends(bool* moved, std::string* error) {
-    const ExchangeStep& s = schedule_.step(step_);
-    while (sent_ < send_segments_) {
-        const Span span = segment_span(s.send, send_segments_, sent_);
+Status HalvingDoublingOperation::start_sends(Exchange& e, const Exchange* earlier, bool* moved, std::string* error) {
+    const ExchangeStep& s = schedule_.step(e.step);
+    while (e.sent < e.send_segments) {
+        const Span span = segment_span(s.send, e.send_segments, e.sent);
+        if (!ready(earlier, span)) break;
         Departure d;
         d.offset = span.offset * esz_;
         d.bytes = span.count * esz_;
-        d.src = (in_recv_ ? recv_ : send_) + d.offset;
-        d.tag = tag(link_.send_tag_id, sent_);
+        d.src = e.src + d.offset;
+        d.tag = tag(e, e.link.send_tag_id, e.sent);
         bool started = false;
-        Status st = link_.out->start(d, &started, error);
+        Status st = e.link.out->start(d, &started, error);
         if (!ok(st)) return fail(st);
         if (!started) break;
-        ++sent_;
+        ++e.sent;
         *moved = true;
     }
     return Status::ok;
@@ -210,42 +243,58 @@ Status HalvingDoublingOperation::poll(bool* moved, std::string* error) {
     Status s;
     if (!started_ && !finished_) {
         started_ = true;
-        if (!ok(s = begin_step(error))) return s;
+        if (!ok(s = open(current_, 0, error))) return s;
     }
     while (!finished_) {
-        if (!ok(s = post_receives(error)) || !ok(s = start_sends(moved, error))) return s;
-        const ExchangeLink& l = link_;
-        if (!ok(s = l.out->progress(moved, error)) || !ok(s = l.in->progress(moved, error))) return fail(s);
-        const size_t received = l.in->done() - recv_base_;
-        heard_ = heard_ || received > 0;
-        if (sent_ < send_segments_ || received < recv_segments_ || !l.out->drained() || !l.in->drained())
-            return Status::ok;
-        if (!ok(s = l.out->finish(error)) || !ok(s = l.in->finish(error))) return fail(s);
-        // What a reduction left lies in recvbuf: the next steps send from there.
-        in_recv_ = in_recv_ || schedule_.step(step_).reduce;
+        // The next exchange joins the current one where its partner differs
+        // and there is a second bank of slots for it.
+        if (!next_.active && opened_ < schedule_.steps() && banks_ > 1 &&
+            schedule_.step(opened_).link != schedule_.step(current_.step).link &&
+            !ok(s = open(next_, opened_, error)))
+            return s;
+        for (Exchange* e : {&current_, &next_}) {
+            if (!e->active) continue;
+            const Exchange* earlier = e == &next_ ? &current_ : nullptr;
+            if (!ok(s = post_receives(*e, earlier, error)) || !ok(s = start_sends(*e, earlier, moved, error)))
+                return s;
+            if (!ok(s = e->link.out->progress(moved, error)) || !ok(s = e->link.in->progress(moved, error)))
+                return fail(s);
+            heard_ = heard_ || e->received() > 0;
+        }
+        if (!current_.complete()) return Status::ok;
+        if (!ok(s = current_.link.out->finish(error)) || !ok(s = current_.link.in->finish(error))) return fail(s);
         *moved = true;
-        if (++step_ == schedule_.steps()) finished_ = true;
-        else if (!ok(s = begin_step(error))) return s;
+        current_.active = false;
+        if (next_.active) {
+            current_ = next_;
+            next_.active = false;
+        } else if (opened_ < schedule_.steps()) {
+            if (!ok(s = open(current_, opened_, error))) return s;
+        } else {
+            finished_ = true;
+        }
     }
     return Status::ok;
 }
 
 Status HalvingDoublingOperation::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
-    if (finished_ || !link_.out) return Status::ok;
-    const ExchangeLink& l = link_;
-    Status s = l.in->check_peer(error);
-    if (ok(s)) s = l.out->check_peer(error);
-    if (!ok(s)) return fail(s);
+    if (finished_ || !current_.active) return Status::ok;
+    for (Exchange* e : {&current_, &next_}) {
+        if (!e->active) continue;
+        Status s = e->link.in->check_peer(error);
+        if (ok(s)) s = e->link.out->check_peer(error);
+        if (!ok(s)) return fail(s);
+    }
     if (opt_.timeout_s <= 0 || (opt_.patient_start && !heard_)) return Status::ok;
     const double idle_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - idle_since).count();
     if (idle_s <= opt_.timeout_s) return Status::ok;
+    const Exchange& e = current_;
     char buf[512];
     snprintf(buf, sizeof buf,
              "no progress for %.1f s (NEXAR_TIMEOUT_S): waiting on rank %d (%s) in exchange %zu of %zu of the "
              "halving-doubling %s (received %zu of %zu, sent %zu of %zu of its segment messages)",
-             idle_s, l.rank, channel_kind_name(l.in->kind()), step_ + 1, schedule_.steps(),
-             collective_name(schedule_.part()),
-             l.in->done() - recv_base_, recv_segments_, sent_, send_segments_);
+             idle_s, e.link.rank, channel_kind_name(e.link.in->kind()), e.step + 1, schedule_.steps(),
+             collective_name(schedule_.part()), e.received(), e.recv_segments, e.sent, e.send_segments);
     *error = buf;
     return fail(Status::timeout);
 }

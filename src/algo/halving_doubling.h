@@ -24,10 +24,21 @@
 // on both sides.
 //
 // Every exchange is cut into segments (RingOptions::segment_bytes) that
-// stream with up to `depth` in flight, as the ring's do.  A step starts
-// once the step before it has finished both ways (nothing of it is in
-// flight): its input is what that step reduced.  Each partner is a link,
-// whose channels the caller opens at the start of each exchange with that
+// stream as the ring's do.  Two exchanges with different partners overlap:
+// the next one starts while the one before it still runs, and each of its
+// segments goes (is sent, or its receive is posted) as soon as the part of
+// the earlier exchange's receives that it covers has arrived and been
+// reduced (receives complete in order, so that part is a prefix of the
+// earlier exchange's range); segments outside that range go at once.  So a
+// step's link does not idle while the step before it waits for its last
+// segments (a partner that runs late, the round trip of the last message).
+// Only two run at once: an exchange starts once every one before the one
+// it follows has finished, and one with the same partner as the exchange
+// before it (the last halving and first doubling step; the folded-out
+// rank's two) waits for it to finish.  The two take disjoint banks of the
+// scratch's slots (exchange_slots: each half the depth; with depth 1
+// exchanges run one after the other).  Each partner is a link, whose
+// channels the caller opens at the start of each exchange with that
 // partner (ExchangeLinks): they may be the same channels each time or new
 // ones.  A partner's halving step comes before its doubling step on both
 // sides, so a transport that matches a stream's messages in order (the
@@ -140,14 +151,23 @@ struct ExchangeLink {
     uint32_t recv_tag_id = 0;  // this rank's
 };
 
-// Where the operation gets its links' channels: open(link) at the start of
-// each exchange with that link's partner (HalvingDoublingSchedule::
-// link_partner).  The channels stay valid until the next open() or the
-// operation's end; null ones fail the operation (no way to that partner).
+// How many exchanges run at once with `depth` segments in flight (two, on
+// half the depth each, from depth 2), and the slots exchange `bank` of
+// them takes (bank 0: the first half; bank 1: the rest).
+int exchange_banks(uint32_t depth);
+SlotBank exchange_slots(uint32_t depth, int bank);
+
+// Where the operation gets its links' channels: open(link, bank) at the
+// start of each exchange with that link's partner (HalvingDoublingSchedule::
+// link_partner), whose messages take slot bank `bank` (exchange_slots of
+// the operation's depth) of the scratch they use.  The channels stay valid
+// until the next open() of the same bank or the operation's end (the other
+// bank's exchange may still run meanwhile); null ones fail the operation
+// (no way to that partner).
 class ExchangeLinks {
 public:
     virtual ~ExchangeLinks() = default;
-    virtual ExchangeLink open(int link) = 0;
+    virtual ExchangeLink open(int link, int bank) = 0;
 };
 
 // The schedule's collective in flight, polled like a RingOperation.  The
@@ -169,25 +189,40 @@ public:
     void end_patience() { opt_.patient_start = false; }
 
 private:
-    Status begin_step(std::string* error);
-    Status post_receives(std::string* error);
-    Status start_sends(bool* moved, std::string* error);
+    // One exchange in flight: step `step` of the schedule on its link.
+    struct Exchange {
+        bool active = false;
+        size_t step = 0;
+        ExchangeLink link;
+        const char* src = nullptr;  // where its sends and reductions read this rank's data: recvbuf or sendbuf
+        size_t send_segments = 0, recv_segments = 0;
+        size_t sent = 0, posted = 0, recv_base = 0;
+        size_t received() const { return link.in->done() - recv_base; }
+        bool complete() const {
+            return sent == send_segments && received() == recv_segments && link.out->drained() && link.in->drained();
+        }
+    };
+    Status open(Exchange& e, size_t step, std::string* error);
+    // Whether the exchange that follows `earlier` may touch `span`: the
+    // part of earlier's receive range it covers has arrived (none:
+    // earlier is null).
+    bool ready(const Exchange* earlier, const Span& span) const;
+    Status post_receives(Exchange& e, const Exchange* earlier, std::string* error);
+    Status start_sends(Exchange& e, const Exchange* earlier, bool* moved, std::string* error);
     Status fail(Status s);
-    uint64_t tag(uint32_t tag_id, size_t segment) const;
+    uint64_t tag(const Exchange& e, uint32_t tag_id, size_t segment) const;
 
     const HalvingDoublingSchedule& schedule_;
     ExchangeLinks& links_;
-    ExchangeLink link_;  // the current exchange's
-    bool started_ = false;  // the first exchange has begun
+    Exchange current_, next_;  // the oldest exchange in flight, and the one after it
+    size_t opened_ = 0;        // exchanges opened so far
+    bool started_ = false;     // the first exchange has begun
     uint32_t seq_;
     const char* send_;
     char* recv_;
     size_t esz_, seg_elems_;
     RingOptions opt_;
-    size_t step_ = 0;
-    bool in_recv_;  // this rank's current range lies in recvbuf (else still in sendbuf)
-    size_t send_segments_ = 0, recv_segments_ = 0;  // of the step
-    size_t sent_ = 0, posted_ = 0, recv_base_ = 0;
+    int banks_;
     bool heard_ = false, finished_ = false;
 };
 

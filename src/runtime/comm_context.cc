@@ -112,27 +112,27 @@ void CommContext::finish_shm(const std::vector<int>& hop_shm, pid_t writer_pid) 
     note_inbox_bytes();
 }
 
-SendChannel* NetHop::send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, uint32_t depth, SegmentEngine& engine,
+SendChannel* NetHop::send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, SlotBank slots, SegmentEngine& engine,
                              bool drive_worker) {
     switch (net_) {
         case CommContext::Net::mpi:
-            return &mpi_out_.emplace(ctx.net_comm(), to_rank, ctx.net_tag_ub(), depth, ctx.scratch(), engine);
+            return &mpi_out_.emplace(ctx.net_comm(), to_rank, ctx.net_tag_ub(), slots, ctx.scratch(), engine);
         case CommContext::Net::ucx:
             if (!ctx.worker() || !to) return nullptr;
-            return &ucx_out_.emplace(*ctx.worker(), *to, to_rank, depth, ctx.scratch(), engine, drive_worker);
+            return &ucx_out_.emplace(*ctx.worker(), *to, to_rank, slots, ctx.scratch(), engine, drive_worker);
         case CommContext::Net::none: break;
     }
     return nullptr;
 }
 
-RecvChannel* NetHop::receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, uint32_t depth,
+RecvChannel* NetHop::receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, SlotBank slots,
                                   SegmentEngine& engine, pid_t pid) {
     switch (net_) {
         case CommContext::Net::mpi:
-            return &mpi_in_.emplace(ctx.net_comm(), from_rank, ctx.net_tag_ub(), depth, ctx.scratch(), engine, pid);
+            return &mpi_in_.emplace(ctx.net_comm(), from_rank, ctx.net_tag_ub(), slots, ctx.scratch(), engine, pid);
         case CommContext::Net::ucx:
             if (!ctx.worker()) return nullptr;
-            return &ucx_in_.emplace(*ctx.worker(), from, from_rank, depth, ctx.scratch(), engine, true, pid);
+            return &ucx_in_.emplace(*ctx.worker(), from, from_rank, slots, ctx.scratch(), engine, true, pid);
         case CommContext::Net::none: break;
     }
     return nullptr;
@@ -143,17 +143,26 @@ const SendChannel* NetHop::out() const {
     return ucx_out_ ? &*ucx_out_ : nullptr;
 }
 
-ExchangeLink PartnerHops::open(int link) {
-    if (hop_ && hop_->out()) earlier_bytes_ += hop_->out()->bytes_sent();
-    NetHop& hop = hop_.emplace(net_);
+uint64_t PartnerHops::bytes_sent() const {
+    uint64_t bytes = earlier_bytes_;
+    for (const std::optional<NetHop>& hop : hops_)
+        if (hop && hop->out()) bytes += hop->out()->bytes_sent();
+    return bytes;
+}
+
+ExchangeLink PartnerHops::open(int link, int bank) {
+    std::optional<NetHop>& bank_hop = hops_[bank];
+    if (bank_hop && bank_hop->out()) earlier_bytes_ += bank_hop->out()->bytes_sent();
+    NetHop& hop = bank_hop.emplace(net_);
+    const SlotBank slots = exchange_slots(depth_, bank);
     ExchangeLink l;
     const RingTopology& t = ctx_.topology();
     l.rank = t.lane_rank(partners_.link_partner(link), t.lane(ctx_.rank()));
     l.send_tag_id = ctx_.tag_id_of(l.rank);
     l.recv_tag_id = ctx_.id();
     // The receive side progresses the worker (UCX).
-    l.out = hop.send_to(ctx_, ctx_.partner(link), l.rank, depth_, engine_, false);
-    l.in = hop.receive_from(ctx_, ctx_.partner(link), l.rank, depth_, engine_, 0);
+    l.out = hop.send_to(ctx_, ctx_.partner(link), l.rank, slots, engine_, false);
+    l.in = hop.receive_from(ctx_, ctx_.partner(link), l.rank, slots, engine_, 0);
     return l;
 }
 

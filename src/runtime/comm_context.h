@@ -406,12 +406,13 @@ public:
     // drive_worker: the UCX send side progresses the worker (where its
     // receive side does not).  Null where the context has no network (or
     // no endpoint): the run is then not valid.
-    SendChannel* send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, uint32_t depth, SegmentEngine& engine,
+    // `slots`: the scratch's slots its messages take (a depth: 0 .. depth-1).
+    SendChannel* send_to(CommContext& ctx, UcxEndpoint* to, int to_rank, SlotBank slots, SegmentEngine& engine,
                          bool drive_worker);
     // From `from_rank` (`from`: its UCX endpoint, watched; `pid`: its
     // process where it shares this node, else 0).  Null where the context
     // has no network.
-    RecvChannel* receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, uint32_t depth,
+    RecvChannel* receive_from(CommContext& ctx, UcxEndpoint* from, int from_rank, SlotBank slots,
                               SegmentEngine& engine, pid_t pid);
     // The send side, once made (the bytes it sent, for the stats).
     const SendChannel* out() const;
@@ -434,8 +435,9 @@ HalvingDoublingSchedule halving_doubling_schedule(const CommContext& ctx, size_t
 
 // The network channels of a halving-doubling's exchanges on a context
 // (algo/halving_doubling.h, ExchangeLinks): each exchange gets a new pair
-// to its partner on network `net` (nothing of the exchange before is in
-// flight then), so one pair is held whatever the number of partners.  The
+// to its partner on network `net`, in place of the pair of the exchange
+// before it in its slot bank (finished then), so two pairs are held
+// whatever the number of partners.  The
 // schedule runs over the nodes, among the ranks of this rank's lane (one
 // rank a node: every rank; the hierarchical allreduce's phase across nodes
 // otherwise): its partners do not depend on the vector's length.
@@ -444,10 +446,10 @@ class PartnerHops final : public ExchangeLinks {
 public:
     PartnerHops(CommContext& ctx, CommContext::Net net, uint32_t depth, SegmentEngine& engine)
         : ctx_(ctx), net_(net), partners_(halving_doubling_schedule(ctx)), depth_(depth), engine_(engine) {}
-    ExchangeLink open(int link) override;
+    ExchangeLink open(int link, int bank) override;
     // What every exchange so far sent, and on which kind of channel (none: nothing opened).
-    uint64_t bytes_sent() const { return earlier_bytes_ + (hop_ && hop_->out() ? hop_->out()->bytes_sent() : 0); }
-    const SendChannel* out() const { return hop_ ? hop_->out() : nullptr; }
+    uint64_t bytes_sent() const;
+    const SendChannel* out() const { return hops_[0] ? hops_[0]->out() : nullptr; }
 
 private:
     CommContext& ctx_;
@@ -455,8 +457,8 @@ private:
     const HalvingDoublingSchedule partners_;
     const uint32_t depth_;
     SegmentEngine& engine_;
-    std::optional<NetHop> hop_;   // the current exchange's channels
-    uint64_t earlier_bytes_ = 0;  // sent by the exchanges before it
+    std::optional<NetHop> hops_[2];  // by slot bank: the latest exchange's channels
+    uint64_t earlier_bytes_ = 0;     // sent by the exchanges before them
 };
 
 // The rings that time the networks (decide/cost_probe.h, InterRingProbe):

@@ -78,7 +78,7 @@ Status MessageSendChannel::progress(bool* moved, std::string* error) {
 // After a failure: the port stops what is in flight, the engine's copies
 // end, and nothing of this channel's is in flight any more.
 void MessageSendChannel::abort() {
-    port_.abort(done_, posted_, depth_);
+    port_.abort(done_, posted_, bank_);
     engine_.drain();
     staged_ = done_ = posted_;
 }
@@ -132,7 +132,7 @@ Status MessageRecvChannel::progress(bool* moved, std::string* error) {
 }
 
 void MessageRecvChannel::abort() {
-    port_.abort(arrived_, posted_, depth_);
+    port_.abort(arrived_, posted_, bank_);
     engine_.drain();
     arrived_ = done_ = posted_;
 }

@@ -30,7 +30,7 @@
 namespace nexar {
 
 // One direction of one hop on a transport of tagged messages.  Slots
-// (0 .. depth-1) name the messages in flight; a slot is posted again only
+// (SlotBank) name the messages in flight; a slot is posted again only
 // after its message completed.
 class MessagePort {
 public:
@@ -54,9 +54,9 @@ public:
     // Called while nothing moves: an error when the peer is known dead.
     virtual Status check_peer(std::string* error) = 0;
     // After a failure: stops messages [first, last) of this direction
-    // (slots i % depth) and leaves none that could still touch memory the
-    // caller will reuse or free.
-    virtual void abort(size_t first, size_t last, uint32_t depth) = 0;
+    // (slots bank.slot(i)) and leaves none that could still touch memory
+    // the caller will reuse or free.
+    virtual void abort(size_t first, size_t last, SlotBank bank) = 0;
 };
 
 // What a send or a receive posted to the transport is, kept until it completes.
@@ -71,21 +71,22 @@ struct PendingMessage {
 // messages in flight by slot.
 class MessageStream {
 protected:
-    MessageStream(MessagePort& port, SegmentEngine& engine, uint32_t depth)
-        : port_(port), engine_(engine), depth_(depth ? depth : 1) {}
-    uint32_t slot(size_t message) const { return uint32_t(message % depth_); }
+    MessageStream(MessagePort& port, SegmentEngine& engine, SlotBank bank)
+        : port_(port), engine_(engine), bank_(bank), depth_(bank.depth) {}
+    uint32_t slot(size_t message) const { return bank_.slot(message); }
     // The engine's asynchronous work has ended (the channels' finish()).
     Status drain_engine(std::string* error);
 
     MessagePort& port_;
     SegmentEngine& engine_;
-    uint32_t depth_;
-    PendingMessage pending_[kMaxRingDepth];
+    SlotBank bank_;
+    uint32_t depth_;                          // messages in flight at most (bank_.depth)
+    PendingMessage pending_[kMaxRingDepth];  // by slot
 };
 
 class MessageSendChannel : public SendChannel, private MessageStream {
 public:
-    MessageSendChannel(MessagePort& port, SegmentEngine& engine, uint32_t depth) : MessageStream(port, engine, depth) {}
+    MessageSendChannel(MessagePort& port, SegmentEngine& engine, SlotBank bank) : MessageStream(port, engine, bank) {}
     ChannelKind kind() const override { return port_.kind(); }
     Status start(const Departure& d, bool* started, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;
@@ -101,7 +102,7 @@ private:
 
 class MessageRecvChannel : public RecvChannel, private MessageStream {
 public:
-    MessageRecvChannel(MessagePort& port, SegmentEngine& engine, uint32_t depth) : MessageStream(port, engine, depth) {}
+    MessageRecvChannel(MessagePort& port, SegmentEngine& engine, SlotBank bank) : MessageStream(port, engine, bank) {}
     ChannelKind kind() const override { return port_.kind(); }
     Status post(const Arrival& a, bool* posted, std::string* error) override;
     Status progress(bool* moved, std::string* error) override;

@@ -98,16 +98,16 @@ Status MpiPort::check_peer(std::string* error) {
 // receive posted straight into the caller's buffer that the MPI neither
 // completes nor cancels (a message half arrived from a peer that died)
 // is beyond nexar's reach: the MPI that runs on may still write it.
-void MpiPort::abort(size_t first, size_t last, uint32_t depth) {
+void MpiPort::abort(size_t first, size_t last, SlotBank bank) {
     if (receives_)
         for (size_t i = first; i < last; ++i)
-            if (requests_[i % depth] != MPI_REQUEST_NULL) PMPI_Cancel(&requests_[i % depth]);
+            if (requests_[bank.slot(i)] != MPI_REQUEST_NULL) PMPI_Cancel(&requests_[bank.slot(i)]);
     const auto deadline = abort_deadline();
     bool all = false;
     for (bool past = false; !all; past = std::chrono::steady_clock::now() > deadline) {
         all = true;
         for (size_t i = first; i < last; ++i) {
-            MPI_Request& r = requests_[i % depth];
+            MPI_Request& r = requests_[bank.slot(i)];
             int flag = 0;
             if (r != MPI_REQUEST_NULL && (pmpi::test(&r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag))
                 r = MPI_REQUEST_NULL;  // completed, cancelled or failed: the MPI is done with it
@@ -117,7 +117,7 @@ void MpiPort::abort(size_t first, size_t last, uint32_t depth) {
     }
     if (all) return;
     for (size_t i = first; i < last; ++i)
-        if (requests_[i % depth] != MPI_REQUEST_NULL) pmpi::request_free(&requests_[i % depth]);
+        if (requests_[bank.slot(i)] != MPI_REQUEST_NULL) pmpi::request_free(&requests_[bank.slot(i)]);
     if (receives_) scratch_.abandon_receives();
 }
 

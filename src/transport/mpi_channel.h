@@ -55,7 +55,7 @@ public:
     Status send_done(uint32_t slot, bool* done, std::string* error) override;
     Status recv_done(uint32_t slot, size_t expected, bool* done, std::string* error) override;
     Status check_peer(std::string* error) override;
-    void abort(size_t first, size_t last, uint32_t depth) override;
+    void abort(size_t first, size_t last, SlotBank bank) override;
 
 private:
     MPI_Comm comm_;
@@ -72,16 +72,16 @@ struct MpiPortHolder {
 };
 class MpiSendChannel final : private MpiPortHolder, public MessageSendChannel {
 public:
-    MpiSendChannel(MPI_Comm comm, int peer_rank, int tag_ub, uint32_t depth, RingScratch& scratch,
+    MpiSendChannel(MPI_Comm comm, int peer_rank, int tag_ub, SlotBank slots, RingScratch& scratch,
                    SegmentEngine& engine)
-        : MpiPortHolder{MpiPort(comm, peer_rank, tag_ub, scratch)}, MessageSendChannel(port, engine, depth) {}
+        : MpiPortHolder{MpiPort(comm, peer_rank, tag_ub, scratch)}, MessageSendChannel(port, engine, slots) {}
 };
 class MpiRecvChannel final : private MpiPortHolder, public MessageRecvChannel {
 public:
-    MpiRecvChannel(MPI_Comm comm, int peer_rank, int tag_ub, uint32_t depth, RingScratch& scratch,
+    MpiRecvChannel(MPI_Comm comm, int peer_rank, int tag_ub, SlotBank slots, RingScratch& scratch,
                    SegmentEngine& engine, pid_t peer_pid = 0)
         : MpiPortHolder{MpiPort(comm, peer_rank, tag_ub, scratch, peer_pid)},
-          MessageRecvChannel(port, engine, depth) {}
+          MessageRecvChannel(port, engine, slots) {}
 };
 
 }  // namespace nexar

@@ -27,11 +27,11 @@ void keep_forever(char* buffer, UcxRequest* requests) {
 // the worker; false when UCX would not give them back by `deadline` (the
 // worker is progressed at least once, also past it).
 template <class Get>
-bool wait_requests(UcxWorker& worker, size_t first, size_t last, uint32_t depth, Get get,
+bool wait_requests(UcxWorker& worker, size_t first, size_t last, SlotBank bank, Get get,
                    std::chrono::steady_clock::time_point deadline) {
     for (bool past = false;; past = std::chrono::steady_clock::now() > deadline) {
         bool all = true;
-        for (size_t i = first; i < last; ++i) all &= get(uint32_t(i % depth))->completed();
+        for (size_t i = first; i < last; ++i) all &= get(bank.slot(i))->completed();
         if (all) return true;
         if (past) return false;
         worker.progress();
@@ -112,17 +112,17 @@ Status UcxSendPort::check_peer(std::string* error) {
 
 // After a failure: close the endpoint to force the sends out, and wait
 // until UCX no longer references our memory.
-void UcxSendPort::abort(size_t first, size_t last, uint32_t depth) {
+void UcxSendPort::abort(size_t first, size_t last, SlotBank bank) {
     bool pending = false;
-    for (size_t i = first; i < last; ++i) pending |= !scratch_.send_request(uint32_t(i % depth))->completed();
+    for (size_t i = first; i < last; ++i) pending |= !scratch_.send_request(bank.slot(i))->completed();
     if (pending) ep_.force_close();
-    if (!wait_requests(worker_, first, last, depth, [&](uint32_t k) { return scratch_.send_request(k); },
+    if (!wait_requests(worker_, first, last, bank, [&](uint32_t k) { return scratch_.send_request(k); },
                        abort_deadline())) {
         // UCX would not give them back (UCX 1.13 keeps sends queued on an
         // endpoint that never connected until the worker is destroyed).
         scratch_.abandon_sends();
     } else {
-        for (size_t i = first; i < last; ++i) ucx_release(scratch_.send_request(uint32_t(i % depth)));
+        for (size_t i = first; i < last; ++i) ucx_release(scratch_.send_request(bank.slot(i)));
     }
 }
 
@@ -168,19 +168,19 @@ Status UcxRecvPort::check_peer(std::string* error) {
     return Status::peer_failure;
 }
 
-void UcxRecvPort::abort(size_t first, size_t last, uint32_t depth) {
-    for (size_t i = first; i < last; ++i) ucx_cancel(worker_, scratch_.recv_request(uint32_t(i % depth)));
+void UcxRecvPort::abort(size_t first, size_t last, SlotBank bank) {
+    for (size_t i = first; i < last; ++i) ucx_cancel(worker_, scratch_.recv_request(bank.slot(i)));
     auto request = [&](uint32_t k) { return scratch_.recv_request(k); };
     const auto deadline = abort_deadline();
-    bool back = wait_requests(worker_, first, last, depth, request, deadline);
+    bool back = wait_requests(worker_, first, last, bank, request, deadline);
     // A receive that has matched the first fragment of a message cannot be
     // cancelled; closing the sender's endpoint (unless the send side did
     // already) ends that message.
-    if (!back && ep_ && ep_->force_close()) back = wait_requests(worker_, first, last, depth, request, deadline);
+    if (!back && ep_ && ep_->force_close()) back = wait_requests(worker_, first, last, bank, request, deadline);
     if (!back) {
         scratch_.abandon_receives();
     } else {
-        for (size_t i = first; i < last; ++i) ucx_release(scratch_.recv_request(uint32_t(i % depth)));
+        for (size_t i = first; i < last; ++i) ucx_release(scratch_.recv_request(bank.slot(i)));
     }
 }
 

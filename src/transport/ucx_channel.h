@@ -68,7 +68,7 @@ public:
     Status send_done(uint32_t slot, bool* done, std::string* error) override;
     Status recv_done(uint32_t, size_t, bool*, std::string*) override { return Status::invalid_argument; }
     Status check_peer(std::string* error) override;
-    void abort(size_t first, size_t last, uint32_t depth) override;
+    void abort(size_t first, size_t last, SlotBank bank) override;
 
 private:
     UcxWorker& worker_;
@@ -99,7 +99,7 @@ public:
     Status send_done(uint32_t, bool*, std::string*) override { return Status::invalid_argument; }
     Status recv_done(uint32_t slot, size_t expected, bool* done, std::string* error) override;
     Status check_peer(std::string* error) override;
-    void abort(size_t first, size_t last, uint32_t depth) override;
+    void abort(size_t first, size_t last, SlotBank bank) override;
 
 private:
     UcxWorker& worker_;
@@ -117,10 +117,10 @@ struct UcxSendPortHolder {
 };
 class UcxSendChannel final : private UcxSendPortHolder, public MessageSendChannel {
 public:
-    UcxSendChannel(UcxWorker& worker, UcxEndpoint& to, int peer_rank, uint32_t depth, RingScratch& scratch,
+    UcxSendChannel(UcxWorker& worker, UcxEndpoint& to, int peer_rank, SlotBank slots, RingScratch& scratch,
                    SegmentEngine& engine, bool drive_worker)
         : UcxSendPortHolder{UcxSendPort(worker, to, peer_rank, scratch, drive_worker)},
-          MessageSendChannel(port, engine, depth) {}
+          MessageSendChannel(port, engine, slots) {}
 };
 
 struct UcxRecvPortHolder {
@@ -128,10 +128,10 @@ struct UcxRecvPortHolder {
 };
 class UcxRecvChannel final : private UcxRecvPortHolder, public MessageRecvChannel {
 public:
-    UcxRecvChannel(UcxWorker& worker, UcxEndpoint* from, int peer_rank, uint32_t depth, RingScratch& scratch,
+    UcxRecvChannel(UcxWorker& worker, UcxEndpoint* from, int peer_rank, SlotBank slots, RingScratch& scratch,
                    SegmentEngine& engine, bool drive_worker, pid_t peer_pid = 0)
         : UcxRecvPortHolder{UcxRecvPort(worker, from, peer_rank, scratch, drive_worker, peer_pid)},
-          MessageRecvChannel(port, engine, depth) {}
+          MessageRecvChannel(port, engine, slots) {}
 };
 
 // A whole ring over UCX: what the unit tests and benchmarks drive directly.

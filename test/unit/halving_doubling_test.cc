@@ -267,8 +267,10 @@ class MemoryLinks final : public ExchangeLinks {
 public:
     std::array<ExchangeLink, kMaxHalvingDoublingLinks> links;
     int opened = 0;
-    ExchangeLink open(int link) override {
+    std::vector<int> banks;  // of each open
+    ExchangeLink open(int link, int bank) override {
         ++opened;
+        banks.push_back(bank);
         return links[size_t(link)];
     }
 };
@@ -329,14 +331,16 @@ RingOptions small_segments(size_t bytes, uint32_t depth) {
 
 // Exact sums and maxima of integers, at every rank count to 12, vectors
 // shorter than the participants and long ones of many segments, in place
-// and not.
+// and not; exchanges one after the other (depth 1) and overlapping (on
+// banks of 1 and 2 slots, and of 1 and 2).
 TEST(HalvingDoublingAllreduce, ExactAtEveryRankCount) {
     std::mt19937 rng(49);
     for (int size : {2, 3, 4, 5, 6, 7, 8, 9, 12})
         for (size_t count : {size_t(1), size_t(5), size_t(1000), size_t(20011)})
             for (bool in_place : {false, true}) {
+                const uint32_t depth = uint32_t(1 + rng() % 4);
                 SCOPED_TRACE(testing::Message() << size << " ranks, " << count << " elements, "
-                                                << (in_place ? "in place" : "out of place"));
+                                                << (in_place ? "in place" : "out of place") << ", depth " << depth);
                 std::vector<std::vector<int32_t>> send(static_cast<size_t>(size)), recv(static_cast<size_t>(size));
                 std::vector<int32_t> sum(count, 0), max(count, INT32_MIN);
                 for (int r = 0; r < size; ++r) {
@@ -351,7 +355,7 @@ TEST(HalvingDoublingAllreduce, ExactAtEveryRankCount) {
                     for (int r = 0; r < size; ++r)
                         recv[size_t(r)] = in_place ? send[size_t(r)] : std::vector<int32_t>(count, -7);
                     const auto out = run_allreduce(size, send, recv, in_place, DataType::i32, op,
-                                                   small_segments(256, 2));
+                                                   small_segments(256, depth));
                     const std::vector<int32_t>& want = op == ReduceOp::sum ? sum : max;
                     for (int r = 0; r < size; ++r) {
                         ASSERT_EQ(out[size_t(r)].status, Status::ok) << "rank " << r << ": " << out[size_t(r)].error;
@@ -392,8 +396,9 @@ TEST(HalvingDoublingHalves, ExactAtEveryRankCount) {
             for (bool in_place : {false, true}) {
                 const Blocks b = uneven_blocks(size, rng, most);
                 const PositionBlocks v = b.view();
+                const uint32_t depth = uint32_t(1 + rng() % 4);
                 SCOPED_TRACE(testing::Message() << size << " ranks, " << b.total << " elements, "
-                                                << (in_place ? "in place" : "out of place"));
+                                                << (in_place ? "in place" : "out of place") << ", depth " << depth);
                 std::vector<std::vector<int32_t>> send(static_cast<size_t>(size)), recv(static_cast<size_t>(size));
                 std::vector<int32_t> sum(b.total, 0);
                 for (int r = 0; r < size; ++r) {
@@ -403,7 +408,7 @@ TEST(HalvingDoublingHalves, ExactAtEveryRankCount) {
                     recv[size_t(r)] = in_place ? send[size_t(r)] : std::vector<int32_t>(b.total, -7);
                 }
                 auto out = run_allreduce(size, send, recv, in_place, DataType::i32, ReduceOp::sum,
-                                         small_segments(128, 2), -1, Collective::reduce_scatter, &v);
+                                         small_segments(128, depth), -1, Collective::reduce_scatter, &v);
                 for (int r = 0; r < size; ++r) {
                     ASSERT_EQ(out[size_t(r)].status, Status::ok) << "rank " << r << ": " << out[size_t(r)].error;
                     for (size_t i = 0; i < b.counts[size_t(r)]; ++i)
@@ -421,8 +426,8 @@ TEST(HalvingDoublingHalves, ExactAtEveryRankCount) {
                     for (size_t i = 0; i < b.counts[size_t(r)]; ++i)
                         recv[size_t(r)][b.displs[size_t(r)] + i] = whole[b.displs[size_t(r)] + i];
                 }
-                out = run_allreduce(size, send, recv, true, DataType::i32, ReduceOp::sum, small_segments(128, 2), -1,
-                                    Collective::allgather, &v);
+                out = run_allreduce(size, send, recv, true, DataType::i32, ReduceOp::sum, small_segments(128, depth),
+                                    -1, Collective::allgather, &v);
                 for (int r = 0; r < size; ++r) {
                     ASSERT_EQ(out[size_t(r)].status, Status::ok) << "rank " << r << ": " << out[size_t(r)].error;
                     ASSERT_EQ(recv[size_t(r)], whole) << "allgather: rank " << r;
@@ -448,6 +453,69 @@ TEST(HalvingDoublingAllreduce, AnAbsentRankTimesOut) {
         }
         EXPECT_LT(seconds, 10.0);
     }
+}
+
+// The next exchange does not wait for the one before it to finish: rank 0
+// of 4's allgather first takes block 1 from position 1, then sends blocks
+// 0-1 to position 2.  With no message from position 1 yet, block 0 (which
+// the first exchange does not write) already goes to position 2, on the
+// second bank of slots; with depth 1 (one bank) nothing goes to it.
+TEST(HalvingDoublingAllgather, TheNextExchangeStartsBeforeTheLastFinishes) {
+    const size_t count = 4 * 100;  // blocks of 100 elements, segments of 25
+    std::vector<size_t> counts(4, 100), displs = {0, 100, 200, 300};
+    const PositionBlocks blocks{counts.data(), displs.data()};
+    for (uint32_t depth : {1u, 4u}) {
+        SCOPED_TRACE(testing::Message() << "depth " << depth);
+        const HalvingDoublingSchedule s(0, 4, count, Collective::allgather, &blocks);
+        ASSERT_EQ(s.steps(), 2u);
+        ASSERT_EQ(s.link_partner(s.step(0).link), 1);
+        ASSERT_EQ(s.link_partner(s.step(1).link), 2);
+        Mailbox to1, to2, from1, from2;
+        MemorySend send1(to1), send2(to2);
+        MemoryRecv recv1(from1, DataType::i32, ReduceOp::sum, depth), recv2(from2, DataType::i32, ReduceOp::sum, depth);
+        MemoryLinks links;
+        links.links[size_t(s.step(0).link)] = ExchangeLink{&send1, &recv1, 1, 101, 100};
+        links.links[size_t(s.step(1).link)] = ExchangeLink{&send2, &recv2, 2, 102, 100};
+        std::vector<int32_t> buf(count, 0);
+        HalvingDoublingOperation op(s, links, 3, buf.data(), buf.data(), DataType::i32, small_segments(100, depth));
+        for (int i = 0; i < 10; ++i) {
+            bool moved = false;
+            std::string error;
+            ASSERT_EQ(op.poll(&moved, &error), Status::ok) << error;
+        }
+        EXPECT_FALSE(op.finished());
+        EXPECT_EQ(to1.queue.size(), 4u);  // block 0 to position 1
+        if (depth == 1) {
+            EXPECT_EQ(links.opened, 1);
+            EXPECT_TRUE(to2.queue.empty());
+            continue;
+        }
+        EXPECT_EQ(links.banks, (std::vector<int>{0, 1}));
+        // Block 0's four segments, tagged as the second exchange's; block 1's wait.
+        ASSERT_EQ(to2.queue.size(), 4u);
+        for (size_t g = 0; g < 4; ++g) {
+            const TagFields f = unpack_tag(to2.queue[g].tag);
+            EXPECT_EQ(f.segment, g);
+            EXPECT_EQ(f.step, s.step(1).step);
+            EXPECT_EQ(f.phase, 1u);
+        }
+        op.abort();
+    }
+}
+
+// Banks of slots: two exchanges on disjoint halves of the depth; one bank
+// of the whole depth below 2.
+TEST(HalvingDoublingAllreduce, ExchangeBanksSplitTheDepth) {
+    EXPECT_EQ(exchange_banks(1), 1);
+    EXPECT_EQ(exchange_slots(1, 0).base, 0u);
+    EXPECT_EQ(exchange_slots(1, 0).depth, 1u);
+    EXPECT_EQ(exchange_banks(4), 2);
+    EXPECT_EQ(exchange_slots(4, 0).base, 0u);
+    EXPECT_EQ(exchange_slots(4, 0).depth, 2u);
+    EXPECT_EQ(exchange_slots(4, 1).base, 2u);
+    EXPECT_EQ(exchange_slots(4, 1).depth, 2u);
+    EXPECT_EQ(exchange_slots(3, 0).depth + exchange_slots(3, 1).depth, 3u);
+    EXPECT_EQ(exchange_slots(3, 1).base, exchange_slots(3, 0).depth);
 }
 
 // A link the caller cannot open fails the call with a reason, at once.

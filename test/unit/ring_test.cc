@@ -782,21 +782,28 @@ public:
                     RingScratch& scratch, SegmentEngine& engine)
         : worker_(worker), endpoints_(endpoints), ranks_(ranks), me_(me), depth_(depth), scratch_(scratch),
           engine_(engine) {}
-    ExchangeLink open(int link) override {
-        if (out_) bytes_ += out_->bytes_sent();
-        in_.reset();
-        out_.reset();
+    ExchangeLink open(int link, int bank) override {
+        std::optional<UcxSendChannel>& out = out_[bank];
+        if (out) bytes_ += out->bytes_sent();
+        in_[bank].reset();
+        out.reset();
         ExchangeLink l;
         l.rank = ranks_[size_t(link)];
         l.send_tag_id = 200 + uint32_t(l.rank);
         l.recv_tag_id = 200 + uint32_t(me_);
         UcxEndpoint* ep = endpoints_[size_t(link)];
         if (!ep) return l;
-        l.out = &out_.emplace(worker_, *ep, l.rank, depth_, scratch_, engine_, false);
-        l.in = &in_.emplace(worker_, ep, l.rank, depth_, scratch_, engine_, true);
+        const SlotBank slots = exchange_slots(depth_, bank);
+        l.out = &out.emplace(worker_, *ep, l.rank, slots, scratch_, engine_, false);
+        l.in = &in_[bank].emplace(worker_, ep, l.rank, slots, scratch_, engine_, true);
         return l;
     }
-    uint64_t bytes_sent() const { return bytes_ + (out_ ? out_->bytes_sent() : 0); }
+    uint64_t bytes_sent() const {
+        uint64_t bytes = bytes_;
+        for (const auto& out : out_)
+            if (out) bytes += out->bytes_sent();
+        return bytes;
+    }
 
 private:
     UcxWorker& worker_;
@@ -806,8 +813,8 @@ private:
     uint32_t depth_;
     RingScratch& scratch_;
     SegmentEngine& engine_;
-    std::optional<UcxSendChannel> out_;
-    std::optional<UcxRecvChannel> in_;
+    std::optional<UcxSendChannel> out_[2];  // by slot bank
+    std::optional<UcxRecvChannel> in_[2];
     uint64_t bytes_ = 0;
 };
 
@@ -1245,7 +1252,7 @@ TEST(HierarchicalAllreduce, HalvingDoublingAcrossNodes) {
         }
     check_topology_allreduce<float>({0, 1, 2, 0, 1, 2}, 100003, DataType::f32, ReduceOp::sum, false, 64 * 1024, 4,
                                     1, nullptr, Variant::hier_rhd);
-    check_topology_allreduce<double>({0, 0, 1, 1, 2, 2, 3, 3}, 5003, DataType::f64, ReduceOp::max, true, 4096, 2,
+    check_topology_allreduce<double>({0, 0, 1, 1, 2, 2, 3, 3}, 5003, DataType::f64, ReduceOp::max, true, 4096, 3,
                                      1, nullptr, Variant::hier_rhd);
     // The bytes across: each rank sends 2(P-1)/P of its chunk S/L, as the
     // rings do (at 4 nodes: halves then quarters, back the same way).
