@@ -121,28 +121,20 @@ LocalPlan classify_buffers(const Runtime& rt, const void* src, void* recvbuf) {
     return p;
 }
 
-// NEXAR_ALGORITHM, or the cost model's choice for this size.  Identical on
-// every rank: the settings are rank 0's, the model was agreed at setup.
-bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net) {
+// Identical on every rank: the settings are rank 0's, the model was
+// agreed at setup.
+Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net) {
+    const bool several = ctx.topology().max_ranks_per_node() > 1;
     switch (cfg.algorithm) {
-        case Algorithm::ring: return false;
-        case Algorithm::hier: return true;
-        case Algorithm::rhd:  // with the halving-doublings across nodes, where they are ready
-            if (ctx.halving_doubling_ready()) return true;
+        case Algorithm::ring: return Schedule::flat_ring;
+        case Algorithm::hier: return several ? Schedule::hierarchical_ring : Schedule::flat_ring;
+        case Algorithm::rhd:
+            if (!several) return Schedule::flat_halving_doubling;
+            if (ctx.halving_doubling_ready()) return Schedule::hierarchical_halving_doubling;
             break;
         case Algorithm::automatic: break;
     }
-    return ctx.hierarchical_is_faster(bytes, network_segment(cfg, net));
-}
-
-bool wants_halving_doubling(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net) {
-    switch (cfg.algorithm) {
-        case Algorithm::ring:
-        case Algorithm::hier: return false;
-        case Algorithm::rhd: return true;
-        case Algorithm::automatic: break;
-    }
-    return ctx.halving_doubling_is_faster(bytes, network_segment(cfg, net));
+    return ctx.schedule_for(bytes, network_segment(cfg, net));
 }
 
 size_t network_segment(const Config& cfg, CommContext::Net net) {

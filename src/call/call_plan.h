@@ -90,15 +90,15 @@ constexpr int64_t kIpcNeedsFdHandles = 1, kIpcPlain = 2;
 constexpr int kCallAgreementFields = int(sizeof(CallAgreement) / sizeof(int64_t));
 static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "reduced as an array of int64");
 
-// NEXAR_ALGORITHM, or the cost model's choice for this size over network
-// `net` (the call's; identical on every rank).  NEXAR_ALGORITHM=rhd takes
-// it where its phase across nodes can be the halving-doubling.
-bool wants_hierarchical(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net);
-// NEXAR_ALGORITHM, or the cost model's choice between the halving-doubling
-// and the ring across nodes (where ctx.halving_doubling_ready()): of the
-// flat allreduce across nodes of one rank each, or of the hierarchical
-// allreduce's phase across nodes; identical on every rank.
-bool wants_halving_doubling(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net);
+// The schedule a call of `bytes` over network `net` (the call's) wants:
+// NEXAR_ALGORITHM's, or the cost model's pick (CommContext::schedule_for);
+// identical on every rank.  NEXAR_ALGORITHM=hier and rhd name the
+// hierarchical allreduce where nodes hold several ranks (rhd: with the
+// halving-doublings across nodes where they are ready, else the model
+// picks between it with rings and the flat ring); across nodes of one
+// rank each, hier is the ring and rhd the halving-doubling.  Whether the
+// call can take it is the caller's (CollectiveTask::choose_algorithm).
+Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net);
 // The segment size of the network's hops: UCX's, or the MPI's
 // point-to-point's (smaller: eager in the MPI, runtime/config.h).
 size_t network_segment(const Config& cfg, CommContext::Net net);

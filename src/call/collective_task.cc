@@ -531,20 +531,14 @@ TaskStep CollectiveTask::decide_route() {
     // halving-doubling where it can (halving_doubling_takes_it) and is
     // chosen.  Otherwise the flat ring on the network only.  The one-shot's
     // limit is on what each rank publishes, times the ranks that read it
-    // (one_shot_size).
-    const bool allreduce = call_.kind == Collective::allreduce;
+    // (one_shot_size).  The schedule is wanted_schedule's (NEXAR_ALGORITHM
+    // or the cost model), what runs it ring_algorithm's.
     if (ipc)
         algorithm_ = ctx_->topology().nodes() > 1 ? RingAlgorithm::ipc_hierarchical : RingAlgorithm::ipc;
     else if (a.shm && ctx_->boards_ready() && one_shot_size())
         algorithm_ = RingAlgorithm::one_shot;
-    else if (allreduce && a.shm && a.hier && wants_hierarchical(cfg_, *ctx_, bytes_, net_))
-        algorithm_ = ctx_->halving_doubling_ready() && wants_halving_doubling(cfg_, *ctx_, bytes_, net_)
-                         ? RingAlgorithm::hierarchical_halving_doubling
-                         : RingAlgorithm::hierarchical;
-    else if ((a.host || a.device) && halving_doubling_takes_it() && wants_halving_doubling(cfg_, *ctx_, bytes_, net_))
-        algorithm_ = RingAlgorithm::halving_doubling;
     else
-        algorithm_ = RingAlgorithm::flat;
+        algorithm_ = ring_algorithm(wanted_schedule(cfg_, *ctx_, bytes_, net_), a);
     // Below their floor nonblocking calls are nexar's only as the one-shot
     // (they met on the boards to learn whether every rank can take it).
     if (below_nonblocking_floor() && !persistent_ && algorithm_ != RingAlgorithm::one_shot)
@@ -553,6 +547,21 @@ TaskStep CollectiveTask::decide_route() {
                 ring_algorithm_name(algorithm_), needs_network ? ", network " : "",
                 needs_network ? CommContext::network_name(net_) : "");
     return TaskStep::run;
+}
+
+// What runs a call that wants `schedule` (wanted_schedule): the
+// hierarchical allreduce where the call can take it (agreed: a.hier), with
+// the halving-doublings across nodes where they are ready; the
+// halving-doubling across nodes of one rank each where it takes the call;
+// else the flat ring.
+RingAlgorithm CollectiveTask::ring_algorithm(Schedule schedule, const CallAgreement& a) const {
+    if (call_.kind == Collective::allreduce && a.shm && a.hier && is_hierarchical(schedule))
+        return schedule == Schedule::hierarchical_halving_doubling && ctx_->halving_doubling_ready()
+                   ? RingAlgorithm::hierarchical_halving_doubling
+                   : RingAlgorithm::hierarchical;
+    if ((a.host || a.device) && schedule == Schedule::flat_halving_doubling && halving_doubling_takes_it())
+        return RingAlgorithm::halving_doubling;
+    return RingAlgorithm::flat;
 }
 
 // The halving-doubling across nodes of one rank each takes the

@@ -217,6 +217,7 @@ private:
     RingCallRun* build_run();
     Status place_own_block();
     SegmentEngine& call_engine();
+    RingAlgorithm ring_algorithm(Schedule schedule, const CallAgreement& a) const;
     bool halving_doubling_takes_it() const;
     Status move_own_block();
     TaskStep fail(int error_class) { return result_ = raise_error(error_class), TaskStep::done; }

@@ -122,10 +122,31 @@ Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostMode
     return Status::ok;
 }
 
-bool hierarchical_is_faster_here(const CostModel& model, const NodeShape& shape, size_t bytes,
-                                 size_t inter_segment_bytes) {
-    const size_t pieces = hierarchical_pieces(bytes, 1, shape.lanes, shape.nodes, inter_segment_bytes);
-    return hierarchical_is_faster(model, double(bytes), shape, int(pieces));
+Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const NodeShape& shape, size_t bytes,
+                       size_t inter_segment_bytes) {
+    const double b = double(bytes);
+    const bool flat = shape.largest < 2;
+    CostModel log_costs = rings;
+    if (halving) {
+        log_costs.net.alpha_s = halving->alpha_s;
+        log_costs.net.bytes_per_s = std::min(halving->bytes_per_s, rings.net.bytes_per_s);
+    }
+    Schedule best = Schedule::flat_ring;
+    double best_s = ring_seconds(rings, b, shape.ranks, shape.nodes);
+    const auto consider = [&](Schedule s, double seconds) {
+        if (seconds < best_s) best = s, best_s = seconds;
+    };
+    if (flat) {
+        if (halving) consider(Schedule::flat_halving_doubling, halving_doubling_seconds(log_costs, b, shape.nodes, 1));
+        return best;
+    }
+    const int pieces = int(hierarchical_pieces(bytes, 1, shape.lanes, shape.nodes, inter_segment_bytes));
+    consider(Schedule::hierarchical_ring,
+             hierarchical_seconds(rings, b, shape.nodes, shape.largest, pieces, shape.lanes));
+    if (halving)
+        consider(Schedule::hierarchical_halving_doubling,
+                 hierarchical_halving_doubling_seconds(log_costs, b, shape.nodes, shape.largest, pieces, shape.lanes));
+    return best;
 }
 
 }  // namespace nexar

@@ -59,11 +59,18 @@ public:
 // 2 Gbit/s one.
 Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostModel* out, std::string* error);
 
-// The model's verdict for an allreduce of `bytes` on ranks placed as
-// `shape`, cut into the pieces the hierarchical allreduce would cut it into
-// (rings across nodes of `inter_segment_bytes` segments).  Identical on
-// every rank that has the same model.
-bool hierarchical_is_faster_here(const CostModel& model, const NodeShape& shape, size_t bytes,
-                                 size_t inter_segment_bytes);
+// The model's pick for an allreduce of `bytes` on ranks placed as `shape`,
+// in one step among every schedule that can run there: across nodes of
+// one rank each the flat ring or the halving-doubling; where some node
+// holds several ranks the flat ring or the hierarchical allreduce with
+// rings or halving-doublings across nodes (cut into the pieces it would
+// cut the call into: segments of `inter_segment_bytes` across nodes).
+// `rings`: the costs the rings are priced on; `halving`: the
+// halving-doubling's own network costs (null: untimed, never picked), its
+// rate capped at the rings' (the same bytes cross the same links: a faster
+// fit is a busy machine's noise).  A tie goes to the earlier in kSchedules
+// (the ring first).  Identical on every rank that has the same inputs.
+Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const NodeShape& shape, size_t bytes,
+                       size_t inter_segment_bytes);
 
 }  // namespace nexar

@@ -59,34 +59,18 @@ CostModel CommContext::hierarchical_costs(size_t bytes) const {
     return model;
 }
 
-bool CommContext::hierarchical_is_faster(size_t bytes, size_t inter_segment_bytes) const {
-    return hierarchical_is_faster_here(hierarchical_costs(bytes), topo_.shape(), bytes, inter_segment_bytes);
-}
-
-bool CommContext::halving_doubling_is_faster(size_t bytes, size_t inter_segment_bytes) const {
-    // Untimed (its times fitted no line), it is not taken: the ring's costs
-    // would flatter it (they make it win at every size where P is a power
-    // of two).
-    if (!halving_doubling_measured_) return false;
-    // The shape, not this rank's node: every rank must choose alike.
-    const NodeShape shape = topo_.shape();
-    const int P = shape.nodes;
-    const bool flat = topo_.max_ranks_per_node() == 1;  // else the hierarchical allreduce's phase across nodes
-    // The ring on the costs of the network `bytes` take where both were
-    // timed (the hierarchical allreduce's rings: as hierarchical_is_faster
-    // prices them); the halving-doubling on its own.
-    CostModel ring = flat ? cost_model_ : hierarchical_costs(bytes);
-    if (flat && networks_measured_) ring.net = measured_cost(network_for(bytes));
-    // Its own alpha; its rate at most the ring's: the same bytes cross the
-    // same links, so a faster fit is the noise of a busy machine.
-    CostModel halving = ring;
-    halving.net.alpha_s = halving_doubling_cost_.alpha_s;
-    halving.net.bytes_per_s = std::min(halving_doubling_cost_.bytes_per_s, ring.net.bytes_per_s);
-    const double b = double(bytes);
-    if (flat) return halving_doubling_seconds(halving, b, P, 1) < flat_ring_seconds(ring, b, P, 1);
-    const int pieces = int(hierarchical_pieces(bytes, 1, shape.lanes, P, inter_segment_bytes));
-    return hierarchical_halving_doubling_seconds(halving, b, P, shape.largest, pieces, shape.lanes) <
-           hierarchical_seconds(ring, b, P, shape.largest, pieces, shape.lanes);
+Schedule CommContext::schedule_for(size_t bytes, size_t inter_segment_bytes) const {
+    // The rings on the costs of the network `bytes` take: across nodes of
+    // one rank each the flat ring's (each network's where both were timed),
+    // else the hierarchical allreduce's model, which prices the flat ring
+    // too.  The halving-doubling on its own network costs, once timed (the
+    // rings' would flatter it: they make it win at every size where P is a
+    // power of two).
+    const bool flat = topo_.max_ranks_per_node() == 1;
+    CostModel rings = flat ? cost_model_ : hierarchical_costs(bytes);
+    if (flat && networks_measured_) rings.net = measured_cost(network_for(bytes));
+    return schedule_here(rings, halving_doubling_measured_ ? &halving_doubling_cost_ : nullptr, topo_.shape(), bytes,
+                         inter_segment_bytes);
 }
 
 RingLinks CommContext::links() const {

@@ -234,10 +234,14 @@ public:
         note_inbox_bytes();
     }
     const CostModel& cost_model() const { return cost_model_; }
-    // The cost model's verdict for `bytes` here (decide/cost_probe.h), with
-    // the pieces the hierarchical allreduce would cut them into, on the
-    // network that `bytes` take (network_for): identical on every rank.
-    bool hierarchical_is_faster(size_t bytes, size_t inter_segment_bytes) const;
+    // The cost model's pick for an allreduce of `bytes` here
+    // (decide/cost_probe.h's schedule_here: the flat ring, the hierarchical
+    // allreduce with rings or halving-doublings across nodes, or the
+    // halving-doubling across nodes of one rank each), priced on the
+    // network that `bytes` take (network_for), with segments of
+    // `inter_segment_bytes` across nodes.  The halving-doublings compete
+    // once timed.  The shape, not this rank's node: identical on every rank.
+    Schedule schedule_for(size_t bytes, size_t inter_segment_bytes) const;
     // NEXAR_SHM_COPY=auto's measurements on this communicator.
     ShmCopyChooser& copy_chooser() { return copy_chooser_; }
     // NEXAR_THRESHOLD_BYTES=auto's: which path each size of call takes.
@@ -264,12 +268,6 @@ public:
         halving_doubling_cost_ = c, halving_doubling_measured_ = true;
     }
     UcxEndpoint* partner(int link) { return partners_[size_t(link)].ep.get(); }
-    // The cost model's verdict for `bytes` here (algo/cost_model.h) against
-    // the ring: the flat ring across nodes of one rank each, else the
-    // hierarchical allreduce with rings across nodes (cut into the pieces
-    // that segments of `inter_segment_bytes` give), on the network that
-    // `bytes` take (network_for): identical on every rank.
-    bool halving_doubling_is_faster(size_t bytes, size_t inter_segment_bytes) const;
     // The hierarchical allreduce's model for a call of `bytes`, on the
     // network it takes.
     CostModel hierarchical_costs(size_t bytes) const;

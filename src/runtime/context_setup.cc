@@ -36,6 +36,17 @@ RingTopology learn_topology(MPI_Comm comm, int rank, int size) {
     return RingTopology(node_of);
 }
 
+// The cost model's pick at a few sizes, for the log: "4KiB ring, 64KiB rhd, ...".
+std::string model_picks(const CommContext& ctx, const Config& cfg, std::initializer_list<size_t> sizes) {
+    std::string picks;
+    for (size_t bytes : sizes) {
+        if (!picks.empty()) picks += ", ";
+        const bool mpi = ctx.network_for(bytes) == CommContext::Net::mpi;
+        picks += format_bytes(bytes) + " " + schedule_name(ctx.schedule_for(bytes, cfg.network_segment_bytes(mpi)));
+    }
+    return picks;
+}
+
 }  // namespace
 
 // Whether this rank may read its inbox's writer with CMA (transport/cma.h),
@@ -319,15 +330,7 @@ void Runtime::setup_hierarchical(CommContext& ctx, const std::vector<uint8_t>& a
                        error.c_str());
     }
     ctx.enable_hier(model);
-    // The choice at a few sizes, for the log.
-    std::string when;
-    for (uint64_t mib : {1, 8, 64, 512}) {
-        if (!when.empty()) when += ", ";
-        const size_t bytes = size_t(mib << 20);
-        const bool mpi = ctx.network_for(bytes) == CommContext::Net::mpi;
-        bool hier = ctx.hierarchical_is_faster(bytes, config_.network_segment_bytes(mpi));
-        when += format_bytes(mib << 20) + (hier ? " hier" : " ring");
-    }
+    const std::string when = model_picks(ctx, config_, {1 << 20, 8 << 20, 64 << 20, 512 << 20});
     NEXAR_INFO("communicator context %u: %s; hierarchical allreduce ready; cost model (%s): "
                "shm alpha=%.1fus beta=%.2fGB/s, network alpha=%.1fus beta=%.3fGB/s per node; "
                "NEXAR_ALGORITHM=auto picks: %s",
@@ -410,25 +413,11 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
     }
     // (Where both networks were timed, each call's ring is priced on its own
     // network's costs; the halving-doubling's rate is capped at the ring's:
-    // CommContext::halving_doubling_is_faster.)
+    // decide/cost_probe.h's schedule_here.)
     const ChannelCost& ring =
         ctx.networks_measured() && !hierarchical ? ctx.measured_cost(ctx.network()) : model.net;
     own.bytes_per_s = std::min(own.bytes_per_s, ring.bytes_per_s);
-    // The choice at a few sizes (hierarchical: whether the hierarchical
-    // allreduce is taken, and with which phase across nodes).
-    std::string when;
-    for (uint64_t kib : {4, 64, 1024, 16384}) {
-        if (!when.empty()) when += ", ";
-        const size_t bytes = size_t(kib << 10);
-        const bool mpi = ctx.network_for(bytes) == CommContext::Net::mpi;
-        const size_t segment = config_.network_segment_bytes(mpi);
-        const bool halving = ctx.halving_doubling_is_faster(bytes, segment);
-        const char* pick = !hierarchical                                  ? (halving ? " rhd" : " ring")
-                           : !ctx.hierarchical_is_faster(bytes, segment) ? " ring"
-                           : halving                                      ? " hier-rhd"
-                                                                          : " hier";
-        when += format_bytes(bytes) + pick;
-    }
+    const std::string when = model_picks(ctx, config_, {4 << 10, 64 << 10, 1 << 20, 16 << 20});
     NEXAR_INFO("communicator context %u: %s; %s ready (%d participants, %s); network %s: ring "
                "alpha=%.1fus beta=%.3fGB/s (%s), halving-doubling alpha=%.1fus beta=%.3fGB/s (%s); "
                "NEXAR_ALGORITHM=%s picks: %s",

@@ -1850,10 +1850,35 @@ TEST(CostModel, HierarchicalVerdictIsTheModels) {
     slow_net.net.bytes_per_s = 1e8;  // 0.8 Gbit/s: the fewer bytes across nodes, the better
     fast_net.net.bytes_per_s = 1e13;
     const size_t bytes = size_t(64) << 20, segment = size_t(1) << 20;
-    EXPECT_TRUE(hierarchical_is_faster_here(slow_net, NodeShape::uniform(2, 4), bytes, segment));
-    EXPECT_EQ(hierarchical_is_faster_here(fast_net, NodeShape::uniform(2, 4), bytes, segment),
+    EXPECT_EQ(schedule_here(slow_net, nullptr, NodeShape::uniform(2, 4), bytes, segment), Schedule::hierarchical_ring);
+    EXPECT_EQ(is_hierarchical(schedule_here(fast_net, nullptr, NodeShape::uniform(2, 4), bytes, segment)),
               hierarchical_is_faster(fast_net, double(bytes), 2, 4,
                                      int(hierarchical_pieces(bytes, 1, 4, 2, segment))));
+}
+
+// The pick is one step among every schedule that can run: where the
+// hierarchical allreduce with rings loses to the flat ring (a costly node
+// ring: 1 ms a step) but with halving-doublings wins (64 nodes at 10 us a
+// message: 2 log2 64 = 12 latencies across nodes for the rings' 126), it
+// is taken (a choice of hierarchical-or-flat first would have kept the
+// flat ring).  Untimed, the halving-doubling is never picked; its rate is
+// capped at the rings' (a fit faster than the link is noise).
+TEST(CostModel, PicksAmongEverySchedule) {
+    CostModel m = default_cost_model();
+    m.net.alpha_s = 10e-6;
+    m.shm.alpha_s = 1e-3;
+    const NodeShape two_a_node = NodeShape::uniform(64, 2);
+    const size_t segment = size_t(1) << 20;
+    ASSERT_GT(hierarchical_seconds(m, 8, 64, 2, 1), ring_seconds(m, 8, 128, 64));
+    EXPECT_EQ(schedule_here(m, nullptr, two_a_node, 8, segment), Schedule::flat_ring);
+    EXPECT_EQ(schedule_here(m, &m.net, two_a_node, 8, segment), Schedule::hierarchical_halving_doubling);
+    // One rank a node: the ring or the halving-doubling, never a hierarchical one.
+    EXPECT_EQ(schedule_here(m, &m.net, NodeShape::uniform(64, 1), 8, segment), Schedule::flat_halving_doubling);
+    EXPECT_EQ(schedule_here(m, nullptr, NodeShape::uniform(64, 1), 8, segment), Schedule::flat_ring);
+    // 3 nodes fold 2 S more: a halving-doubling fitted at 100x the rings' rate still loses large calls.
+    ChannelCost fast = m.net;
+    fast.bytes_per_s *= 100;
+    EXPECT_EQ(schedule_here(m, &fast, NodeShape::uniform(3, 1), size_t(1) << 30, segment), Schedule::flat_ring);
 }
 
 // Where a context has UCX and the MPI's point-to-point, each call takes
@@ -1885,9 +1910,9 @@ TEST(CostModel, NetworkForEachSize) {
     CostModel with_mpi = ctx.cost_model();
     with_mpi.net = mpi;
     const size_t big = size_t(64) << 20, segment = size_t(1) << 20;
-    EXPECT_EQ(ctx.hierarchical_is_faster(big, segment), hierarchical_is_faster_here(with_mpi, NodeShape::uniform(2, 2), big, segment));
-    EXPECT_EQ(ctx.hierarchical_is_faster(4 << 10, segment),
-              hierarchical_is_faster_here(ctx.cost_model(), NodeShape::uniform(2, 2), 4 << 10, segment));
+    EXPECT_EQ(ctx.schedule_for(big, segment), schedule_here(with_mpi, nullptr, NodeShape::uniform(2, 2), big, segment));
+    EXPECT_EQ(ctx.schedule_for(4 << 10, segment),
+              schedule_here(ctx.cost_model(), nullptr, NodeShape::uniform(2, 2), 4 << 10, segment));
     // Only the MPI's: every call takes it, whatever the costs.
     CommContext only_mpi(MPI_COMM_NULL, 0, topo.size(), 1, topo);
     only_mpi.use_mpi_network(MPI_COMM_WORLD, 32767);
