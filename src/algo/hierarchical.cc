@@ -59,17 +59,17 @@ bool hierarchical_arguments_valid(const HierarchicalLinks& l, size_t pieces, con
            pieces <= kMaxHierarchicalPieces;
 }
 
-void AcrossNodes::start(const HierarchicalLinks& l, uint32_t sequence, char* chunk, size_t count, DataType type,
-                        const RingOptions& options) {
+void AcrossNodes::start(const HierarchicalLinks& l, uint32_t sequence, const char* input, char* chunk, size_t count,
+                        DataType type, const RingOptions& options) {
     if (!l.inter_exchanges) {
-        ring_.emplace(l.inter, sequence, chunk, chunk, count, type, options, *l.inter_out, *l.inter_in);
+        ring_.emplace(l.inter, sequence, input, chunk, count, type, options, *l.inter_out, *l.inter_in);
         return;
     }
     // The schedule depends on the chunk's length: one per piece (the last
     // piece's operation, which refers to it, goes first).
     halving_.reset();
     schedule_.emplace(l.inter.position, l.inter.size, count);
-    halving_.emplace(*schedule_, *l.inter_exchanges, sequence, chunk, chunk, type, options);
+    halving_.emplace(*schedule_, *l.inter_exchanges, sequence, input, chunk, type, options);
 }
 
 void AcrossNodes::reset() {
@@ -122,16 +122,12 @@ RingOptions HierarchicalOperation::node_step_options() const {
 // fixed sizes.
 void HierarchicalOperation::start_steps() {
     // A node of one rank has no node ring: its scatter of a piece is the
-    // piece itself (copied into recvbuf out of place), its gather nothing.
+    // piece itself (its crossing reads it from sendbuf), its gather nothing.
     while (l_.local.size == 1 && next_local_ < 2 * pieces_) {
         const LocalStep step = local_order(pieces_)[next_local_];
         if (step.gather && !crossed_[step.piece]) break;
         ++next_local_;
-        if (step.gather) continue;
-        const Span piece = chunk_span(count_, pieces_, step.piece);
-        if (send_ != recv_ && piece.count)
-            memcpy(recv_ + piece.offset * esz_, send_ + piece.offset * esz_, piece.count * esz_);
-        scattered_[step.piece] = true;
+        if (!step.gather) scattered_[step.piece] = true;
     }
     if (l_.local.size > 1 && !local_ && next_local_ < 2 * pieces_) {
         const LocalStep step = local_order(pieces_)[next_local_];
@@ -153,8 +149,12 @@ void HierarchicalOperation::start_steps() {
     if (!inter_.running() && next_inter_ < pieces_ && scattered_[next_inter_]) {
         inter_piece_ = next_inter_++;
         const Span mine = hierarchical_inter_span(chunk_span(count_, pieces_, inter_piece_), lane_, l_.lane_count());
-        inter_.start(l_, first_sequence_ + uint32_t(inter_piece_), recv_ + mine.offset * esz_, mine.count, type_,
-                     inter_options_);
+        // What the node's ring reduced lies in recvbuf; without one (a node
+        // of one rank) the input is sendbuf's, and the crossing runs out of
+        // place (no copy first).
+        const size_t off = mine.offset * esz_;
+        inter_.start(l_, first_sequence_ + uint32_t(inter_piece_), (l_.local.size == 1 ? send_ : recv_) + off,
+                     recv_ + off, mine.count, type_, inter_options_);
     }
 }
 

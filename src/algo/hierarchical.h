@@ -24,8 +24,8 @@
 // ranks; the node's ring cuts it into that many chunks (its other ranks'
 // chunks empty, ChunkLayout::shares), and ranks that carry no lane run
 // phases 1 and 3 only.  A node of one rank has no node ring (one lane,
-// carried by its rank: phases 1 and 3 are nothing, its piece copied into
-// recvbuf out of place); some node must have company (2 ranks or more),
+// carried by its rank: phases 1 and 3 are nothing, its piece crosses
+// from sendbuf into recvbuf); some node must have company (2 ranks or more),
 // else the flat ring serves.  Host buffers only.
 #pragma once
 
@@ -61,11 +61,13 @@ struct HierarchicalLinks {
 };
 
 // Phase 2 of one piece: this rank's lane's ring across the nodes, or its
-// halving-doubling, over the piece's chunk in place.  Polled like either.
+// halving-doubling, over the piece's chunk: from `input` (the chunk itself
+// in place, or where the chunk's input lies) into `chunk`.  Polled like
+// either.
 class AcrossNodes {
 public:
-    void start(const HierarchicalLinks& links, uint32_t sequence, char* chunk, size_t count, DataType type,
-               const RingOptions& options);
+    void start(const HierarchicalLinks& links, uint32_t sequence, const char* input, char* chunk, size_t count,
+               DataType type, const RingOptions& options);
     bool running() const { return ring_ || halving_; }
     void reset();
     Status poll(bool* moved, std::string* error);
