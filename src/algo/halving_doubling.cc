@@ -155,7 +155,10 @@ Status HalvingDoublingOperation::open(Exchange& e, size_t step, std::string* err
     bool in_recv = send_ == recv_;
     for (size_t i = 0; i < step; ++i) in_recv = in_recv || schedule_.step(i).reduce;
     e.src = in_recv ? recv_ : send_;
-    e.link = links_.open(s.link, int(step % size_t(banks_)));
+    // Alone (neither neighbour overlaps it), it takes every slot.
+    const int bank = int(step % size_t(banks_));
+    const bool alone = !overlaps_previous(step) && !(step + 1 < schedule_.steps() && overlaps_previous(step + 1));
+    e.link = links_.open(s.link, bank, alone ? SlotBank(opt_.depth) : exchange_slots(opt_.depth, bank));
     ++opened_;
     if (!e.link.out || !e.link.in) {
         e.link = ExchangeLink();
@@ -168,6 +171,10 @@ Status HalvingDoublingOperation::open(Exchange& e, size_t step, std::string* err
     e.link.in->begin_operation(seq_, recv_, schedule_.count() * esz_);
     e.recv_base = e.link.in->done();
     return Status::ok;
+}
+
+bool HalvingDoublingOperation::overlaps_previous(size_t step) const {
+    return banks_ > 1 && step > 0 && schedule_.step(step).link != schedule_.step(step - 1).link;
 }
 
 bool HalvingDoublingOperation::ready(const Exchange* earlier, const Span& span) const {
@@ -248,8 +255,7 @@ Status HalvingDoublingOperation::poll(bool* moved, std::string* error) {
     while (!finished_) {
         // The next exchange joins the current one where its partner differs
         // and there is a second bank of slots for it.
-        if (!next_.active && opened_ < schedule_.steps() && banks_ > 1 &&
-            schedule_.step(opened_).link != schedule_.step(current_.step).link &&
+        if (!next_.active && opened_ < schedule_.steps() && overlaps_previous(opened_) &&
             !ok(s = open(next_, opened_, error)))
             return s;
         for (Exchange* e : {&current_, &next_}) {

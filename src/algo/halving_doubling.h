@@ -36,7 +36,8 @@
 // it follows has finished, and one with the same partner as the exchange
 // before it (the last halving and first doubling step; the folded-out
 // rank's two) waits for it to finish.  The two take disjoint banks of the
-// scratch's slots (exchange_slots: each half the depth; with depth 1
+// scratch's slots (exchange_slots: each half the depth; an exchange that
+// overlaps neither neighbour takes the whole depth; with depth 1
 // exchanges run one after the other).  Each partner is a link, whose
 // channels the caller opens at the start of each exchange with that
 // partner (ExchangeLinks): they may be the same channels each time or new
@@ -153,21 +154,23 @@ struct ExchangeLink {
 
 // How many exchanges run at once with `depth` segments in flight (two, on
 // half the depth each, from depth 2), and the slots exchange `bank` of
-// them takes (bank 0: the first half; bank 1: the rest).
+// them takes (bank 0: the first half; bank 1: the rest).  An exchange that
+// overlaps neither neighbour (its partner's the same as theirs) takes the
+// whole depth.
 int exchange_banks(uint32_t depth);
 SlotBank exchange_slots(uint32_t depth, int bank);
 
-// Where the operation gets its links' channels: open(link, bank) at the
-// start of each exchange with that link's partner (HalvingDoublingSchedule::
-// link_partner), whose messages take slot bank `bank` (exchange_slots of
-// the operation's depth) of the scratch they use.  The channels stay valid
-// until the next open() of the same bank or the operation's end (the other
-// bank's exchange may still run meanwhile); null ones fail the operation
-// (no way to that partner).
+// Where the operation gets its links' channels: open(link, bank, slots) at
+// the start of each exchange with that link's partner
+// (HalvingDoublingSchedule::link_partner), whose messages take `slots` of
+// the scratch they use (the operation's: bank `bank`'s, or the whole
+// depth).  The channels stay valid until the next open() of the same bank
+// or the operation's end (the other bank's exchange may still run
+// meanwhile); null ones fail the operation (no way to that partner).
 class ExchangeLinks {
 public:
     virtual ~ExchangeLinks() = default;
-    virtual ExchangeLink open(int link, int bank) = 0;
+    virtual ExchangeLink open(int link, int bank, SlotBank slots) = 0;
 };
 
 // The schedule's collective in flight, polled like a RingOperation.  The
@@ -203,6 +206,9 @@ private:
         }
     };
     Status open(Exchange& e, size_t step, std::string* error);
+    // Whether exchange `step` may run beside the one before it or after it
+    // (another partner, and a second bank of slots).
+    bool overlaps_previous(size_t step) const;
     // Whether the exchange that follows `earlier` may touch `span`: the
     // part of earlier's receive range it covers has arrived (none:
     // earlier is null).

@@ -52,11 +52,12 @@ struct HierarchicalLinks {
     int lane() const { return carried_lane(local.position, local.size, lane_count()); }
     SendChannel* local_out = nullptr;  // none where local.size is 1
     RecvChannel* local_in = nullptr;
-    SendChannel* inter_out = nullptr;  // runs in place on recvbuf (its receive side must allow that)
+    // Phase 2 runs in place on recvbuf (its receive side must allow that),
+    // out of place from sendbuf on a node of one rank.
+    SendChannel* inter_out = nullptr;
     RecvChannel* inter_in = nullptr;
     // Set: phase 2 is the halving-doubling over the nodes (inter.position
-    // of inter.size) on these links, in place, and inter_out/inter_in are
-    // not used.
+    // of inter.size) on these links, and inter_out/inter_in are not used.
     ExchangeLinks* inter_exchanges = nullptr;
 };
 

@@ -302,7 +302,7 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
     if (h.lane() >= 0) {  // else its node's ring is all this rank runs
         h.inter = ctx.inter_peers();
         if (halving_doubling) {
-            h.inter_exchanges = &partners_.emplace(ctx, net, inter_opt.depth, engine_);
+            h.inter_exchanges = &partners_.emplace(ctx, net, engine_);
         } else {
             h.inter_out = inter_.send_to(ctx, ctx.inter_next(), h.inter.next_rank, inter_opt.depth, engine_, false);
             h.inter_in = inter_.receive_from(ctx, ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, engine_, 0);
@@ -330,7 +330,7 @@ HalvingDoublingRun::HalvingDoublingRun(CommContext& ctx, CommContext::Net net, S
                                        const void* src, void* recvbuf, size_t count, DataType type,
                                        const RingOptions& opt, Collective part,
                                        const PositionBlocks* blocks)
-    : schedule_(halving_doubling_schedule(ctx, count, part, blocks)), hops_(ctx, net, opt.depth, engine) {
+    : schedule_(halving_doubling_schedule(ctx, count, part, blocks)), hops_(ctx, net, engine) {
     if (!ctx.halving_doubling_ready() || !halving_doubling_arguments_valid(schedule_, opt)) return;
     op_.emplace(schedule_, hops_, ctx.next_sequence(), src, recvbuf, type, opt);
 }

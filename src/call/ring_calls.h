@@ -101,7 +101,7 @@ public:
 private:
     std::optional<ShmSendChannel> local_out_;  // none on a node of one rank
     std::optional<ShmRecvChannel> local_in_;
-    HostEngine engine_;  // the phase across nodes runs in place
+    HostEngine engine_;  // the phase across nodes' (in place; out of place on a node of one rank)
     NetHop inter_;       // the rings'
     std::optional<PartnerHops> partners_;  // the halving-doublings'
     bool halving_doubling_;  // the phase across nodes (also where this rank carries no lane)

@@ -134,11 +134,10 @@ uint64_t PartnerHops::bytes_sent() const {
     return bytes;
 }
 
-ExchangeLink PartnerHops::open(int link, int bank) {
+ExchangeLink PartnerHops::open(int link, int bank, SlotBank slots) {
     std::optional<NetHop>& bank_hop = hops_[bank];
     if (bank_hop && bank_hop->out()) earlier_bytes_ += bank_hop->out()->bytes_sent();
     NetHop& hop = bank_hop.emplace(net_);
-    const SlotBank slots = exchange_slots(depth_, bank);
     ExchangeLink l;
     const RingTopology& t = ctx_.topology();
     l.rank = t.lane_rank(partners_.link_partner(link), t.lane(ctx_.rank()));
@@ -160,7 +159,7 @@ Status run_probe_halving_doubling(CommContext& ctx, uint32_t sequence, float* bu
                                   const RingOptions& opt, std::string* error) {
     const HalvingDoublingSchedule schedule = halving_doubling_schedule(ctx, count);
     HostEngine engine(DataType::f32, ReduceOp::sum, ctx.scratch());
-    PartnerHops hops(ctx, ctx.network(), opt.depth, engine);
+    PartnerHops hops(ctx, ctx.network(), engine);
     return halving_doubling_allreduce(schedule, hops, sequence, buf, buf, DataType::f32, opt, error);
 }
 

@@ -442,9 +442,9 @@ HalvingDoublingSchedule halving_doubling_schedule(const CommContext& ctx, size_t
 // Requires ctx.halving_doubling_ready() (the partners' endpoints).
 class PartnerHops final : public ExchangeLinks {
 public:
-    PartnerHops(CommContext& ctx, CommContext::Net net, uint32_t depth, SegmentEngine& engine)
-        : ctx_(ctx), net_(net), partners_(halving_doubling_schedule(ctx)), depth_(depth), engine_(engine) {}
-    ExchangeLink open(int link, int bank) override;
+    PartnerHops(CommContext& ctx, CommContext::Net net, SegmentEngine& engine)
+        : ctx_(ctx), net_(net), partners_(halving_doubling_schedule(ctx)), engine_(engine) {}
+    ExchangeLink open(int link, int bank, SlotBank slots) override;
     // What every exchange so far sent, and on which kind of channel (none: nothing opened).
     uint64_t bytes_sent() const;
     const SendChannel* out() const { return hops_[0] ? hops_[0]->out() : nullptr; }
@@ -453,7 +453,6 @@ private:
     CommContext& ctx_;
     const CommContext::Net net_;
     const HalvingDoublingSchedule partners_;
-    const uint32_t depth_;
     SegmentEngine& engine_;
     std::optional<NetHop> hops_[2];  // by slot bank: the latest exchange's channels
     uint64_t earlier_bytes_ = 0;     // sent by the exchanges before them

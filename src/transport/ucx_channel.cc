@@ -65,6 +65,7 @@ Status RingScratch::reserve(size_t slot_bytes, uint32_t depth) {
     }
     if (!send_requests_) send_requests_.reset(new (std::nothrow) UcxRequest[depth_]);
     if (!recv_requests_) recv_requests_.reset(new (std::nothrow) UcxRequest[depth_]);
+    abandoned_sends_ = abandoned_receives_ = nullptr;
     if (!send_requests_ || !recv_requests_) {
         depth_ = 0;
         return Status::no_memory;
@@ -73,10 +74,16 @@ Status RingScratch::reserve(size_t slot_bytes, uint32_t depth) {
     return Status::ok;
 }
 
-void RingScratch::abandon_sends() { keep_forever(nullptr, send_requests_.release()); }
+void RingScratch::abandon_sends() {
+    if (!send_requests_) return;  // already given up (by another channel of the call)
+    abandoned_sends_ = send_requests_.release();
+    keep_forever(nullptr, abandoned_sends_);
+}
 
 void RingScratch::abandon_receives() {
-    keep_forever(buffer_, recv_requests_.release());
+    if (!recv_requests_) return;
+    abandoned_receives_ = recv_requests_.release();
+    keep_forever(buffer_, abandoned_receives_);
     buffer_ = nullptr;
     capacity_ = slot_bytes_ = 0;
 }

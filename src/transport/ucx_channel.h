@@ -30,13 +30,15 @@ public:
     Status reserve(size_t slot_bytes, uint32_t depth);
 
     char* slot(uint32_t i) { return buffer_ + size_t(i) * slot_bytes_; }
-    UcxRequest* send_request(uint32_t i) { return &send_requests_[i]; }
-    UcxRequest* recv_request(uint32_t i) { return &recv_requests_[i]; }
+    UcxRequest* send_request(uint32_t i) { return &(send_requests_ ? send_requests_.get() : abandoned_sends_)[i]; }
+    UcxRequest* recv_request(uint32_t i) { return &(recv_requests_ ? recv_requests_.get() : abandoned_receives_)[i]; }
     size_t bytes() const { return capacity_; }
     // Give up the send records, or the receive records and slots, for good:
     // UCX still holds requests that point into them (a peer vanished
     // mid-call and UCX would not complete them), so they must never be freed
-    // or reused.  The next reserve() allocates afresh.
+    // or reused.  The next reserve() allocates afresh; until then the
+    // records stay readable (another channel of the same failed call, on
+    // another bank of slots, still aborts its own).
     void abandon_sends();
     void abandon_receives();
 
@@ -47,6 +49,8 @@ private:
     uint32_t depth_ = 0;
     std::unique_ptr<UcxRequest[]> send_requests_;
     std::unique_ptr<UcxRequest[]> recv_requests_;
+    UcxRequest* abandoned_sends_ = nullptr;  // kept forever, read until the next reserve()
+    UcxRequest* abandoned_receives_ = nullptr;
 };
 
 // The two directions of a UCX hop (transport/message_channel.h): the

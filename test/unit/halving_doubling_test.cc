@@ -251,6 +251,7 @@ public:
     bool drained() const override { return posted_.empty(); }
     Status check_peer(std::string*) override { return Status::ok; }
     void abort() override { posted_.clear(); }
+    void set_depth(uint32_t depth) { depth_ = depth; }
 
 private:
     Mailbox& box_;
@@ -267,10 +268,14 @@ class MemoryLinks final : public ExchangeLinks {
 public:
     std::array<ExchangeLink, kMaxHalvingDoublingLinks> links;
     int opened = 0;
-    std::vector<int> banks;  // of each open
-    ExchangeLink open(int link, int bank) override {
+    std::vector<int> banks;          // of each open
+    std::vector<uint32_t> depths;    // the slots' of each open
+    std::array<MemoryRecv*, kMaxHalvingDoublingLinks> receivers{};  // given: held to the slots' depth
+    ExchangeLink open(int link, int bank, SlotBank slots) override {
         ++opened;
         banks.push_back(bank);
+        depths.push_back(slots.depth);
+        if (MemoryRecv* r = receivers[size_t(link)]) r->set_depth(slots.depth);
         return links[size_t(link)];
     }
 };
@@ -307,6 +312,7 @@ std::vector<Outcome> run_allreduce(int size, std::vector<std::vector<T>>& send, 
                 ExchangeLink& link = links.links[size_t(l)];
                 link.out = sends.back().get();
                 link.in = recvs.back().get();
+                links.receivers[size_t(l)] = recvs.back().get();
                 link.rank = q;
                 link.send_tag_id = 100 + uint32_t(q);
                 link.recv_tag_id = 100 + uint32_t(r);
@@ -491,6 +497,7 @@ TEST(HalvingDoublingAllgather, TheNextExchangeStartsBeforeTheLastFinishes) {
             continue;
         }
         EXPECT_EQ(links.banks, (std::vector<int>{0, 1}));
+        EXPECT_EQ(links.depths, (std::vector<uint32_t>{2, 2}));  // each half the depth
         // Block 0's four segments, tagged as the second exchange's; block 1's wait.
         ASSERT_EQ(to2.queue.size(), 4u);
         for (size_t g = 0; g < 4; ++g) {
@@ -501,6 +508,25 @@ TEST(HalvingDoublingAllgather, TheNextExchangeStartsBeforeTheLastFinishes) {
         }
         op.abort();
     }
+}
+
+// An exchange that overlaps neither neighbour takes the whole depth: at 2
+// ranks (one partner, halving then doubling) and on a rank folded out
+// (its partner's the same both times); one beside another half of it.
+TEST(HalvingDoublingAllreduce, ExchangesAloneTakeTheWholeDepth) {
+    const auto depths = [](int position, int size) {
+        const HalvingDoublingSchedule s(position, size, 1000);
+        MemoryLinks links;  // no channels: the first exchange's open fails, after it says its slots
+        std::vector<int32_t> buf(1000);
+        HalvingDoublingOperation op(s, links, 1, buf.data(), buf.data(), DataType::i32, small_segments(400, 4));
+        bool moved = false;
+        std::string error;
+        (void)op.poll(&moved, &error);
+        return links.depths;
+    };
+    EXPECT_EQ(depths(0, 2), (std::vector<uint32_t>{4}));  // alone: every slot
+    EXPECT_EQ(depths(0, 6), (std::vector<uint32_t>{4}));  // folded out: alone
+    EXPECT_EQ(depths(2, 4), (std::vector<uint32_t>{2}));  // overlaps the next: half
 }
 
 // Banks of slots: two exchanges on disjoint halves of the depth; one bank

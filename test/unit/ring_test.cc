@@ -778,11 +778,10 @@ enum class Variant { flat, hier, hier_rhd };
 class UcxPartnerLinks final : public ExchangeLinks {
 public:
     UcxPartnerLinks(UcxWorker& worker, const std::array<UcxEndpoint*, kMaxHalvingDoublingLinks>& endpoints,
-                    const std::array<int, kMaxHalvingDoublingLinks>& ranks, int me, uint32_t depth,
-                    RingScratch& scratch, SegmentEngine& engine)
-        : worker_(worker), endpoints_(endpoints), ranks_(ranks), me_(me), depth_(depth), scratch_(scratch),
-          engine_(engine) {}
-    ExchangeLink open(int link, int bank) override {
+                    const std::array<int, kMaxHalvingDoublingLinks>& ranks, int me, RingScratch& scratch,
+                    SegmentEngine& engine)
+        : worker_(worker), endpoints_(endpoints), ranks_(ranks), me_(me), scratch_(scratch), engine_(engine) {}
+    ExchangeLink open(int link, int bank, SlotBank slots) override {
         std::optional<UcxSendChannel>& out = out_[bank];
         if (out) bytes_ += out->bytes_sent();
         in_[bank].reset();
@@ -793,7 +792,6 @@ public:
         l.recv_tag_id = 200 + uint32_t(me_);
         UcxEndpoint* ep = endpoints_[size_t(link)];
         if (!ep) return l;
-        const SlotBank slots = exchange_slots(depth_, bank);
         l.out = &out.emplace(worker_, *ep, l.rank, slots, scratch_, engine_, false);
         l.in = &in_[bank].emplace(worker_, ep, l.rank, slots, scratch_, engine_, true);
         return l;
@@ -810,7 +808,6 @@ private:
     std::array<UcxEndpoint*, kMaxHalvingDoublingLinks> endpoints_;
     std::array<int, kMaxHalvingDoublingLinks> ranks_;
     int me_;
-    uint32_t depth_;
     RingScratch& scratch_;
     SegmentEngine& engine_;
     std::optional<UcxSendChannel> out_[2];  // by slot bank
@@ -948,7 +945,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                             h.inter_out = &inter_out.emplace(*worker, *ep_next, inext, depth, scratch, engine, false);
                             h.inter_in = &inter_in.emplace(*worker, from, iprev, depth, scratch, engine, true);
                         }
-                        UcxPartnerLinks partner_links(*worker, partner_eps, partner_ranks, r, depth, scratch, engine);
+                        UcxPartnerLinks partner_links(*worker, partner_eps, partner_ranks, r, scratch, engine);
                         if (halving && lane) h.inter_exchanges = &partner_links;
                         // 1 to 4 pieces, the same on every rank.
                         const size_t pieces = 1 + (count + size_t(c)) % kMaxHierarchicalPieces;
@@ -1854,6 +1851,29 @@ TEST(CostModel, HierarchicalVerdictIsTheModels) {
     EXPECT_EQ(is_hierarchical(schedule_here(fast_net, nullptr, NodeShape::uniform(2, 4), bytes, segment)),
               hierarchical_is_faster(fast_net, double(bytes), 2, 4,
                                      int(hierarchical_pieces(bytes, 1, 4, 2, segment))));
+}
+
+// Records a failed call gave up stay readable until the next reserve():
+// the halving-doubling's two exchanges share the scratch, and the second
+// still aborts its messages after the first abandoned the records (a
+// second abandon is a no-op); reserve() then makes fresh ones.
+TEST(RingScratch, AbandonedRecordsStayReadableUntilTheNextReserve) {
+    RingScratch scratch;
+    ASSERT_EQ(scratch.reserve(256, 4), Status::ok);
+    UcxRequest* sends = scratch.send_request(0);
+    UcxRequest* receives = scratch.recv_request(0);
+    scratch.abandon_sends();
+    scratch.abandon_receives();
+    EXPECT_EQ(scratch.send_request(3), sends + 3);
+    EXPECT_EQ(scratch.recv_request(3), receives + 3);
+    EXPECT_EQ(scratch.bytes(), 0u);  // the slots are given up at once
+    scratch.abandon_sends();
+    scratch.abandon_receives();
+    EXPECT_EQ(scratch.send_request(0), sends);
+    ASSERT_EQ(scratch.reserve(256, 4), Status::ok);
+    EXPECT_NE(scratch.send_request(0), sends);
+    EXPECT_NE(scratch.recv_request(0), receives);
+    EXPECT_GE(scratch.bytes(), 4u * 256u);
 }
 
 // The pick is one step among every schedule that can run: where the
