@@ -97,7 +97,7 @@ static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "
 // halving-doublings across nodes where they are ready, else the model
 // picks between it with rings and the flat ring); across nodes of one
 // rank each, hier is the ring and rhd the halving-doubling.  Whether the
-// call can take it is the caller's (CollectiveTask::choose_algorithm).
+// call can take it is the caller's (CollectiveTask::ring_algorithm).
 Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net);
 // The segment size of the network's hops: UCX's, or the MPI's
 // point-to-point's (smaller: eager in the MPI, runtime/config.h).

@@ -122,15 +122,16 @@ Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostMode
     return Status::ok;
 }
 
+ChannelCost capped_halving_cost(const ChannelCost& halving, const ChannelCost& rings) {
+    return ChannelCost{halving.alpha_s, std::min(halving.bytes_per_s, rings.bytes_per_s)};
+}
+
 Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const NodeShape& shape, size_t bytes,
                        size_t inter_segment_bytes) {
     const double b = double(bytes);
     const bool flat = shape.largest < 2;
     CostModel log_costs = rings;
-    if (halving) {
-        log_costs.net.alpha_s = halving->alpha_s;
-        log_costs.net.bytes_per_s = std::min(halving->bytes_per_s, rings.net.bytes_per_s);
-    }
+    if (halving) log_costs.net = capped_halving_cost(*halving, rings.net);
     Schedule best = Schedule::flat_ring;
     double best_s = ring_seconds(rings, b, shape.ranks, shape.nodes);
     const auto consider = [&](Schedule s, double seconds) {

@@ -72,5 +72,8 @@ Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostMode
 // (the ring first).  Identical on every rank that has the same inputs.
 Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const NodeShape& shape, size_t bytes,
                        size_t inter_segment_bytes);
+// The halving-doubling's network costs as schedule_here prices them: its
+// own alpha, its rate capped at the rings'.
+ChannelCost capped_halving_cost(const ChannelCost& halving, const ChannelCost& rings);
 
 }  // namespace nexar

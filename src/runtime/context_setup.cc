@@ -412,11 +412,10 @@ void Runtime::setup_halving_doubling(CommContext& ctx, const UcxAddresses& addre
         }
     }
     // (Where both networks were timed, each call's ring is priced on its own
-    // network's costs; the halving-doubling's rate is capped at the ring's:
-    // decide/cost_probe.h's schedule_here.)
+    // network's costs; the halving-doubling's as schedule_here prices it.)
     const ChannelCost& ring =
         ctx.networks_measured() && !hierarchical ? ctx.measured_cost(ctx.network()) : model.net;
-    own.bytes_per_s = std::min(own.bytes_per_s, ring.bytes_per_s);
+    own = capped_halving_cost(own, ring);
     const std::string when = model_picks(ctx, config_, {4 << 10, 64 << 10, 1 << 20, 16 << 20});
     NEXAR_INFO("communicator context %u: %s; %s ready (%d participants, %s); network %s: ring "
                "alpha=%.1fus beta=%.3fGB/s (%s), halving-doubling alpha=%.1fus beta=%.3fGB/s (%s); "
