@@ -14,6 +14,36 @@ Span hierarchical_inter_span(const Span& piece, int lane, int lanes) {
     return s;
 }
 
+LaneOrderedBlocks::LaneOrderedBlocks(const size_t* counts, const size_t* displs, int nodes, int lanes,
+                                     const int* lane_ranks, size_t pieces, int my_lane)
+    : P_(size_t(nodes)), L_(size_t(lanes)), pieces_(pieces < 1 ? 1 : pieces), my_lane_(my_lane),
+      counts_(counts, counts + P_ * L_), displs_(displs, displs + P_ * L_), staged_at_(P_ * L_ * pieces_),
+      node_spans_(pieces_ * L_), lane_counts_(pieces_ * P_), lane_displs_(pieces_ * P_),
+      lane_ring_spans_(pieces_ * P_) {
+    size_t at = 0;
+    for (size_t k = 0; k < pieces_; ++k)
+        for (size_t c = 0; c < L_; ++c) {
+            node_spans_[k * L_ + c].offset = at;
+            for (size_t n = 0; n < P_; ++n) {
+                const int r = lane_ranks[n * L_ + c];
+                const size_t part = chunk_span(counts_[size_t(r)], pieces_, k).count;
+                staged_at_[size_t(r) * pieces_ + k] = at;
+                if (c == size_t(my_lane)) {
+                    lane_counts_[k * P_ + n] = part;
+                    lane_displs_[k * P_ + n] = at - node_spans_[k * L_ + c].offset;
+                }
+                at += part;
+            }
+            node_spans_[k * L_ + c].count = at - node_spans_[k * L_ + c].offset;
+        }
+    extent_ = at;
+    for (size_t k = 0; k < pieces_; ++k)
+        for (size_t j = 0; j < P_; ++j) {
+            const size_t n = (j + P_ - 1) % P_;  // chunk j: the block of ring position j-1
+            lane_ring_spans_[k * P_ + j] = Span{lane_displs_[k * P_ + n], lane_counts_[k * P_ + n]};
+        }
+}
+
 size_t hierarchical_pieces(size_t count, size_t elem_size, int lanes, int nodes, size_t inter_segment_bytes) {
     const size_t per_piece = size_t(lanes) * size_t(nodes) * inter_segment_bytes;  // a segment per inter chunk
     size_t k = per_piece ? count * elem_size / per_piece : 1;
@@ -29,11 +59,16 @@ struct LocalStep {
 };
 
 // RS0 RS1 AG0 RS2 AG1 ... RS[K-1] AG[K-2] AG[K-1]: each allgather comes
-// after the next piece's scatter, so the ring across nodes never waits for it.
+// after the next piece's scatter, so the ring across nodes never waits for
+// it.  A half: its own steps, piece by piece.
 using LocalOrder = std::array<LocalStep, 2 * kMaxHierarchicalPieces>;
-LocalOrder local_order(size_t pieces) {
+LocalOrder local_order(size_t pieces, const HierarchicalHalf* half) {
     LocalOrder order{};
     size_t n = 0;
+    if (half) {
+        for (size_t k = 0; k < pieces; ++k) order[n++] = {half->part == Collective::allgather, k};
+        return order;
+    }
     order[n++] = {false, 0};
     for (size_t k = 1; k < pieces; ++k) {
         order[n++] = {false, k};
@@ -46,7 +81,13 @@ LocalOrder local_order(size_t pieces) {
 }  // namespace
 
 bool hierarchical_arguments_valid(const HierarchicalLinks& l, size_t pieces, const RingOptions& local_options,
-                                  const RingOptions& inter_options) {
+                                  const RingOptions& inter_options, const HierarchicalHalf* half) {
+    // A half: every rank carries a lane (nodes of one size), on a node ring.
+    if (half && (half->part == Collective::allreduce || !half->blocks || half->blocks->pieces() != pieces ||
+                 half->blocks->ranks() != l.inter.size * l.local.size || l.lane_count() != l.local.size ||
+                 l.local.size < 2 || half->rank < 0 || half->rank >= half->blocks->ranks() ||
+                 (!half->staging && half->blocks->extent() > 0)))
+        return false;
     const bool across = l.lane() < 0 ||
                         (l.inter_exchanges ? halving_doubling_arguments_valid(
                                                  HalvingDoublingSchedule(l.inter.position, l.inter.size, 0),
@@ -60,15 +101,18 @@ bool hierarchical_arguments_valid(const HierarchicalLinks& l, size_t pieces, con
 }
 
 void AcrossNodes::start(const HierarchicalLinks& l, uint32_t sequence, const char* input, char* chunk, size_t count,
-                        DataType type, const RingOptions& options) {
+                        DataType type, const RingOptions& options, Collective part, const PositionBlocks* blocks,
+                        const ChunkLayout* ring_layout) {
     if (!l.inter_exchanges) {
-        ring_.emplace(l.inter, sequence, input, chunk, count, type, options, *l.inter_out, *l.inter_in);
+        ring_.emplace(l.inter, sequence, input, chunk,
+                      ring_layout ? *ring_layout : ChunkLayout::equal(count, size_t(l.inter.size)), type, options,
+                      *l.inter_out, *l.inter_in, collective_phases(part));
         return;
     }
     // The schedule depends on the chunk's length: one per piece (the last
     // piece's operation, which refers to it, goes first).
     halving_.reset();
-    schedule_.emplace(l.inter.position, l.inter.size, count);
+    schedule_.emplace(l.inter.position, l.inter.size, count, part, blocks);
     halving_.emplace(*schedule_, *l.inter_exchanges, sequence, input, chunk, type, options);
 }
 
@@ -104,11 +148,46 @@ void AcrossNodes::end_patience() {
 
 HierarchicalOperation::HierarchicalOperation(const HierarchicalLinks& links, uint32_t first_sequence, size_t pieces,
                                              const void* sendbuf, void* recvbuf, size_t count, DataType type,
-                                             const RingOptions& local_options, const RingOptions& inter_options)
+                                             const RingOptions& local_options, const RingOptions& inter_options,
+                                             const HierarchicalHalf* half)
     : l_(links), first_sequence_(first_sequence), pieces_(pieces), count_(count), esz_(datatype_size(type)),
       send_(static_cast<const char*>(sendbuf)), recv_(static_cast<char*>(recvbuf)), type_(type),
-      local_options_(local_options), inter_options_(inter_options), lane_(links.lane()) {
+      local_options_(local_options), inter_options_(inter_options), lane_(links.lane()), half_(half) {
     if (lane_ < 0) next_inter_ = pieces_;  // nothing of this rank's crosses the network
+    // The allgather's pieces cross first: nothing to scatter.
+    if (half_ && half_->part == Collective::allgather) scattered_.fill(true);
+}
+
+// The reduce-scatter's whole input goes to the staging before its first
+// step (in place, this rank's results overwrite the start of recvbuf as
+// its pieces finish); the allgather's own block, whose pieces cross first.
+void HierarchicalOperation::stage() {
+    staged_ = true;
+    const LaneOrderedBlocks& b = *half_->blocks;
+    const bool gather = half_->part == Collective::allgather;
+    for (int r = gather ? half_->rank : 0; r < (gather ? half_->rank + 1 : b.ranks()); ++r) {
+        // The allgather's own block: sendbuf is the block itself, or (in
+        // place) recvbuf the whole vector.
+        const char* from = gather ? (send_ == recv_ ? send_ + b.displ(r) * esz_ : send_) : send_ + b.displ(r) * esz_;
+        for (size_t k = 0; k < pieces_; ++k) {
+            const Span part = b.part(r, k);
+            if (part.count) std::memcpy(half_->staging + b.staged_at(r, k) * esz_, from + part.offset * esz_,
+                                        part.count * esz_);
+        }
+    }
+}
+
+// A piece done: the reduce-scatter's own part to its place in recvbuf
+// (this rank's block from its start), the allgather's every block's part
+// to its place in the vector.
+void HierarchicalOperation::deliver(size_t k) {
+    const LaneOrderedBlocks& b = *half_->blocks;
+    const bool gather = half_->part == Collective::allgather;
+    for (int r = gather ? 0 : half_->rank; r < (gather ? b.ranks() : half_->rank + 1); ++r) {
+        const Span part = b.part(r, k);
+        char* to = recv_ + ((gather ? b.displ(r) : 0) + part.offset) * esz_;
+        if (part.count) std::memcpy(to, half_->staging + b.staged_at(r, k) * esz_, part.count * esz_);
+    }
 }
 
 RingOptions HierarchicalOperation::node_step_options() const {
@@ -121,17 +200,26 @@ RingOptions HierarchicalOperation::node_step_options() const {
 // inputs are ready.  Nothing is allocated: the schedule and its flags have
 // fixed sizes.
 void HierarchicalOperation::start_steps() {
+    if (half_ && !staged_) stage();
     // A node of one rank has no node ring: its scatter of a piece is the
     // piece itself (its crossing reads it from sendbuf), its gather nothing.
-    while (l_.local.size == 1 && next_local_ < 2 * pieces_) {
-        const LocalStep step = local_order(pieces_)[next_local_];
+    while (l_.local.size == 1 && next_local_ < local_steps()) {
+        const LocalStep step = local_order(pieces_, half_)[next_local_];
         if (step.gather && !crossed_[step.piece]) break;
         ++next_local_;
         if (!step.gather) scattered_[step.piece] = true;
     }
-    if (l_.local.size > 1 && !local_ && next_local_ < 2 * pieces_) {
-        const LocalStep step = local_order(pieces_)[next_local_];
-        if (!step.gather || crossed_[step.piece]) {
+    if (l_.local.size > 1 && !local_ && next_local_ < local_steps()) {
+        const LocalStep step = local_order(pieces_, half_)[next_local_];
+        if (half_ && (!step.gather || crossed_[step.piece])) {
+            // A half's node ring runs in place in the staging, over its lanes' chunks.
+            ++next_local_;
+            local_piece_ = step.piece;
+            local_gather_ = step.gather;
+            local_.emplace(l_.local, first_sequence_ + uint32_t(step.piece), half_->staging, half_->staging,
+                           half_->blocks->node_layout(step.piece), type_, node_step_options(), *l_.local_out,
+                           *l_.local_in, step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
+        } else if (!step.gather || crossed_[step.piece]) {
             ++next_local_;
             const Span piece = chunk_span(count_, pieces_, step.piece);
             const size_t off = piece.offset * esz_;
@@ -146,7 +234,16 @@ void HierarchicalOperation::start_steps() {
                            step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
         }
     }
-    if (!inter_.running() && next_inter_ < pieces_ && scattered_[next_inter_]) {
+    if (half_ && !inter_.running() && next_inter_ < pieces_ && scattered_[next_inter_]) {
+        // A half's crossing: its lane's chunk of the piece, in place in the staging.
+        inter_piece_ = next_inter_++;
+        const LaneOrderedBlocks& b = *half_->blocks;
+        char* chunk = half_->staging + b.lane_span(inter_piece_).offset * esz_;
+        lane_blocks_ = b.lane_blocks(inter_piece_);
+        lane_ring_layout_ = b.lane_ring_layout(inter_piece_);
+        inter_.start(l_, first_sequence_ + uint32_t(inter_piece_), chunk, chunk, b.lane_span(inter_piece_).count,
+                     type_, inter_options_, half_->part, &lane_blocks_, &lane_ring_layout_);
+    } else if (!inter_.running() && next_inter_ < pieces_ && scattered_[next_inter_]) {
         inter_piece_ = next_inter_++;
         const Span mine = hierarchical_inter_span(chunk_span(count_, pieces_, inter_piece_), lane_, l_.lane_count());
         // What the node's ring reduced lies in recvbuf; without one (a node
@@ -189,6 +286,7 @@ Status HierarchicalOperation::poll(bool* moved, std::string* error) {
         if (local_->finished()) {
             note_heard();
             if (!local_gather_) scattered_[local_piece_] = true;
+            if (half_ && local_gather_) deliver(local_piece_);
             if (lane_ < 0) crossed_[local_piece_] = scattered_[local_piece_];  // no lane: nothing to cross
             local_.reset();
             local_idle_ = IdleClock();
@@ -199,6 +297,7 @@ Status HierarchicalOperation::poll(bool* moved, std::string* error) {
         if (inter_.finished()) {
             note_heard();
             crossed_[inter_piece_] = true;
+            if (half_ && half_->part == Collective::reduce_scatter) deliver(inter_piece_);
             inter_.reset();
             inter_idle_ = IdleClock();
         }
@@ -226,11 +325,12 @@ Status HierarchicalOperation::check_stall(std::chrono::steady_clock::time_point 
 Status hierarchical_allreduce(const HierarchicalLinks& l, uint32_t first_sequence, size_t pieces,
                               const void* sendbuf, void* recvbuf, size_t count, DataType type,
                               const RingOptions& local_options, const RingOptions& inter_options,
-                              std::string* error) {
-    if (!hierarchical_arguments_valid(l, pieces, local_options, inter_options)) return Status::invalid_argument;
+                              std::string* error, const HierarchicalHalf* half) {
+    if (!hierarchical_arguments_valid(l, pieces, local_options, inter_options, half)) return Status::invalid_argument;
     std::string ignored;
     if (!error) error = &ignored;
-    HierarchicalOperation op(l, first_sequence, pieces, sendbuf, recvbuf, count, type, local_options, inter_options);
+    HierarchicalOperation op(l, first_sequence, pieces, sendbuf, recvbuf, count, type, local_options, inter_options,
+                             half);
     return poll_to_end(op, error);
 }
 

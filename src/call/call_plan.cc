@@ -123,7 +123,8 @@ LocalPlan classify_buffers(const Runtime& rt, const void* src, void* recvbuf) {
 
 // Identical on every rank: the settings are rank 0's, the model was
 // agreed at setup.
-Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net) {
+Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net,
+                         Collective part) {
     const bool several = ctx.topology().max_ranks_per_node() > 1;
     switch (cfg.algorithm) {
         case Algorithm::ring: return Schedule::flat_ring;
@@ -134,7 +135,7 @@ Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes
             break;
         case Algorithm::automatic: break;
     }
-    return ctx.schedule_for(bytes, network_segment(cfg, net));
+    return ctx.schedule_for(bytes, network_segment(cfg, net), part);
 }
 
 size_t network_segment(const Config& cfg, CommContext::Net net) {
@@ -199,6 +200,15 @@ size_t halving_doubling_call_slot(const CommContext& ctx, Collective kind, size_
 }
 }  // namespace
 
+namespace {
+// The most elements any chunk of `layout` holds.
+size_t largest_chunk(const ChunkLayout& layout) {
+    size_t most = 0;
+    for (size_t c = 0; c < layout.ranks(); ++c) most = std::max(most, layout.chunk(c).count);
+    return most;
+}
+}  // namespace
+
 // What this rank can do with the call.  `where`: the user's buffers,
 // classified; `ring_src` and `ring_recv` what the ring reads and writes (a
 // reduce-scatter's partial sums may go to a work buffer).  `refusal`: why
@@ -231,13 +241,19 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
                 (!ctx.send_shm() || seg_slot <= ctx.next_inbox()->slot_bytes()) &&
                 (!ctx.recv_shm() || seg_slot <= ctx.inbox()->slot_bytes());
         // The node's ring of the hierarchical allreduce runs at shared
-        // memory's segment size over chunks of 1/lanes of the vector.
+        // memory's segment size over chunks of 1/lanes of the vector; its
+        // halves' over the lanes' chunks, each at most P of the largest
+        // block (LaneOrderedBlocks).
         const int lanes = ctx.topology().lanes();
+        const bool half = kind != Collective::allreduce;
+        const size_t block = half ? largest_chunk(layout) : 0;
+        const size_t node_count = half ? size_t(ctx.size()) * block : count;
         // (A node of one rank has no node ring.)
         const bool alone = ctx.topology().local_size(ctx.rank()) < 2;
-        p.hier = kind == Collective::allreduce && ctx.hier_ready() && ctx.inboxes_held() &&
-                 (alone || (shm_slots_fit(*ctx.next_inbox(), count, lanes, esz, rt.config().shm_segment_bytes()) &&
-                            shm_slots_fit(*ctx.inbox(), count, lanes, esz, rt.config().shm_segment_bytes())));
+        p.hier = (half ? ctx.hier_halves_ready() : ctx.hier_ready()) && ctx.inboxes_held() &&
+                 (alone ||
+                  (shm_slots_fit(*ctx.next_inbox(), node_count, lanes, esz, rt.config().shm_segment_bytes()) &&
+                   shm_slots_fit(*ctx.inbox(), node_count, lanes, esz, rt.config().shm_segment_bytes())));
         // Without the network only a ring whose every hop is in shared
         // memory runs (UCX is a reason for the network's hops only).
         if (!ctx.network_ready() && !(p.shm && ctx.all_hops_shm()))
@@ -253,6 +269,9 @@ LocalPlan plan_buffers(Runtime& rt, CommContext& ctx, CommContext::Net net, Coll
         if (ring_src != ring_recv) slot = 0;
         if (kind == Collective::allreduce && ctx.hier_ready())
             slot = std::max(slot, hierarchical_slot_bytes(ctx, count, esz, opt.segment_bytes));
+        // (The halves' rings across nodes: over parts of the MPI's blocks.)
+        if (half && ctx.hier_halves_ready())
+            slot = std::max(slot, segment_bound(block, segment_elems(opt.segment_bytes, esz)) * esz);
         // (The host allgather reduces nothing: no slots.)
         if (kind != Collective::allgather) slot = std::max(slot, halving_doubling_call_slot(ctx, kind, count, esz, p.segment));
         p.scratch_slot = slot;

@@ -55,7 +55,7 @@ struct LocalPlan {
     DeviceEngine::Mode mode = DeviceEngine::Mode::staged;
     int device_id = 0;
     bool shm = false;      // host buffers: this rank's shared-memory hops can take the call
-    bool hier = false;     // host buffers: the hierarchical allreduce can take it here
+    bool hier = false;     // host buffers: the hierarchical allreduce (or its half) can take it here
     size_t segment = 0;    // the segment size it wants for a ring on UCX (its slots hold one)
     size_t scratch_slot = 0;       // the slot bytes the ring's scratch needs
     bool scratch_pending = false;  // ...reserved later, when the call's ring starts (reserve_scratch)
@@ -96,9 +96,11 @@ static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "
 // hierarchical allreduce where nodes hold several ranks (rhd: with the
 // halving-doublings across nodes where they are ready, else the model
 // picks between it with rings and the flat ring); across nodes of one
-// rank each, hier is the ring and rhd the halving-doubling.  Whether the
-// call can take it is the caller's (CollectiveTask::ring_algorithm).
-Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net);
+// rank each, hier is the ring and rhd the halving-doubling.  `part`: the
+// collective (the model prices the halves apart).  Whether the call can
+// take it is the caller's (CollectiveTask::ring_algorithm).
+Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net,
+                         Collective part = Collective::allreduce);
 // The segment size of the network's hops: UCX's, or the MPI's
 // point-to-point's (smaller: eager in the MPI, runtime/config.h).
 size_t network_segment(const Config& cfg, CommContext::Net net);

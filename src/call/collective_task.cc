@@ -144,6 +144,16 @@ void CollectiveTask::place_ring_buffers() {
             }
         }
     }
+    // The hierarchical reduce-scatter or allgather stages the vector in
+    // lane order (algo/hierarchical.h, LaneOrderedBlocks) in a work buffer
+    // of the call's size, where the schedule wanted for it is hierarchical
+    // (the same buffer as the partial sums': one of the two runs).  None
+    // (an empty call needs none): this rank says it cannot take it
+    // (plan_here).
+    staging_ = nullptr;
+    if (call_.kind != Collective::allreduce && usable && bytes_ > 0 && !where_.device() &&
+        ctx_->hier_halves_ready() && is_hierarchical(wanted_schedule(cfg_, *ctx_, bytes_, net_, call_.kind)))
+        staging_ = nonblocking_ ? own_work_.get(bytes_) : ctx_->work_buffer(bytes_);
     ring_in_place_ = ring_src_ == ring_recv_;
     // The shape of the call for the copy chooser: an allgather out of
     // place moves its own block too.  (A rank whose sendbuf is its own
@@ -162,6 +172,7 @@ void CollectiveTask::plan_here() {
     plan_ = plan_buffers(rt_, *ctx_, net_, call_.kind, where_, ring_src_, ring_recv_, ring_count_, layout_, esz_, opt_,
                          refusal_, nonblocking_);
     if (!plan_.ready) NEXAR_DEBUG("%s of %zu bytes cannot take the ring here: %s", call_.name, bytes_, plan_.why);
+    if (call_.kind != Collective::allreduce && !staging_ && bytes_ > 0) plan_.hier = false;
     const int64_t shape = call_shape(call_, size_, items_);
     CallAgreement& a = agreement_;
     a = CallAgreement();
@@ -460,12 +471,12 @@ const char* ring_algorithm_name(RingAlgorithm a) {
     switch (a) {
         case RingAlgorithm::flat: return "the flat ring";
         case RingAlgorithm::one_shot: return "the one-shot";
-        case RingAlgorithm::hierarchical: return "the hierarchical allreduce";
+        case RingAlgorithm::hierarchical: return "the hierarchical schedule (node rings, rings across nodes)";
         case RingAlgorithm::ipc: return "GPU to GPU through IPC";
         case RingAlgorithm::ipc_hierarchical: return "the hierarchical allreduce, IPC inside each node";
         case RingAlgorithm::halving_doubling: return "the halving-doubling";
         case RingAlgorithm::hierarchical_halving_doubling:
-            return "the hierarchical allreduce, halving-doubling across nodes";
+            return "the hierarchical schedule (node rings, halving-doubling across nodes)";
     }
     return "?";
 }
@@ -523,10 +534,10 @@ TaskStep CollectiveTask::decide_route() {
     }
     // Host buffers everywhere (shared memory agreed): a small call on one
     // node takes the one-shot (the allreduce, or its reduce-scatter or
-    // allgather half), a larger allreduce the hierarchical allreduce where
-    // it is ready and chosen (its phase across nodes the rings or the
-    // halving-doublings, as chosen), else the flat ring with its same-node
-    // hops in shared memory.  Across nodes of one rank each, a call of
+    // allgather half), a larger call the hierarchical allreduce (or its
+    // half, on nodes of one size) where it is ready and chosen (its phase
+    // across nodes the rings or the halving-doublings, as chosen), else
+    // the flat ring with its same-node hops in shared memory.  Across nodes of one rank each, a call of
     // host buffers everywhere, or of device buffers everywhere, takes the
     // halving-doubling where it can (halving_doubling_takes_it) and is
     // chosen.  Otherwise the flat ring on the network only.  The one-shot's
@@ -538,7 +549,7 @@ TaskStep CollectiveTask::decide_route() {
     else if (a.shm && ctx_->boards_ready() && one_shot_size())
         algorithm_ = RingAlgorithm::one_shot;
     else
-        algorithm_ = ring_algorithm(wanted_schedule(cfg_, *ctx_, bytes_, net_), a);
+        algorithm_ = ring_algorithm(wanted_schedule(cfg_, *ctx_, bytes_, net_, call_.kind), a);
     // Below their floor nonblocking calls are nexar's only as the one-shot
     // (they met on the boards to learn whether every rank can take it).
     if (below_nonblocking_floor() && !persistent_ && algorithm_ != RingAlgorithm::one_shot)
@@ -550,12 +561,13 @@ TaskStep CollectiveTask::decide_route() {
 }
 
 // What runs a call that wants `schedule` (wanted_schedule): the
-// hierarchical allreduce where the call can take it (agreed: a.hier), with
+// hierarchical allreduce, or its half, where the call can take it
+// (agreed: a.hier; the halves need nodes of one size and a staging), with
 // the halving-doublings across nodes where they are ready; the
 // halving-doubling across nodes of one rank each where it takes the call;
 // else the flat ring.
 RingAlgorithm CollectiveTask::ring_algorithm(Schedule schedule, const CallAgreement& a) const {
-    if (call_.kind == Collective::allreduce && a.shm && a.hier && is_hierarchical(schedule))
+    if (a.shm && a.hier && is_hierarchical(schedule))
         return schedule == Schedule::hierarchical_halving_doubling && ctx_->halving_doubling_ready()
                    ? RingAlgorithm::hierarchical_halving_doubling
                    : RingAlgorithm::hierarchical;
@@ -566,8 +578,8 @@ RingAlgorithm CollectiveTask::ring_algorithm(Schedule schedule, const CallAgreem
 
 // The halving-doubling across nodes of one rank each takes the
 // allreduce, the allgather and the reduce-scatter: their blocks, by rank,
-// are by node.  (Where nodes hold several ranks it is the hierarchical
-// allreduce's phase across nodes, and nothing else.)  Out of place, the
+// are by node.  (Where nodes hold several ranks it serves the hierarchical
+// allreduce's and its halves' phase across nodes.)  Out of place, the
 // reduce-scatter needs the whole vector's work buffer, which 2 ranks do
 // without (place_ring_buffers): on 2 ranks, where it is the ring's one
 // step each way anyway, the reduce-scatter keeps the ring, in place or not
@@ -590,8 +602,11 @@ bool CollectiveTask::halving_doubling_takes_it() const {
 // ranks' rings then time out.
 Status CollectiveTask::place_own_block() {
     if (call_.kind != Collective::allgather || in_place_) return Status::ok;
-    // (The halving-doubling starts from the block in place: it is copied.)
+    // (The halving-doubling starts from the block in place: it is copied.
+    // The hierarchical allgather reads it from sendbuf into its staging.)
     const bool in_place_run = algorithm_ == RingAlgorithm::halving_doubling;
+    const bool staged = algorithm_ == RingAlgorithm::hierarchical ||
+                        algorithm_ == RingAlgorithm::hierarchical_halving_doubling;
     const bool fills_slots = agreement_.shm && ctx_->send_shm() && used_.mode == ShmCopy::slots;
     const size_t own = blocks_->counts[size_t(me_)] * esz_;
     // A sendbuf inside recvbuf (erroneous in MPI unless it is the own
@@ -599,7 +614,7 @@ Status CollectiveTask::place_own_block() {
     const char* sb = static_cast<const char*>(call_.sendbuf);
     const char* rb = static_cast<const char*>(call_.recvbuf);
     const bool overlap = sb < rb + bytes_ && rb < sb + own;
-    if (!plan_.device() && !overlap && !in_place_run && (!fills_slots || used_.own_block_with_slots)) {
+    if (!plan_.device() && !overlap && !in_place_run && (staged || !fills_slots || used_.own_block_with_slots)) {
         ring_src_ = call_.sendbuf;
         return Status::ok;
     }
@@ -737,9 +752,14 @@ RingCallRun* CollectiveTask::build_run() {
         case RingAlgorithm::hierarchical_halving_doubling: {
             RingOptions local_opt = opt_;
             local_opt.segment_bytes = cfg_.shm_segment_bytes();
+            // A half: the MPI's blocks, staged; the allgather's own block
+            // from sendbuf (place_own_block) or in place.
+            StagedHalf half;
+            if (call_.kind != Collective::allreduce)
+                half = StagedHalf{call_.kind, blocks_->counts.data(), blocks_->displs.data(), staging_};
             return valid_or_null(run_storage_.emplace<HierarchicalRun>(
-                *ctx_, net_, src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_,
-                algorithm_ == RingAlgorithm::hierarchical_halving_doubling));
+                *ctx_, net_, ring_src_, call_.recvbuf, ring_count_, type, op, local_opt, opt_,
+                algorithm_ == RingAlgorithm::hierarchical_halving_doubling, half));
         }
         case RingAlgorithm::halving_doubling: {
             // The halves' blocks by node are the MPI's by rank (one rank a node).
@@ -766,7 +786,9 @@ Status CollectiveTask::move_own_block() {
     // (The IPC reduce-scatter puts it there itself, GPU to GPU: final_out.)
     // (So does the one-shot: it reduces the block straight into recvbuf.)
     // (So does the ring out of place: own_chunk_out_.)
+    // (So does the hierarchical reduce-scatter, from its staging.)
     if (call_.kind != Collective::reduce_scatter || ipc() || algorithm_ == RingAlgorithm::one_shot ||
+        algorithm_ == RingAlgorithm::hierarchical || algorithm_ == RingAlgorithm::hierarchical_halving_doubling ||
         (!in_place_ && algorithm_ != RingAlgorithm::halving_doubling))
         return Status::ok;
     char* block = ring_recv_ + blocks_->displs[size_t(me_)] * esz_;

@@ -265,6 +265,7 @@ private:
     const void* ring_src_ = nullptr;  // what the ring reads and writes
     char* ring_recv_ = nullptr;
     char* own_chunk_out_ = nullptr;  // a reduce-scatter out of place: its block straight into recvbuf
+    char* staging_ = nullptr;        // the hierarchical halves' lane-ordered copy (a work buffer)
     bool ring_in_place_ = false, shape_in_place_ = false;
     int variant_ = 0;             // the copy chooser's name for the call's shape
     bool chooses_copy_ = false;   // NEXAR_SHM_COPY=auto times this call

@@ -285,7 +285,7 @@ void IpcHierarchicalRun::account() const {
 
 HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
                                  DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt,
-                                 bool halving_doubling)
+                                 bool halving_doubling, const StagedHalf& half)
     : engine_(type, op, ctx.scratch()),
       inter_(net),
       halving_doubling_(halving_doubling) {
@@ -311,8 +311,20 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
     }
     const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.lane_count(), ctx.topology().nodes(),
                                               inter_opt.segment_bytes);
-    if (!hierarchical_arguments_valid(h, pieces, local_opt, inter_opt)) return;
-    op_.emplace(h, ctx.take_sequences(uint32_t(pieces)), pieces, src, recvbuf, count, type, local_opt, inter_opt);
+    const bool is_half = half.part != Collective::allreduce;
+    if (is_half) {
+        if (!ctx.hier_halves_ready() || !half.counts || !half.displs) return;
+        const RingTopology& t = ctx.topology();
+        std::vector<int> lane_ranks(size_t(t.size()));
+        for (int node = 0; node < t.nodes(); ++node)
+            for (int c = 0; c < t.lanes(); ++c) lane_ranks[size_t(node * t.lanes() + c)] = t.lane_rank(node, c);
+        blocks_.emplace(half.counts, half.displs, t.nodes(), t.lanes(), lane_ranks.data(), pieces,
+                        t.lane(ctx.rank()));
+        half_ = HierarchicalHalf{half.part, &*blocks_, half.staging, ctx.rank()};
+    }
+    if (!hierarchical_arguments_valid(h, pieces, local_opt, inter_opt, is_half ? &half_ : nullptr)) return;
+    op_.emplace(h, ctx.take_sequences(uint32_t(pieces)), pieces, src, recvbuf, count, type, local_opt, inter_opt,
+                is_half ? &half_ : nullptr);
 }
 
 void HierarchicalRun::account() const {

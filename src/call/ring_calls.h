@@ -89,16 +89,28 @@ private:
 // phase across nodes on network `net`: the rings of each lane, or
 // (`halving_doubling`) their halving-doublings (PartnerHops).  Requires
 // ctx.hier_ready(), and ctx.halving_doubling_ready() for the latter.
+// Or its half (`half`: the reduce-scatter or the allgather over the
+// MPI's blocks by rank, staged in `staging`; requires
+// ctx.hier_halves_ready()): `src` the reduce-scatter's whole input, the
+// allgather's own block (or, in place, recvbuf).
+struct StagedHalf {
+    Collective part = Collective::allreduce;  // allreduce: no half
+    const size_t* counts = nullptr;           // by rank, elements
+    const size_t* displs = nullptr;
+    char* staging = nullptr;                  // the whole vector's bytes
+};
 class HierarchicalRun final : public OperationRun<HierarchicalOperation> {
 public:
     // Check `valid` before the first poll.
     HierarchicalRun(CommContext& ctx, CommContext::Net net, const void* src, void* recvbuf, size_t count,
                     DataType type, ReduceOp op, const RingOptions& local_opt, const RingOptions& inter_opt,
-                    bool halving_doubling);
+                    bool halving_doubling, const StagedHalf& half = StagedHalf());
     ~HierarchicalRun() override { op_.reset(); }
     void account() const override;
 
 private:
+    std::optional<LaneOrderedBlocks> blocks_;  // a half's
+    HierarchicalHalf half_;
     std::optional<ShmSendChannel> local_out_;  // none on a node of one rank
     std::optional<ShmRecvChannel> local_in_;
     HostEngine engine_;  // the phase across nodes' (in place; out of place on a node of one rank)

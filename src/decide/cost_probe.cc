@@ -127,7 +127,7 @@ ChannelCost capped_halving_cost(const ChannelCost& halving, const ChannelCost& r
 }
 
 Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const NodeShape& shape, size_t bytes,
-                       size_t inter_segment_bytes) {
+                       size_t inter_segment_bytes, Collective part) {
     const double b = double(bytes);
     const bool flat = shape.largest < 2;
     CostModel log_costs = rings;
@@ -141,12 +141,16 @@ Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const
         if (halving) consider(Schedule::flat_halving_doubling, halving_doubling_seconds(log_costs, b, shape.nodes, 1));
         return best;
     }
+    const bool half = part != Collective::allreduce;
+    if (half && shape.lanes != shape.largest) return best;  // nodes of different sizes: no hierarchical half
+    const double staging = half ? 2 * b / rings.shm.bytes_per_s : 0;
     const int pieces = int(hierarchical_pieces(bytes, 1, shape.lanes, shape.nodes, inter_segment_bytes));
     consider(Schedule::hierarchical_ring,
-             hierarchical_seconds(rings, b, shape.nodes, shape.largest, pieces, shape.lanes));
+             hierarchical_seconds(rings, b, shape.nodes, shape.largest, pieces, shape.lanes) + staging);
     if (halving)
         consider(Schedule::hierarchical_halving_doubling,
-                 hierarchical_halving_doubling_seconds(log_costs, b, shape.nodes, shape.largest, pieces, shape.lanes));
+                 hierarchical_halving_doubling_seconds(log_costs, b, shape.nodes, shape.largest, pieces, shape.lanes) +
+                     staging);
     return best;
 }
 

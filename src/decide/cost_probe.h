@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 
+#include "algo/collective_kind.h"
 #include "algo/cost_model.h"
 #include "algo/ring.h"
 #include "base/status.h"
@@ -70,8 +71,13 @@ Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostMode
 // rate capped at the rings' (the same bytes cross the same links: a faster
 // fit is a busy machine's noise).  A tie goes to the earlier in kSchedules
 // (the ring first).  Identical on every rank that has the same inputs.
+// `part`: a reduce-scatter or an allgather of `bytes` (the whole vector)
+// is priced as half the allreduce's, each schedule alike, so the same
+// comparison picks, except that the hierarchical halves run only on nodes
+// of one size and copy the vector once more (algo/hierarchical.h's
+// staging: S / beta_shm, twice that in the allreduce's units).
 Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const NodeShape& shape, size_t bytes,
-                       size_t inter_segment_bytes);
+                       size_t inter_segment_bytes, Collective part = Collective::allreduce);
 // The halving-doubling's network costs as schedule_here prices them: its
 // own alpha, its rate capped at the rings'.
 ChannelCost capped_halving_cost(const ChannelCost& halving, const ChannelCost& rings);

@@ -59,7 +59,7 @@ CostModel CommContext::hierarchical_costs(size_t bytes) const {
     return model;
 }
 
-Schedule CommContext::schedule_for(size_t bytes, size_t inter_segment_bytes) const {
+Schedule CommContext::schedule_for(size_t bytes, size_t inter_segment_bytes, Collective part) const {
     // The rings on the costs of the network `bytes` take: across nodes of
     // one rank each the flat ring's (each network's where both were timed),
     // else the hierarchical allreduce's model, which prices the flat ring
@@ -70,7 +70,7 @@ Schedule CommContext::schedule_for(size_t bytes, size_t inter_segment_bytes) con
     CostModel rings = flat ? cost_model_ : hierarchical_costs(bytes);
     if (flat && networks_measured_) rings.net = measured_cost(network_for(bytes));
     return schedule_here(rings, halving_doubling_measured_ ? &halving_doubling_cost_ : nullptr, topo_.shape(), bytes,
-                         inter_segment_bytes);
+                         inter_segment_bytes, part);
 }
 
 RingLinks CommContext::links() const {

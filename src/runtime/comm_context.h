@@ -223,6 +223,9 @@ public:
     UcxEndpoint* inter_prev() { return inter_prev_.ep.get(); }
     // Every rank can run it (agreed at setup), and the model that chooses it.
     bool hier_ready() const { return hier_ready_; }
+    // Its halves, the reduce-scatter and the allgather, run where every
+    // node holds the same number of ranks (algo/hierarchical.h).
+    bool hier_halves_ready() const { return hier_ready_ && topo_.uniform() && topo_.max_ranks_per_node() > 1; }
     void enable_hier(const CostModel& model) { hier_ready_ = true, cost_model_ = model; }
     void disable_hier() { hier_ready_ = false; }
     // Without the hierarchical allreduce, frees the inboxes the flat ring does not use.
@@ -241,7 +244,8 @@ public:
     // network that `bytes` take (network_for), with segments of
     // `inter_segment_bytes` across nodes.  The halving-doublings compete
     // once timed.  The shape, not this rank's node: identical on every rank.
-    Schedule schedule_for(size_t bytes, size_t inter_segment_bytes) const;
+    // `part`: a reduce-scatter's or allgather's of `bytes` in all.
+    Schedule schedule_for(size_t bytes, size_t inter_segment_bytes, Collective part = Collective::allreduce) const;
     // NEXAR_SHM_COPY=auto's measurements on this communicator.
     ShmCopyChooser& copy_chooser() { return copy_chooser_; }
     // NEXAR_THRESHOLD_BYTES=auto's: which path each size of call takes.

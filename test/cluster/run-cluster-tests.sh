@@ -15,8 +15,9 @@
 #     local reference);
 #   - the hierarchical allreduce (NEXAR_ALGORITHM=hier) by slot and by
 #     node, on nodes of different sizes (3 + 2, 2 + 3 + 2: in lanes; 2 + 1:
-#     one lane, a node without a node ring), and the cost model's choice
-#     (auto);
+#     one lane, a node without a node ring), its halves (the reduce-scatter
+#     and the allgather staged in lane order) by slot and by node, and the
+#     cost model's choice (auto);
 #   - the same over the MPI's own point-to-point (NEXAR_NET=mpi, as where
 #     UCX has no transport for the network): every collective on the flat
 #     ring, the hierarchical allreduce, nonblocking calls, device buffers
@@ -28,7 +29,8 @@
 #     exact at 3, 5, 6, 7 and 8 nodes, over UCX and the MPI, the reduce-scatter
 #     and allgather at 3, 5, 6 and 7, device buffers at 3; timed beside the
 #     ring (auto); a node stopped and killed under it; and as the
-#     hierarchical allreduce's phase across 3 nodes of two ranks;
+#     hierarchical allreduce's (and its halves') phase across 3 nodes of
+#     two ranks;
 #   - a second `up` is refused while a cluster is up; one whose holders
 #     were killed (a run that ended without `down`) is removed by the next;
 #   - mismatched counts across nodes: MPI_ERR_COUNT on every rank, no hang;
@@ -378,6 +380,13 @@ for r in 0 1 2 3; do
 done
 check_run 4 --ppn 2 --map-by node -- --cases 160 --max-count 4000 --big-every 40 --seed 37 --split parity
 for r in 0 1 2 3; do expect_bytes $r hier_calls nonzero; done
+# Its halves on nodes of one size: the reduce-scatter (uneven blocks, empty
+# ones) and the allgather, staged in lane order (algo/hierarchical.h), by
+# node and by slot.
+check_run 4 --ppn 2 --map-by node -- --collective reduce_scatter --cases 40 --max-count 4000 --big-every 20 --seed 53
+check_bytes "$log" hier_calls nonzero
+check_run 4 --ppn 2 -- --collective allgather --cases 40 --max-count 4000 --big-every 20 --seed 54
+check_bytes "$log" hier_calls nonzero
 # The cost model times the links at setup and picks per call.
 algorithm=auto
 check_run 4 --ppn 2 -- --cases 120 --max-count 4000 --big-every 40 --seed 38
@@ -530,6 +539,14 @@ grep -aq "timing the halving-doubling failed (a ring across nodes failed" "$log"
 algorithm=rhd
 check_run 6 --nodes 3 --ppn 2 -- --cases 16 --max-count 20000 --big-every 8 --seed 79
 every_call_rhd 6 hier_calls
+# The halves there too (the lanes' halving-doubling over the nodes' blocks;
+# the program's communicators of one rank a node take the flat one).
+for collective in reduce_scatter_block allgather; do
+    check_run 6 --nodes 3 --ppn 2 --map-by node -- --collective $collective --cases 12 --max-count 20000 \
+        --big-every 6 --seed 81
+    every_call_rhd 6
+    check_bytes "$log" hier_calls nonzero
+done
 grep -aq "the hierarchical allreduce's halving-doubling across nodes ready (2 participants, the others fold in)" \
     "$log" || fail "3 nodes x 2 ranks: no word of the halving-doubling across nodes"
 if [ $wide = 1 ]; then

@@ -818,7 +818,8 @@ private:
 template <class T>
 void check_topology_allreduce(const std::vector<int>& node_of, size_t count, DataType type, ReduceOp op,
                               bool in_place, size_t segment_bytes, uint32_t depth, int calls = 1,
-                              std::vector<HopBytes>* sent = nullptr, Variant variant = Variant::flat) {
+                              std::vector<HopBytes>* sent = nullptr, Variant variant = Variant::flat,
+                              Collective part = Collective::allreduce) {
     const int n = int(node_of.size());
     const RingTopology topo(node_of);
     const bool halving = variant == Variant::hier_rhd;
@@ -826,7 +827,31 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
     if (hier) {
         ASSERT_TRUE(topo.nodes() >= 2 && topo.max_ranks_per_node() >= 2);
     }
+    // A half (the hierarchical reduce-scatter or allgather): blocks of
+    // uneven sizes by rank (some empty where `count` is small), `count`
+    // elements in all; the reference is the reduced vector's block, or
+    // every rank's input block in its place.
+    const bool is_half = part != Collective::allreduce;
+    if (is_half) {
+        ASSERT_TRUE(hier && topo.uniform());
+    }
+    std::vector<size_t> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
+    if (is_half) {
+        size_t at = 0;
+        for (int r = 0; r < n; ++r) {
+            counts[size_t(r)] = r + 1 < n ? count * size_t(r % 3 + 1) / size_t(2 * n) : count - at;
+            displs[size_t(r)] = at;
+            at += counts[size_t(r)];
+        }
+    }
+    std::vector<int> lane_ranks(static_cast<size_t>(n));
+    for (int node = 0; hier && topo.uniform() && node < topo.nodes(); ++node)
+        for (int c = 0; c < topo.lanes(); ++c) lane_ranks[size_t(node * topo.lanes() + c)] = topo.lane_rank(node, c);
     std::vector<T> want = expected<T>(n, count, type, op);
+    if (part == Collective::allgather)
+        for (int r = 0; r < n; ++r)
+            for (size_t i = 0; i < counts[size_t(r)]; ++i)
+                want[displs[size_t(r)] + i] = input_value<T>(r, displs[size_t(r)] + i, op);
     std::vector<std::vector<T>> out(n);
     std::vector<std::vector<uint8_t>> addresses(n);
     std::vector<ShmInboxName> names(n);
@@ -908,10 +933,14 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                     slots = std::max(slots, segment_bound(
                                                 count, segment_elems(2 * segment_bytes, sizeof(T))) * sizeof(T));
                 res.status = scratch.reserve(slots, depth);
+                std::vector<T> staging(is_half ? count : 0);
+                const size_t own_at = displs[size_t(r)], own = counts[size_t(r)];
                 for (int c = 0; c < calls && ok(res.status); ++c) {
-                    out[r].assign(count, T(99));
-                    if (in_place) out[r] = in;
-                    const void* src = in_place ? out[r].data() : in.data();
+                    out[r].assign(part == Collective::reduce_scatter && !in_place ? own : count, T(99));
+                    if (in_place && part != Collective::allgather) out[r] = in;
+                    if (in_place && part == Collective::allgather)
+                        std::copy(in.begin() + long(own_at), in.begin() + long(own_at + own), out[r].begin() + long(own_at));
+                    const void* src = in_place ? out[r].data() : part == Collective::allgather ? in.data() + own_at : in.data();
                     HostEngine engine(type, op, scratch);
                     UcxEndpoint* from = ep_prev ? ep_prev.get() : ep_next.get();
                     if (hier) {
@@ -952,8 +981,17 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         // The rings across nodes at another segment size, as in the library.
                         RingOptions inter_opt = opt;
                         inter_opt.segment_bytes = 2 * segment_bytes;
+                        std::optional<LaneOrderedBlocks> blocks;
+                        HierarchicalHalf half;
+                        if (is_half) {
+                            blocks.emplace(counts.data(), displs.data(), topo.nodes(), topo.lanes(),
+                                           lane_ranks.data(), pieces, topo.lane(r));
+                            half.part = part, half.blocks = &*blocks, half.staging = reinterpret_cast<char*>(staging.data());
+                            half.rank = r;
+                        }
                         res.status = hierarchical_allreduce(h, uint32_t(c) * 8, pieces, src, out[r].data(), count,
-                                                            type, opt, inter_opt, &res.error);
+                                                            type, opt, inter_opt, &res.error, is_half ? &half : nullptr);
+                        if (part == Collective::reduce_scatter) out[r].resize(own);  // the result: recvbuf's start
                         bytes[r].shm += local_out ? local_out->bytes_sent() : 0;
                         bytes[r].ucx += (inter_out ? inter_out->bytes_sent() : 0) + partner_links.bytes_sent();
                         continue;
@@ -992,7 +1030,12 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
     ASSERT_EQ(setup_failures.load(), 0) << results[0].error;
     for (int r = 0; r < n; ++r) {
         ASSERT_EQ(results[r].status, Status::ok) << "rank " << r << ": " << results[r].error;
-        ASSERT_TRUE(out[r] == want) << "rank " << r << " n=" << n << " count=" << count << " "
+        const std::vector<T> want_here =
+            part == Collective::reduce_scatter
+                ? std::vector<T>(want.begin() + long(displs[size_t(r)]),
+                                 want.begin() + long(displs[size_t(r)] + counts[size_t(r)]))
+                : want;
+        ASSERT_TRUE(out[r] == want_here) << "rank " << r << " n=" << n << " count=" << count << " " << collective_name(part) << " "
                                     << datatype_name(type) << " " << reduce_op_name(op)
                                     << (in_place ? " in place" : "") << (hier ? " hierarchical" : "")
                                     << (halving ? " (halving-doubling across nodes)" : "");
@@ -1258,6 +1301,36 @@ TEST(HierarchicalAllreduce, HalvingDoublingAcrossNodes) {
     check_topology_allreduce<int32_t>({0, 0, 1, 1, 2, 2, 3, 3}, count, DataType::i32, ReduceOp::sum, false, 4096, 4,
                                       1, &sent, Variant::hier_rhd);
     for (int r = 0; r < 8; ++r) EXPECT_EQ(sent[size_t(r)].ucx, 2 * 3 * (bytes / 2) / 4) << "rank " << r;
+}
+
+// The hierarchical reduce-scatter and allgather (nodes of one size): the
+// MPI's blocks of uneven sizes (empty ones where the call is short), by
+// slot and by node, a power of two of nodes and not, the rings or the
+// halving-doubling across nodes, in place and not, 1 to 4 pieces; against
+// the reduced vector's block and the ranks' own blocks.
+TEST(HierarchicalHalves, ReduceScatterAndAllgather) {
+    SKIP_WITHOUT_UCX();
+    const std::vector<std::vector<int>> placements = {
+        {0, 0, 1, 1},        // 2 x 2 by slot
+        {0, 1, 0, 1},        // 2 x 2 by node
+        {0, 1, 2, 0, 1, 2},  // 3 x 2 by node: the halving-doubling folds
+        {0, 0, 0, 1, 1, 1},  // 2 x 3
+    };
+    for (Collective part : {Collective::reduce_scatter, Collective::allgather})
+        for (Variant v : {Variant::hier, Variant::hier_rhd})
+            for (const auto& placement : placements)
+                for (size_t count : {0, 1, 7, 1009, 30001}) {
+                    SCOPED_TRACE(placement_name(placement) + " count=" + std::to_string(count) + " " +
+                                 collective_name(part) + (v == Variant::hier_rhd ? " rhd" : " rings"));
+                    check_topology_allreduce<int32_t>(placement, count, DataType::i32, ReduceOp::sum,
+                                                      count % 2 == 1, 1024, 4, 2, nullptr, v, part);
+                }
+    check_topology_allreduce<double>({0, 0, 1, 1, 2, 2, 3, 3}, 50021, DataType::f64, ReduceOp::max, false, 8192, 3,
+                                     1, nullptr, Variant::hier_rhd, Collective::reduce_scatter);
+    check_topology_allreduce<float>({0, 1, 2, 0, 1, 2}, 100003, DataType::f32, ReduceOp::sum, true, 64 * 1024, 2, 1,
+                                    nullptr, Variant::hier, Collective::reduce_scatter);
+    check_topology_allreduce<uint8_t>({0, 0, 1, 1, 2, 2, 3, 3}, 7777, DataType::u8, ReduceOp::sum, true, 256, 4, 1,
+                                      nullptr, Variant::hier_rhd, Collective::allgather);
 }
 
 // Each node's link carries 2(P-1)/P of the buffer in all, split over its L
@@ -1899,6 +1972,40 @@ TEST(CostModel, PicksAmongEverySchedule) {
     ChannelCost fast = m.net;
     fast.bytes_per_s *= 100;
     EXPECT_EQ(schedule_here(m, &fast, NodeShape::uniform(3, 1), size_t(1) << 30, segment), Schedule::flat_ring);
+}
+
+// A reduce-scatter's or allgather's pick: its allreduce's, but the
+// hierarchical halves run only on nodes of one size and pay their staging
+// copy (S / beta_shm): where that copy outweighs what they save across
+// nodes (a link nearly as fast as memory), the flat ring keeps the half;
+// on a slow link the copy is nothing and the pick is the allreduce's.
+TEST(CostModel, HalvesPayTheirStaging) {
+    CostModel slow = default_cost_model();
+    slow.net.bytes_per_s = 1e8;
+    slow.shm.bytes_per_s = 4e9;
+    const size_t bytes = size_t(64) << 20, segment = size_t(1) << 20;
+    const NodeShape two_by_four = NodeShape::uniform(2, 4);
+    for (Collective half : {Collective::reduce_scatter, Collective::allgather}) {
+        SCOPED_TRACE(collective_name(half));
+        EXPECT_EQ(schedule_here(slow, nullptr, two_by_four, bytes, segment, half), Schedule::hierarchical_ring);
+        EXPECT_EQ(schedule_here(slow, &slow.net, two_by_four, bytes, segment, half),
+                  schedule_here(slow, &slow.net, two_by_four, bytes, segment));
+        // Nodes of 3 and 2 ranks: the allreduce may go hierarchical, a half never.
+        const NodeShape uneven{2, 5, 3, 2};
+        EXPECT_EQ(schedule_here(slow, nullptr, uneven, bytes, segment), Schedule::hierarchical_ring);
+        EXPECT_EQ(schedule_here(slow, nullptr, uneven, bytes, segment, half), Schedule::flat_ring);
+        // A link as fast as memory: the hierarchical allreduce still sends
+        // less through it, but the halves' copy costs more than that saves.
+        CostModel fast = slow;
+        fast.net.bytes_per_s = 3.9e9;
+        const int pieces = int(hierarchical_pieces(bytes, 1, 4, 2, segment));
+        const double b = double(bytes);
+        ASSERT_LT(hierarchical_seconds(fast, b, 2, 4, pieces), ring_seconds(fast, b, 8, 2));
+        ASSERT_GT(hierarchical_seconds(fast, b, 2, 4, pieces) + 2 * b / fast.shm.bytes_per_s,
+                  ring_seconds(fast, b, 8, 2));
+        EXPECT_EQ(schedule_here(fast, nullptr, two_by_four, bytes, segment), Schedule::hierarchical_ring);
+        EXPECT_EQ(schedule_here(fast, nullptr, two_by_four, bytes, segment, half), Schedule::flat_ring);
+    }
 }
 
 // Where a context has UCX and the MPI's point-to-point, each call takes
