@@ -25,6 +25,11 @@
 #     uneven-nodes              2 simulated nodes of 3 and 2 ranks, 1 Gbit/s
 #                               links: nexar's hierarchical allreduce in
 #                               lanes against its flat ring (needs root)
+#     halves-across-nodes       2 simulated nodes x 2 ranks, 1 Gbit/s links:
+#                               reduce-scatter and allgather, nexar with no
+#                               setting (the hierarchical halves) against
+#                               its flat ring, each against Open MPI (needs
+#                               root)
 #     mpi4py                    the mpi4py + numpy gradient exchange
 #     gpu                       the GPU kernel and the staged device ring
 #                               (needs a GPU and a build with CUDA)
@@ -53,13 +58,13 @@
 #
 # On the 2-core development VM the whole set should take about 25 minutes
 # (estimated: one-node and across-nodes about 4 each, mpi4py and many-nodes
-# about 5 each, uneven-nodes about 3, small-calls about 2 (and the MPICH
+# about 5 each, uneven-nodes and halves-across-nodes about 3 each, small-calls about 2 (and the MPICH
 # lane's first build), the others about 1 each; each page records how long
 # its run took).
 #
 # Environment:
 #   NEXAR_RESULTS_QUICK=1    a quick check of this script: 4-64 KiB (the
-#                            cluster 16-256 KiB, many-nodes and uneven-nodes
+#                            cluster 16-256 KiB, many-nodes, uneven-nodes and halves-across-nodes
 #                            64-256 KiB), few
 #                            iterations, one mpi4py round; the pages say it
 #                            is no measurement
@@ -75,6 +80,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 python=/usr/bin/python3
 page_py="$src/scripts/results_page.py"
 all_topics=(one-node huge-pages reduce-scatter-allgather small-calls across-nodes without-ucx mpi-network many-nodes uneven-nodes
+            halves-across-nodes
             mpi4py gpu many-ranks)
 case ${1:-} in -h|--help) sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;; esac
 device_dir=""
@@ -453,6 +459,18 @@ topic_uneven_nodes() {
         --- "${net[@]}" -x NEXAR_ALGORITHM=hier --csv "$out/hier.csv" --plot "$out/hier.png"
 }
 
+# The reduce-scatter and the allgather on 2 nodes x 2 ranks: nexar with no
+# setting (the hierarchical halves where its model picks them), then its
+# flat ring forced, each beside Open MPI's default.
+topic_halves_across_nodes() {
+    local net=(--nodes 2 --ppn 2 --rate 1gbit --mpi-alg default -m "$nodes_range" "${nodes_iters[@]}") c runs=()
+    for c in reduce_scatter allgather; do
+        runs+=("${net[@]}" --collective $c -x NEXAR_LOG=info --csv "$out/$c-auto.csv" --plot "$out/$c-auto.png" ---
+               "${net[@]}" --collective $c -x NEXAR_ALGORITHM=ring --csv "$out/$c-ring.csv" --plot "$out/$c-ring.png" ---)
+    done
+    cluster_benches "${runs[@]}"
+}
+
 # histogram_plot PNG KEY YLABEL TITLE PLOT: clustered bars, one gnuplot
 # style for every bar chart of the pages.
 histogram_plot() {
@@ -570,7 +588,7 @@ page_date() {
 # why_not TOPIC: prints why the topic cannot run here, or nothing.
 why_not() {
     case $1 in
-        across-nodes | mpi-network | many-nodes | uneven-nodes) why_not_across_nodes ;;
+        across-nodes | mpi-network | many-nodes | uneven-nodes | halves-across-nodes) why_not_across_nodes ;;
         without-ucx) "$src/scripts/without-ucx" --check >/dev/null || "$src/scripts/without-ucx" --check ;;
         small-calls) if ! "${MPIRUN:-mpirun}" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
                          echo "the small-calls tables compare Open MPI's components: needs Open MPI's mpirun"

@@ -12,7 +12,7 @@ folder become docs/results/TOPIC/ and the page docs/results/TOPIC.md.  The
 page links its files as TOPIC/NAME, so it belongs beside that folder.
 
 TOPIC is one-node, huge-pages, reduce-scatter-allgather, small-calls, across-nodes,
-without-ucx, mpi-network, many-nodes, uneven-nodes, mpi4py, gpu or many-ranks; each expects
+without-ucx, mpi-network, many-nodes, uneven-nodes, halves-across-nodes, mpi4py, gpu or many-ranks; each expects
 its own CSVs (TOPICS below), in
 the columns their tools write (bench/osu_allreduce.c,
 bench/nexar-cluster-bench, bench/nexar-mpi4py-bench,
@@ -229,6 +229,34 @@ TOPICS = {
                 "Five busy ranks share this VM's 2 cores: below about 1 MiB the times are the scheduler's, and "
                 "ratios within ±30 % there are noise.",
     },
+    "halves-across-nodes": {
+        "title": "Reduce-scatter and allgather across nodes: the hierarchical halves (2 nodes x 2 ranks)",
+        "kind": "cluster",
+        "csvs": [("reduce_scatter-auto.csv", "MPI_Reduce_scatter_block: nexar with no setting (its model picks "
+                  "the flat ring or the hierarchical reduce-scatter per size), 2 nodes x 2 ranks, 1 Gbit/s links, "
+                  "against Open MPI's default", "rs-auto"),
+                 ("reduce_scatter-ring.csv", "MPI_Reduce_scatter_block: nexar's flat ring forced "
+                  "(`NEXAR_ALGORITHM=ring`), the same links, against Open MPI's default", "rs-ring"),
+                 ("allgather-auto.csv", "MPI_Allgather: nexar with no setting, the same links, against Open MPI's "
+                  "default", "ag-auto"),
+                 ("allgather-ring.csv", "MPI_Allgather: nexar's flat ring forced, the same links, against Open "
+                  "MPI's default", "ag-ring")],
+        "compare": [{"base": "rs-ring", "others": ["rs-auto"], "mpi_of": "rs-auto"},
+                    {"base": "ag-ring", "others": ["ag-auto"], "mpi_of": "ag-auto"}],
+        "read": "`bench/nexar-cluster-bench --collective reduce_scatter|allgather` as on the "
+                "[across-nodes](across-nodes.md) page, 2 nodes of 2 ranks over links limited to 1 Gbit/s each way, "
+                "in four runs, each measuring the MPI and nexar side by side: per collective nexar with no setting, "
+                "then its flat ring forced. Where nodes hold the same number of ranks, the reduce-scatter and the "
+                "allgather can take the hierarchical allreduce's halves ([How it works](../how-it-works.md#across-nodes)): "
+                "the node's ring and one ring (or halving-doubling) per local rank across the nodes, over the MPI's "
+                "blocks staged in lane order. Each node's link then carries (P−1)/P × S = S/2 each way, where the "
+                "flat ring over the 4 ranks sends (n−1)/n × S = 0.75 S through it: at most 67 % of the bound. The "
+                "bound is the hierarchical one (t ≥ (P−1)/P × S / rate; about 96 % of it is the payload's most; the "
+                "t_bound column, an allreduce's, is twice that); busbw counts all 4 ranks ((n−1)/n × S / t). The "
+                "summary's ratios between nexar's runs compare runs minutes apart, not side by side. Four busy ranks "
+                "share this VM's 2 cores: below about 1 MiB the times are the scheduler's, and ratios within ±30 % "
+                "there are noise.",
+    },
     "mpi4py": {
         "title": "A real client: mpi4py gradient exchange",
         "kind": "mpi4py",
@@ -297,7 +325,7 @@ TOPICS = {
     },
 }
 ORDER = ["one-node", "huge-pages", "reduce-scatter-allgather", "small-calls", "across-nodes", "without-ucx",
-         "mpi-network", "many-nodes", "uneven-nodes", "mpi4py", "gpu", "many-ranks"]
+         "mpi-network", "many-nodes", "uneven-nodes", "halves-across-nodes", "mpi4py", "gpu", "many-ranks"]
 REQUIRED_META = ["date", "cpu", "cores", "memory", "kernel", "thp", "mpi", "ucx", "nexar", "git"]
 PATH_WORDS = {"mpi": "passed through", "ring": "ring", "1shot": "one-shot", "hier": "hierarchical",
               "fallbk": "fell back", "split": "ranks differ!", "-": "no counters"}
@@ -901,8 +929,14 @@ def render(topic, d):
             heads.append((f"{short}: " if len(t["csvs"]) > 1 else "") + cluster_headline(rows))
         headline = "; ".join(heads)
         if "compare" in t:
-            c = t["compare"]
-            lines, headline = compare_runs(runs, c["base"], c["others"], c["mpi_of"])
+            # One comparison, or one per collective of the topic.
+            compares = t["compare"] if isinstance(t["compare"], list) else [t["compare"]]
+            lines, heads = [], []
+            for c in compares:
+                more, head = compare_runs(runs, c["base"], c["others"], c["mpi_of"])
+                lines += more + [""]
+                heads.append(head)
+            headline = "; ".join(heads)
             summary = lines + [model_picks(d), "", "Each run against its own MPI columns:", ""] + summary
     elif t["kind"] == "mpi4py":
         name, title, short = t["csvs"][0]
@@ -1030,7 +1064,7 @@ def write_index(results_dir):
             "NEXAR_RESULTS_QUICK=1 scripts/results.sh one-node   # a quick check of the script, not a measurement",
             "scripts/results.sh --from-device OUTDIR    # gpu and many-ranks from a run of test/gpu/run-on-device.sh",
             "```", "",
-            "`across-nodes`, `mpi-network`, `many-nodes` and `uneven-nodes` need root (network namespaces), `without-ucx` root (a "
+            "`across-nodes`, `mpi-network`, `many-nodes`, `uneven-nodes` and `halves-across-nodes` need root (network namespaces), `without-ucx` root (a "
             "private mount "
             "namespace), `gpu` a GPU and `many-ranks` 16 cores; where a topic "
             "cannot run, the script says why and leaves its page as it is. A lent GPU machine (one H200, 16 "
