@@ -1,6 +1,7 @@
 #include "call/ring_calls.h"
 
 #include <functional>
+#include <new>
 
 #include <algorithm>
 #include <cstdio>
@@ -315,11 +316,17 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
     if (is_half) {
         if (!ctx.hier_halves_ready() || !half.counts || !half.displs) return;
         const RingTopology& t = ctx.topology();
-        std::vector<int> lane_ranks(size_t(t.size()));
-        for (int node = 0; node < t.nodes(); ++node)
-            for (int c = 0; c < t.lanes(); ++c) lane_ranks[size_t(node * t.lanes() + c)] = t.lane_rank(node, c);
-        blocks_.emplace(half.counts, half.displs, t.nodes(), t.lanes(), lane_ranks.data(), pieces,
-                        t.lane(ctx.rank()));
+        // Its layout allocates (a nonblocking call's on the progress
+        // thread): out of memory, the run is not valid and the call fails.
+        try {
+            std::vector<int> lane_ranks(size_t(t.size()));
+            for (int node = 0; node < t.nodes(); ++node)
+                for (int c = 0; c < t.lanes(); ++c) lane_ranks[size_t(node * t.lanes() + c)] = t.lane_rank(node, c);
+            blocks_.emplace(half.counts, half.displs, t.nodes(), t.lanes(), lane_ranks.data(), pieces,
+                            t.lane(ctx.rank()));
+        } catch (const std::bad_alloc&) {
+            return;
+        }
         half_ = HierarchicalHalf{half.part, &*blocks_, half.staging, ctx.rank()};
     }
     if (!hierarchical_arguments_valid(h, pieces, local_opt, inter_opt, is_half ? &half_ : nullptr)) return;

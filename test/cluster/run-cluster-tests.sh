@@ -387,6 +387,10 @@ check_run 4 --ppn 2 --map-by node -- --collective reduce_scatter --cases 40 --ma
 check_bytes "$log" hier_calls nonzero
 check_run 4 --ppn 2 -- --collective allgather --cases 40 --max-count 4000 --big-every 20 --seed 54
 check_bytes "$log" hier_calls nonzero
+# Nonblocking and persistent ones too (their staging is each call's own),
+# on nexar's progress thread.
+nonblocking_run 4 --ppn 2 -- --rounds 2 --seed 55 --threads
+check_bytes "$log" hier_calls nonzero
 # The cost model times the links at setup and picks per call.
 algorithm=auto
 check_run 4 --ppn 2 -- --cases 120 --max-count 4000 --big-every 40 --seed 38
