@@ -198,9 +198,7 @@ size_t halving_doubling_call_slot(const CommContext& ctx, Collective kind, size_
     const size_t longest = kind == Collective::allreduce ? (count + L - 1) / L : count;
     return segment_bound(longest, segment_elems(segment_bytes, esz)) * esz;
 }
-}  // namespace
 
-namespace {
 // The most elements any chunk of `layout` holds.
 size_t largest_chunk(const ChunkLayout& layout) {
     size_t most = 0;

@@ -85,20 +85,23 @@ private:
     SendChannel* out_ = nullptr;
 };
 
-// The hierarchical allreduce (algo/hierarchical.h) on host buffers, its
-// phase across nodes on network `net`: the rings of each lane, or
-// (`halving_doubling`) their halving-doublings (PartnerHops).  Requires
-// ctx.hier_ready(), and ctx.halving_doubling_ready() for the latter.
-// Or its half (`half`: the reduce-scatter or the allgather over the
-// MPI's blocks by rank, staged in `staging`; requires
-// ctx.hier_halves_ready()): `src` the reduce-scatter's whole input, the
-// allgather's own block (or, in place, recvbuf).
+// A hierarchical run's half: the reduce-scatter or the allgather over the
+// MPI's blocks by rank, staged in `staging` (algo/hierarchical.h's
+// LaneOrderedBlocks).
 struct StagedHalf {
     Collective part = Collective::allreduce;  // allreduce: no half
     const size_t* counts = nullptr;           // by rank, elements
     const size_t* displs = nullptr;
     char* staging = nullptr;                  // the whole vector's bytes
 };
+
+// The hierarchical allreduce (algo/hierarchical.h) on host buffers, its
+// phase across nodes on network `net`: the rings of each lane, or
+// (`halving_doubling`) their halving-doublings (PartnerHops).  Requires
+// ctx.hier_ready(), and ctx.halving_doubling_ready() for the latter.
+// Or its half (`half`, StagedHalf; requires ctx.hier_halves_ready()): `src`
+// the reduce-scatter's whole input, the allgather's own block (or, in
+// place, recvbuf).
 class HierarchicalRun final : public OperationRun<HierarchicalOperation> {
 public:
     // Check `valid` before the first poll.
