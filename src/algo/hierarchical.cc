@@ -14,9 +14,9 @@ Span hierarchical_inter_span(const Span& piece, int lane, int lanes) {
     return s;
 }
 
-LaneOrderedBlocks::LaneOrderedBlocks(const size_t* counts, const size_t* displs, int nodes, int lanes,
-                                     const int* lane_ranks, size_t pieces, int my_lane)
-    : P_(size_t(nodes)), L_(size_t(lanes)), pieces_(pieces < 1 ? 1 : pieces), my_lane_(my_lane),
+LaneOrderedBlocks::LaneOrderedBlocks(const size_t* counts, const size_t* displs, const RingTopology& topo,
+                                     size_t pieces, int my_lane)
+    : P_(size_t(topo.nodes())), L_(size_t(topo.lanes())), pieces_(pieces < 1 ? 1 : pieces), my_lane_(my_lane),
       counts_(counts, counts + P_ * L_), displs_(displs, displs + P_ * L_), staged_at_(P_ * L_ * pieces_),
       node_spans_(pieces_ * L_), lane_counts_(pieces_ * P_), lane_displs_(pieces_ * P_),
       lane_ring_spans_(pieces_ * P_) {
@@ -25,7 +25,7 @@ LaneOrderedBlocks::LaneOrderedBlocks(const size_t* counts, const size_t* displs,
         for (size_t c = 0; c < L_; ++c) {
             node_spans_[k * L_ + c].offset = at;
             for (size_t n = 0; n < P_; ++n) {
-                const int r = lane_ranks[n * L_ + c];
+                const int r = topo.lane_rank(int(n), int(c));
                 const size_t part = chunk_span(counts_[size_t(r)], pieces_, k).count;
                 staged_at_[size_t(r) * pieces_ + k] = at;
                 if (c == size_t(my_lane)) {
@@ -168,7 +168,7 @@ void HierarchicalOperation::stage() {
     for (int r = gather ? half_->rank : 0; r < (gather ? half_->rank + 1 : b.ranks()); ++r) {
         // The allgather's own block: sendbuf is the block itself, or (in
         // place) recvbuf the whole vector.
-        const char* from = gather ? (send_ == recv_ ? send_ + b.displ(r) * esz_ : send_) : send_ + b.displ(r) * esz_;
+        const char* from = gather && send_ != recv_ ? send_ : send_ + b.displ(r) * esz_;
         for (size_t k = 0; k < pieces_; ++k) {
             const Span part = b.part(r, k);
             if (part.count) std::memcpy(half_->staging + b.staged_at(r, k) * esz_, from + part.offset * esz_,
@@ -211,47 +211,46 @@ void HierarchicalOperation::start_steps() {
     }
     if (l_.local.size > 1 && !local_ && next_local_ < local_steps()) {
         const LocalStep step = local_order(pieces_, half_)[next_local_];
-        if (half_ && (!step.gather || crossed_[step.piece])) {
-            // A half's node ring runs in place in the staging, over its lanes' chunks.
+        if (!step.gather || crossed_[step.piece]) {
             ++next_local_;
             local_piece_ = step.piece;
             local_gather_ = step.gather;
-            local_.emplace(l_.local, first_sequence_ + uint32_t(step.piece), half_->staging, half_->staging,
-                           half_->blocks->node_layout(step.piece), type_, node_step_options(), *l_.local_out,
-                           *l_.local_in, step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
-        } else if (!step.gather || crossed_[step.piece]) {
-            ++next_local_;
+            // The allreduce's piece: the allgather starts from it as the
+            // rings across nodes left it in recvbuf; the node's chunks are
+            // the lanes' (more ranks than lanes: the rest empty).  A half's
+            // runs in place in the staging, over its lanes' chunks.
             const Span piece = chunk_span(count_, pieces_, step.piece);
             const size_t off = piece.offset * esz_;
-            local_piece_ = step.piece;
-            local_gather_ = step.gather;
-            // The allgather starts from the piece as the rings across nodes left it in recvbuf.
-            // The node's chunks are the lanes' (more ranks than lanes: the rest empty).
-            local_.emplace(l_.local, first_sequence_ + uint32_t(step.piece), step.gather ? recv_ + off : send_ + off,
-                           recv_ + off,
-                           ChunkLayout::shares(piece.count, size_t(l_.local.size), size_t(l_.lane_count())), type_,
-                           node_step_options(), *l_.local_out, *l_.local_in,
+            const char* input = half_ ? half_->staging : step.gather ? recv_ + off : send_ + off;
+            char* output = half_ ? half_->staging : recv_ + off;
+            local_.emplace(l_.local, first_sequence_ + uint32_t(step.piece), input, output,
+                           half_ ? half_->blocks->node_layout(step.piece)
+                                 : ChunkLayout::shares(piece.count, size_t(l_.local.size), size_t(l_.lane_count())),
+                           type_, node_step_options(), *l_.local_out, *l_.local_in,
                            step.gather ? RingPhases::allgather : RingPhases::reduce_scatter);
         }
     }
-    if (half_ && !inter_.running() && next_inter_ < pieces_ && scattered_[next_inter_]) {
-        // A half's crossing: its lane's chunk of the piece, in place in the staging.
+    if (!inter_.running() && next_inter_ < pieces_ && scattered_[next_inter_]) {
         inter_piece_ = next_inter_++;
-        const LaneOrderedBlocks& b = *half_->blocks;
-        char* chunk = half_->staging + b.lane_span(inter_piece_).offset * esz_;
-        lane_blocks_ = b.lane_blocks(inter_piece_);
-        lane_ring_layout_ = b.lane_ring_layout(inter_piece_);
-        inter_.start(l_, first_sequence_ + uint32_t(inter_piece_), chunk, chunk, b.lane_span(inter_piece_).count,
-                     type_, inter_options_, half_->part, &lane_blocks_, &lane_ring_layout_);
-    } else if (!inter_.running() && next_inter_ < pieces_ && scattered_[next_inter_]) {
-        inter_piece_ = next_inter_++;
-        const Span mine = hierarchical_inter_span(chunk_span(count_, pieces_, inter_piece_), lane_, l_.lane_count());
-        // What the node's ring reduced lies in recvbuf; without one (a node
-        // of one rank) the input is sendbuf's, and the crossing runs out of
-        // place (no copy first).
-        const size_t off = mine.offset * esz_;
-        inter_.start(l_, first_sequence_ + uint32_t(inter_piece_), (l_.local.size == 1 ? send_ : recv_) + off,
-                     recv_ + off, mine.count, type_, inter_options_);
+        const uint32_t sequence = first_sequence_ + uint32_t(inter_piece_);
+        if (half_) {
+            // A half's crossing: its lane's chunk of the piece, in place in the staging.
+            const LaneOrderedBlocks& b = *half_->blocks;
+            char* chunk = half_->staging + b.lane_span(inter_piece_).offset * esz_;
+            lane_blocks_ = b.lane_blocks(inter_piece_);
+            lane_ring_layout_ = b.lane_ring_layout(inter_piece_);
+            inter_.start(l_, sequence, chunk, chunk, b.lane_span(inter_piece_).count, type_, inter_options_,
+                         half_->part, &lane_blocks_, &lane_ring_layout_);
+        } else {
+            const Span mine =
+                hierarchical_inter_span(chunk_span(count_, pieces_, inter_piece_), lane_, l_.lane_count());
+            // What the node's ring reduced lies in recvbuf; without one (a
+            // node of one rank) the input is sendbuf's, and the crossing
+            // runs out of place (no copy first).
+            const size_t off = mine.offset * esz_;
+            inter_.start(l_, sequence, (l_.local.size == 1 ? send_ : recv_) + off, recv_ + off, mine.count, type_,
+                         inter_options_);
+        }
     }
 }
 

@@ -49,6 +49,7 @@
 #include "algo/halving_doubling.h"
 #include "algo/partition.h"
 #include "algo/ring.h"
+#include "algo/topology.h"
 
 namespace nexar {
 
@@ -68,10 +69,10 @@ namespace nexar {
 class LaneOrderedBlocks {
 public:
     // counts[r], displs[r]: rank r's block (elements, the MPI's layout);
-    // lane_ranks[n * lanes + c]: the rank that carries lane c on node n.
-    // `my_lane`: the lane this rank carries.
-    LaneOrderedBlocks(const size_t* counts, const size_t* displs, int nodes, int lanes, const int* lane_ranks,
-                      size_t pieces, int my_lane);
+    // `topo`'s nodes, all of its lanes() ranks (lane_rank: which rank
+    // carries lane c on node n); `my_lane`: the lane this rank carries.
+    LaneOrderedBlocks(const size_t* counts, const size_t* displs, const RingTopology& topo, size_t pieces,
+                      int my_lane);
     size_t pieces() const { return pieces_; }
     // Piece k's node ring: its L lane chunks in the staging.
     ChunkLayout node_layout(size_t k) const { return ChunkLayout::blocks(&node_spans_[k * L_], L_); }

@@ -605,8 +605,7 @@ Status CollectiveTask::place_own_block() {
     // (The halving-doubling starts from the block in place: it is copied.
     // The hierarchical allgather reads it from sendbuf into its staging.)
     const bool in_place_run = algorithm_ == RingAlgorithm::halving_doubling;
-    const bool staged = algorithm_ == RingAlgorithm::hierarchical ||
-                        algorithm_ == RingAlgorithm::hierarchical_halving_doubling;
+    const bool staged = is_hierarchical(algorithm_);
     const bool fills_slots = agreement_.shm && ctx_->send_shm() && used_.mode == ShmCopy::slots;
     const size_t own = blocks_->counts[size_t(me_)] * esz_;
     // A sendbuf inside recvbuf (erroneous in MPI unless it is the own
@@ -680,8 +679,7 @@ TaskStep CollectiveTask::start_run() {
         Status w = ctx_->device_buffers(rt_.device_api()).wait_for_application(&error_);
         if (!ok(w)) return result_ = finish_ring(w), TaskStep::done;
     }
-    const bool hierarchical = algorithm_ == RingAlgorithm::hierarchical ||
-                              algorithm_ == RingAlgorithm::hierarchical_halving_doubling;
+    const bool hierarchical = is_hierarchical(algorithm_);
     used_.mode = ShmCopy(agreement_.shm_copy);
     // The copy chooser times the flat ring's whole call, this rank's
     // allgather block included; a persistent call runs in the mode the
@@ -788,7 +786,7 @@ Status CollectiveTask::move_own_block() {
     // (So does the ring out of place: own_chunk_out_.)
     // (So does the hierarchical reduce-scatter, from its staging.)
     if (call_.kind != Collective::reduce_scatter || ipc() || algorithm_ == RingAlgorithm::one_shot ||
-        algorithm_ == RingAlgorithm::hierarchical || algorithm_ == RingAlgorithm::hierarchical_halving_doubling ||
+        is_hierarchical(algorithm_) ||
         (!in_place_ && algorithm_ != RingAlgorithm::halving_doubling))
         return Status::ok;
     char* block = ring_recv_ + blocks_->displs[size_t(me_)] * esz_;

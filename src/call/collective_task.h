@@ -49,13 +49,17 @@ namespace nexar {
 enum class RingAlgorithm {
     flat,              // the ring over every rank: same-node hops in shared memory, the others on the network
     one_shot,          // a small allreduce on one node: every rank reads every rank's board
-    hierarchical,      // allreduce: rings inside each node, rings across nodes, rings inside again
+    hierarchical,      // rings inside each node, rings across nodes, rings inside again (or a half of that)
     ipc,               // device buffers on one node: GPU to GPU through CUDA IPC
     ipc_hierarchical,  // device allreduce across nodes: IPC inside each node, the device ring across
     halving_doubling,  // host calls across nodes of one rank each: log P exchanges each way
     hierarchical_halving_doubling,  // the hierarchical allreduce with halving-doublings across nodes
 };
 const char* ring_algorithm_name(RingAlgorithm a);
+// The host hierarchical allreduce (or its half), either phase across nodes (HierarchicalRun).
+inline bool is_hierarchical(RingAlgorithm a) {
+    return a == RingAlgorithm::hierarchical || a == RingAlgorithm::hierarchical_halving_doubling;
+}
 
 // What the driver does after a step.
 enum class TaskStep {

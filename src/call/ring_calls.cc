@@ -319,11 +319,7 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
         // Its layout allocates (a nonblocking call's on the progress
         // thread): out of memory, the run is not valid and the call fails.
         try {
-            std::vector<int> lane_ranks(size_t(t.size()));
-            for (int node = 0; node < t.nodes(); ++node)
-                for (int c = 0; c < t.lanes(); ++c) lane_ranks[size_t(node * t.lanes() + c)] = t.lane_rank(node, c);
-            blocks_.emplace(half.counts, half.displs, t.nodes(), t.lanes(), lane_ranks.data(), pieces,
-                            t.lane(ctx.rank()));
+            blocks_.emplace(half.counts, half.displs, t, pieces, t.lane(ctx.rank()));
         } catch (const std::bad_alloc&) {
             return;
         }

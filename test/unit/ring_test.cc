@@ -844,9 +844,6 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
             at += counts[size_t(r)];
         }
     }
-    std::vector<int> lane_ranks(static_cast<size_t>(n));
-    for (int node = 0; hier && topo.uniform() && node < topo.nodes(); ++node)
-        for (int c = 0; c < topo.lanes(); ++c) lane_ranks[size_t(node * topo.lanes() + c)] = topo.lane_rank(node, c);
     std::vector<T> want = expected<T>(n, count, type, op);
     if (part == Collective::allgather)
         for (int r = 0; r < n; ++r)
@@ -986,8 +983,7 @@ void check_topology_allreduce(const std::vector<int>& node_of, size_t count, Dat
                         std::optional<LaneOrderedBlocks> blocks;
                         HierarchicalHalf half;
                         if (is_half) {
-                            blocks.emplace(counts.data(), displs.data(), topo.nodes(), topo.lanes(),
-                                           lane_ranks.data(), pieces, topo.lane(r));
+                            blocks.emplace(counts.data(), displs.data(), topo, pieces, topo.lane(r));
                             half.part = part, half.blocks = &*blocks, half.staging = reinterpret_cast<char*>(staging.data());
                             half.rank = r;
                         }
