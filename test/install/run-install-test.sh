@@ -32,7 +32,7 @@ fi
     fail "nexar_pmpi.pc gives the version $version, not $NEXAR_EXPECTED_VERSION"
 for f in "$libdir/libnexar_pmpi.so" "$prefix/include/nexar/nexar.h" "$prefix/include/nexar/nexar_version.h" "$libdir/pkgconfig/nexar_pmpi.pc" \
          "$prefix/bin/nexar_osu_allreduce" "$prefix/bin/nexar-osu" "$prefix/bin/nexar-sweep" "$prefix/bin/nexar_many_comms" \
-         "$prefix/bin/nexar-cluster-bench" "$prefix/bin/nexar-cluster" "$prefix/bin/nexar-cluster-rsh" "$prefix/bin/nexar-report-plot"; do
+         "$prefix/bin/nexar-cluster-bench" "$prefix/bin/nexar-model-check" "$prefix/bin/nexar-cluster" "$prefix/bin/nexar-cluster-rsh" "$prefix/bin/nexar-report-plot"; do
     [ -e "$root$f" ] || fail "$f is not installed"
     echo "installed $f"
 done
@@ -58,6 +58,7 @@ NEXAR_UCX_TLS=tcp "$info" -p | grep -aq "^setting.NEXAR_UCX_TLS=tcp (environment
 echo "nexar-info: $(echo "$kv" | grep -c .) keys"
 # The installed cluster benchmark finds its harness beside itself.
 "$root$prefix/bin/nexar-cluster-bench" --help | grep -aq "nexar-cluster-bench" || fail "nexar-cluster-bench --help failed"
+"$root$prefix/bin/nexar-model-check" --help | grep -aq "nexar-model-check" || fail "nexar-model-check --help failed"
 "$root$prefix/bin/nexar-report-plot" --help | grep -aq "usage: nexar-report-plot" || fail "nexar-report-plot --help failed"
 # With CUDA support, the plugin must sit next to the library (that is where
 # libnexar_pmpi.so looks for it).
