@@ -440,33 +440,36 @@ topic_mpi_network() {
 # model picks the ring or the halving-doubling per size; NEXAR_LOG=info
 # puts the model's costs and picks in the log) against Open MPI's default,
 # recursive doubling (3) and Rabenseifner (6); then each of nexar's two
-# schedules forced, against Open MPI's default.
+# schedules forced on every call (NEXAR_THRESHOLD_BYTES=0: no size left to
+# the MPI, so the two compare as schedules), against Open MPI's default.
 topic_many_nodes() {
     local net=(--nodes 8 --ppn 1 --rate 1gbit -m "$nodes_range" "${nodes_iters[@]}")
     cluster_benches "${net[@]}" --mpi-alg default,3,6 -x NEXAR_LOG=info --csv "$out/auto.csv" --plot "$out/auto.png" \
-        --- "${net[@]}" --mpi-alg default -x NEXAR_ALGORITHM=ring --csv "$out/ring.csv" --plot "$out/ring.png" \
-        --- "${net[@]}" --mpi-alg default -x NEXAR_ALGORITHM=rhd --csv "$out/rhd.csv" --plot "$out/rhd.png"
+        --- "${net[@]}" --mpi-alg default -x NEXAR_ALGORITHM=ring -x NEXAR_THRESHOLD_BYTES=0 --csv "$out/ring.csv" --plot "$out/ring.png" \
+        --- "${net[@]}" --mpi-alg default -x NEXAR_ALGORITHM=rhd -x NEXAR_THRESHOLD_BYTES=0 --csv "$out/rhd.csv" --plot "$out/rhd.png"
 }
 
 # Nodes of different sizes (3 + 2 ranks) over slow links: nexar with no
 # setting (its model picks the flat ring or the hierarchical allreduce in
 # lanes per size; NEXAR_LOG=info puts its costs and picks in the log), then
-# each of the two forced, each against Open MPI's default.
+# each of the two forced on every call (NEXAR_THRESHOLD_BYTES=0), each
+# against Open MPI's default.
 topic_uneven_nodes() {
     local net=(--hosts 0:3,1:2 --rate 1gbit -m "$nodes_range" "${nodes_iters[@]}")
     cluster_benches "${net[@]}" -x NEXAR_LOG=info --csv "$out/auto.csv" --plot "$out/auto.png" \
-        --- "${net[@]}" -x NEXAR_ALGORITHM=ring --csv "$out/ring.csv" --plot "$out/ring.png" \
-        --- "${net[@]}" -x NEXAR_ALGORITHM=hier --csv "$out/hier.csv" --plot "$out/hier.png"
+        --- "${net[@]}" -x NEXAR_ALGORITHM=ring -x NEXAR_THRESHOLD_BYTES=0 --csv "$out/ring.csv" --plot "$out/ring.png" \
+        --- "${net[@]}" -x NEXAR_ALGORITHM=hier -x NEXAR_THRESHOLD_BYTES=0 --csv "$out/hier.csv" --plot "$out/hier.png"
 }
 
 # The reduce-scatter and the allgather on 2 nodes x 2 ranks: nexar with no
 # setting (the hierarchical halves where its model picks them), then its
-# flat ring forced, each beside Open MPI's default.
+# flat ring forced on every call (NEXAR_THRESHOLD_BYTES=0), each beside
+# Open MPI's default.
 topic_halves_across_nodes() {
     local net=(--nodes 2 --ppn 2 --rate 1gbit --mpi-alg default -m "$nodes_range" "${nodes_iters[@]}") c runs=()
     for c in reduce_scatter allgather; do
         runs+=("${net[@]}" --collective $c -x NEXAR_LOG=info --csv "$out/$c-auto.csv" --plot "$out/$c-auto.png" ---
-               "${net[@]}" --collective $c -x NEXAR_ALGORITHM=ring --csv "$out/$c-ring.csv" --plot "$out/$c-ring.png" ---)
+               "${net[@]}" --collective $c -x NEXAR_ALGORITHM=ring -x NEXAR_THRESHOLD_BYTES=0 --csv "$out/$c-ring.csv" --plot "$out/$c-ring.png" ---)
     done
     cluster_benches "${runs[@]}"
 }

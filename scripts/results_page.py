@@ -179,10 +179,10 @@ TOPICS = {
         "csvs": [("auto.csv", "nexar with no setting (its model picks the ring or the halving-doubling per size), "
                   "8 nodes × 1 rank, 1 Gbit/s links, against Open MPI's default, recursive doubling (3) and "
                   "Rabenseifner (6)", "auto"),
-                 ("ring.csv", "nexar's ring forced (`NEXAR_ALGORITHM=ring`), the same links, against Open MPI's "
-                  "default", "ring"),
-                 ("rhd.csv", "nexar's halving-doubling forced (`NEXAR_ALGORITHM=rhd`), the same links, against "
-                  "Open MPI's default", "rhd")],
+                 ("ring.csv", "nexar's ring forced on every call (`NEXAR_ALGORITHM=ring NEXAR_THRESHOLD_BYTES=0`), "
+                  "the same links, against Open MPI's default", "ring"),
+                 ("rhd.csv", "nexar's halving-doubling forced on every call (`NEXAR_ALGORITHM=rhd "
+                  "NEXAR_THRESHOLD_BYTES=0`), the same links, against Open MPI's default", "rhd")],
         # The summary's comparison across the runs: each of `others` ÷
         # `base` (nexar's busbw), and `mpi_of`'s nexar ÷ its best MPI column.
         "compare": {"base": "ring", "others": ["auto", "rhd"], "mpi_of": "auto"},
@@ -192,16 +192,21 @@ TOPICS = {
                 "(6), one job per algorithm (across nodes of one rank each, nexar times its flat ring and its "
                 "halving-doubling, Rabenseifner's schedule, when a communicator is set up, and its cost model picks "
                 "one per size; `NEXAR_LOG=info` puts the costs and the picks in the log, quoted in the summary); then "
-                "the ring forced (`NEXAR_ALGORITHM=ring`) and the halving-doubling forced (`NEXAR_ALGORITHM=rhd`), "
-                "each against Open MPI's default. Each table's ratio is against the best of its own MPI columns; "
-                "\"nexar ring calls\" counts the calls nexar took, by either schedule (0: passed through to the MPI); "
-                "8 warm-up calls per size cover the learner's trials (4 of nexar's, 4 of the MPI's), so every timed "
-                "call of a nexar column is nexar's. The summary's nexar-auto ÷ nexar-ring and nexar-rhd ÷ nexar-ring "
+                "the ring forced (`NEXAR_ALGORITHM=ring`) and the halving-doubling forced (`NEXAR_ALGORITHM=rhd`) on "
+                "every call (`NEXAR_THRESHOLD_BYTES=0`, so the two compare as schedules), each against Open MPI's "
+                "default. Each table's ratio is against the best of its own MPI columns; \"nexar ring calls\" counts "
+                "the calls nexar took, by either schedule: with no setting, 8 warm-up calls per size cover the "
+                "learner's trials (4 of nexar's, 4 of the MPI's), and 4 means the timed calls went to the MPI, which "
+                "the learner measured as fast or faster there. The summary's nexar-auto ÷ nexar-ring and nexar-rhd ÷ nexar-ring "
                 "are ratios of busbw from runs minutes apart, not side by side, and nexar-auto is the best of its "
-                "three jobs where the others are one job each, which leans its ratio above 1. The 8 ranks share this VM's 2 cores, "
-                "so the latency of a message is the scheduler's (milliseconds: a rank waits for a core), not the "
-                "link's; that is the cost the halving-doubling's fewer steps (2 log2 P = 6 against the ring's 2(P−1) "
-                "= 14) save, and it swings between runs: ratios within ±30 % at the small sizes are noise. The bound "
+                "three jobs where the others are one job each, which leans its ratio above 1. The 8 ranks share this VM's 2 cores: "
+                "the cluster's launcher tells Open MPI so (`mpi_yield_when_idle`, as Open MPI sets itself on one "
+                "oversubscribed node) and nexar yields as well, so a rank that waits hands its core on. At 1 Gbit/s a "
+                "message's latency (tens of µs) is small beside a 64 KiB call's time on the link (0.9 ms), and each "
+                "schedule's segments keep the link busy while earlier ones are on their way, so from 64 KiB the ring "
+                "runs near the link bound and the halving-doubling's fewer steps (2 log2 P = 6 against the ring's "
+                "2(P−1) = 14) have little to save; they pay below 64 KiB ([the model's check](model.md#checked-against-"
+                "measured-times)). The bound "
                 "is the link: in either schedule each node's link carries 2(P−1)/P × S each way, so t ≥ 2(P−1)/P × S "
                 "/ rate for both (about 96 % of it is the payload's most): where one stays further below it than "
                 "the other at the large sizes, that is its own overheads, not the bytes it moves.",
@@ -211,23 +216,24 @@ TOPICS = {
         "kind": "cluster",
         "csvs": [("auto.csv", "nexar with no setting (its model picks the flat ring or the hierarchical allreduce "
                   "per size), 2 nodes of 3 and 2 ranks, 1 Gbit/s links, against Open MPI's default", "auto"),
-                 ("ring.csv", "nexar's flat ring forced (`NEXAR_ALGORITHM=ring`), the same links, against Open "
-                  "MPI's default", "ring"),
-                 ("hier.csv", "nexar's hierarchical allreduce forced (`NEXAR_ALGORITHM=hier`), the same links, "
-                  "against Open MPI's default", "hier")],
+                 ("ring.csv", "nexar's flat ring forced on every call (`NEXAR_ALGORITHM=ring NEXAR_THRESHOLD_BYTES=0`), "
+                  "the same links, against Open MPI's default", "ring"),
+                 ("hier.csv", "nexar's hierarchical allreduce forced on every call (`NEXAR_ALGORITHM=hier "
+                  "NEXAR_THRESHOLD_BYTES=0`), the same links, against Open MPI's default", "hier")],
         "compare": {"base": "ring", "others": ["auto", "hier"], "mpi_of": "auto"},
         "read": "`bench/nexar-cluster-bench --hosts 0:3,1:2` as on the [across-nodes](across-nodes.md) page, here "
                 "a node of 3 ranks and one of 2 over links limited to 1 Gbit/s each way, in three runs, each "
                 "measuring the MPI and nexar side by side: nexar with no setting, then its flat ring forced and its "
-                "hierarchical allreduce forced. On nodes of different sizes the hierarchical allreduce crosses the "
+                "hierarchical allreduce forced, on every call (`NEXAR_THRESHOLD_BYTES=0`). On nodes of different sizes the hierarchical allreduce crosses the "
                 "network in as many lanes as the smallest node holds ranks (here 2; the third rank of the larger "
                 "node takes part in its node's ring only, [How it works](../how-it-works.md#across-nodes)), "
                 "so each node's link carries 2(P−1)/P × S = S each way, where the flat ring over the 5 ranks sends "
                 "2(n−1)/n × S = 1.6 S through it: at most 62.5 % of the bound. The bound is the hierarchical "
                 "allreduce's (t ≥ 2(P−1)/P × S / rate; about 96 % of it is the payload's most); busbw counts all "
                 "5 ranks. The summary's ratios between nexar's runs compare runs minutes apart, not side by side. "
-                "Five busy ranks share this VM's 2 cores: below about 1 MiB the times are the scheduler's, and "
-                "ratios within ±30 % there are noise.",
+                "Five ranks share this VM's 2 cores: the cluster's launcher tells Open MPI so (`mpi_yield_when_idle`) "
+                "and nexar yields as well, so a rank that waits hands its core on; ratios still swing by several "
+                "per cent from run to run.",
     },
     "halves-across-nodes": {
         "title": "Reduce-scatter and allgather across nodes: the hierarchical halves (2 nodes x 2 ranks)",
@@ -235,27 +241,29 @@ TOPICS = {
         "csvs": [("reduce_scatter-auto.csv", "MPI_Reduce_scatter_block: nexar with no setting (its model picks "
                   "the flat ring or the hierarchical reduce-scatter per size), 2 nodes x 2 ranks, 1 Gbit/s links, "
                   "against Open MPI's default", "rs-auto"),
-                 ("reduce_scatter-ring.csv", "MPI_Reduce_scatter_block: nexar's flat ring forced "
-                  "(`NEXAR_ALGORITHM=ring`), the same links, against Open MPI's default", "rs-ring"),
+                 ("reduce_scatter-ring.csv", "MPI_Reduce_scatter_block: nexar's flat ring forced on every call "
+                  "(`NEXAR_ALGORITHM=ring NEXAR_THRESHOLD_BYTES=0`), the same links, against Open MPI's default",
+                  "rs-ring"),
                  ("allgather-auto.csv", "MPI_Allgather: nexar with no setting, the same links, against Open MPI's "
                   "default", "ag-auto"),
-                 ("allgather-ring.csv", "MPI_Allgather: nexar's flat ring forced, the same links, against Open "
-                  "MPI's default", "ag-ring")],
+                 ("allgather-ring.csv", "MPI_Allgather: nexar's flat ring forced on every call, the same links, "
+                  "against Open MPI's default", "ag-ring")],
         "compare": [{"base": "rs-ring", "others": ["rs-auto"], "mpi_of": "rs-auto"},
                     {"base": "ag-ring", "others": ["ag-auto"], "mpi_of": "ag-auto"}],
         "read": "`bench/nexar-cluster-bench --collective reduce_scatter|allgather` as on the "
                 "[across-nodes](across-nodes.md) page, 2 nodes of 2 ranks over links limited to 1 Gbit/s each way, "
                 "in four runs, each measuring the MPI and nexar side by side: per collective nexar with no setting, "
-                "then its flat ring forced. Where nodes hold the same number of ranks, the reduce-scatter and the "
+                "then its flat ring forced on every call (`NEXAR_THRESHOLD_BYTES=0`). Where nodes hold the same number of ranks, the reduce-scatter and the "
                 "allgather can take the hierarchical allreduce's halves ([How it works](../how-it-works.md#across-nodes)): "
                 "the node's ring and one ring (or halving-doubling) per local rank across the nodes, over the MPI's "
                 "blocks staged in lane order. Each node's link then carries (P−1)/P × S = S/2 each way, where the "
                 "flat ring over the 4 ranks sends (n−1)/n × S = 0.75 S through it: at most 67 % of the bound. The "
                 "bound is the hierarchical one (t ≥ (P−1)/P × S / rate; about 96 % of it is the payload's most; the "
                 "t_bound column, an allreduce's, is twice that); busbw counts all 4 ranks ((n−1)/n × S / t). The "
-                "summary's ratios between nexar's runs compare runs minutes apart, not side by side. Four busy ranks "
-                "share this VM's 2 cores: below about 1 MiB the times are the scheduler's, and ratios within ±30 % "
-                "there are noise.",
+                "summary's ratios between nexar's runs compare runs minutes apart, not side by side. Four ranks share "
+                "this VM's 2 cores: the cluster's launcher tells Open MPI so (`mpi_yield_when_idle`) and nexar yields "
+                "as well, so a rank that waits hands its core on; ratios still swing by several per cent from run to "
+                "run.",
     },
     "mpi4py": {
         "title": "A real client: mpi4py gradient exchange",
