@@ -202,11 +202,11 @@ TOPICS = {
                 "three jobs where the others are one job each, which leans its ratio above 1. The 8 ranks share this VM's 2 cores: "
                 "the cluster's launcher tells Open MPI so (`mpi_yield_when_idle`, as Open MPI sets itself on one "
                 "oversubscribed node) and nexar yields as well, so a rank that waits hands its core on. At 1 Gbit/s a "
-                "message's latency (tens of µs) is small beside a 64 KiB call's time on the link (0.9 ms), and each "
-                "schedule's segments keep the link busy while earlier ones are on their way, so from 64 KiB the ring "
-                "runs near the link bound and the halving-doubling's fewer steps (2 log2 P = 6 against the ring's "
-                "2(P−1) = 14) have little to save; they pay below 64 KiB ([the model's check](model.md#checked-against-"
-                "measured-times)). The bound "
+                "64 KiB call needs 0.9 ms on the link, and the ring's 14 steps may cost about as much again in "
+                "latency (α 30–90 µs here), which the halving-doubling's 6 steps (2 log2 P against 2(P−1)) save; "
+                "from about 128 KiB each schedule's segments keep the link busy while earlier ones are on their way, "
+                "the ring runs near the link bound, and fewer steps have little to save ([the model's check]"
+                "(model.md#checked-against-measured-times)). The bound "
                 "is the link: in either schedule each node's link carries 2(P−1)/P × S each way, so t ≥ 2(P−1)/P × S "
                 "/ rate for both (about 96 % of it is the payload's most): where one stays further below it than "
                 "the other at the large sizes, that is its own overheads, not the bytes it moves.",
@@ -1078,8 +1078,9 @@ def write_index(results_dir):
             "cannot run, the script says why and leaves its page as it is. A lent GPU machine (one H200, 16 "
             "cores) runs both of the latter in `test/gpu/run-on-device.sh`, whose output folder makes their "
             "pages. Each page says how long its run took.", "",
-            "Not a measurement: [the model across nodes to 10,000 nodes](model.md), the predicted time of each "
-            "schedule nexar can choose and Open MPI's choice beside it (`nexar-info --model`).", ""]
+            "[The model across nodes to 10,000 nodes](model.md): predictions, the time of each schedule nexar can "
+            "choose and Open MPI's choice beside it (`nexar-info --model`), and at its end the predictions checked "
+            "against measured times at 2–8 simulated nodes (`bench/nexar-model-check`, run by hand).", ""]
     with open(os.path.join(results_dir, "README.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(out))
 

@@ -26,7 +26,7 @@ namespace {
 // long enough that beta dominates it on a slow link, and long enough that
 // an exchange of the halving-doubling spans several network segments, as
 // a large call's do (at 1 MiB the halving-doubling measured the ring's
-// rate over 8 simulated nodes, and ran at 0.7-0.8x the ring from 4 MiB).
+// rate over 8 simulated nodes, and ran at 0.7-0.9x the ring from 4 MiB).
 constexpr size_t kNetSmall = 16 << 10, kNetLarge = 4 << 20;
 // The shared-memory rate is taken from this rank's memcpy on this many bytes.
 constexpr size_t kCopyBytes = 8 << 20;
