@@ -540,9 +540,9 @@ TaskStep CollectiveTask::decide_route() {
     // the flat ring with its same-node hops in shared memory.  Across
     // nodes of one rank each, a call of host buffers everywhere, or of
     // device buffers everywhere, takes the halving-doubling where it can
-    // (halving_doubling_takes_it) and is chosen.  Otherwise the flat ring on the network only.  The one-shot's
-    // limit is on what each rank publishes, times the ranks that read it
-    // (one_shot_size).  The schedule is wanted_schedule's (NEXAR_ALGORITHM
+    // (halving_doubling_takes_it) and is chosen.  Otherwise the flat ring
+    // on the network only.  The one-shot's limit is on what each rank
+    // publishes, times the ranks that read it (one_shot_size).  The schedule is wanted_schedule's (NEXAR_ALGORITHM
     // or the cost model), what runs it ring_algorithm's.
     if (ipc)
         algorithm_ = ctx_->topology().nodes() > 1 ? RingAlgorithm::ipc_hierarchical : RingAlgorithm::ipc;
