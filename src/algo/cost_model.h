@@ -176,6 +176,17 @@ inline double hierarchical_halving_doubling_seconds(const CostModel& m, double b
     return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, t.messages, t.bytes_factor, lanes);
 }
 
+// The phase across nodes alone, L lanes of S/L at once sharing each
+// node's link: their rings (2(P-1) messages, 2(P-1)/P S through the link)
+// or their halving-doublings (halving_doubling_terms).  What decides the
+// device hierarchical allreduce's phase across nodes, whose node phases
+// (GPU to GPU) cost the same whichever crosses and do not pipeline with it.
+inline double crossing_seconds(const CostModel& m, double bytes, int nodes, bool halving_doubling) {
+    const double P = nodes < 1 ? 1 : nodes;
+    const ScheduleTerms t = halving_doubling ? halving_doubling_terms(nodes) : ScheduleTerms{2 * (P - 1), 2 * (P - 1) / P};
+    return t.messages * m.net.alpha_s + t.bytes_factor * bytes / m.net.bytes_per_s;
+}
+
 // A ring of `ranks` ranks whose every step costs channel `c`: 2(n-1)
 // messages, 2(n-1)/n of the bytes through each hop.  What sets two
 // channels of the network apart for a call of S bytes (the networks'

@@ -80,6 +80,13 @@ LocalOrder local_order(size_t pieces, const HierarchicalHalf* half) {
 
 }  // namespace
 
+bool crossing_arguments_valid(const HierarchicalLinks& l, const RingOptions& inter_options) {
+    if (l.inter_exchanges)
+        return halving_doubling_arguments_valid(HalvingDoublingSchedule(l.inter.position, l.inter.size, 0),
+                                                inter_options);
+    return l.inter_out && l.inter_in && ring_arguments_valid(l.inter, inter_options);
+}
+
 bool hierarchical_arguments_valid(const HierarchicalLinks& l, size_t pieces, const RingOptions& local_options,
                                   const RingOptions& inter_options, const HierarchicalHalf* half) {
     // A half: every rank carries a lane (nodes of one size), on a node ring.
@@ -88,11 +95,7 @@ bool hierarchical_arguments_valid(const HierarchicalLinks& l, size_t pieces, con
                  l.local.size < 2 || half->rank < 0 || half->rank >= half->blocks->ranks() ||
                  (!half->staging && half->blocks->extent() > 0)))
         return false;
-    const bool across = l.lane() < 0 ||
-                        (l.inter_exchanges ? halving_doubling_arguments_valid(
-                                                 HalvingDoublingSchedule(l.inter.position, l.inter.size, 0),
-                                                 inter_options)
-                                           : l.inter_out && l.inter_in && ring_arguments_valid(l.inter, inter_options));
+    const bool across = l.lane() < 0 || crossing_arguments_valid(l, inter_options);
     // A node of one rank has no node ring (nor its channels).
     const bool node_ring = l.local.size == 1 ? l.local.position == 0
                                              : l.local_out && l.local_in && ring_arguments_valid(l.local, local_options);

@@ -160,6 +160,11 @@ private:
     std::optional<HalvingDoublingOperation> halving_;
 };
 
+// Whether `links` make a phase across nodes for a rank that carries a
+// lane: a ring's channels, or a halving-doubling's exchanges, that take
+// `inter_options`.
+bool crossing_arguments_valid(const HierarchicalLinks& links, const RingOptions& inter_options);
+
 // Most pieces a call is cut into.
 constexpr size_t kMaxHierarchicalPieces = 4;
 

@@ -138,6 +138,17 @@ Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes
     return ctx.schedule_for(bytes, network_segment(cfg, net), part);
 }
 
+Schedule wanted_crossing(const Config& cfg, const CommContext& ctx, size_t bytes) {
+    if (!ctx.halving_doubling_ready()) return Schedule::hierarchical_ring;
+    switch (cfg.algorithm) {
+        case Algorithm::rhd: return Schedule::hierarchical_halving_doubling;
+        case Algorithm::ring:
+        case Algorithm::hier: return Schedule::hierarchical_ring;
+        case Algorithm::automatic: break;
+    }
+    return ctx.crossing_for(bytes);
+}
+
 size_t network_segment(const Config& cfg, CommContext::Net net) {
     return cfg.network_segment_bytes(net == CommContext::Net::mpi);
 }

@@ -101,6 +101,13 @@ static_assert(sizeof(CallAgreement) == kCallAgreementFields * sizeof(int64_t), "
 // take it is the caller's (CollectiveTask::ring_algorithm).
 Schedule wanted_schedule(const Config& cfg, const CommContext& ctx, size_t bytes, CommContext::Net net,
                          Collective part = Collective::allreduce);
+// The phase across nodes a device allreduce of `bytes` wants in the
+// hierarchical allreduce with IPC inside each node (IpcHierarchicalRun):
+// the halving-doublings (Schedule::hierarchical_halving_doubling) where
+// they are ready and NEXAR_ALGORITHM=rhd or the model
+// (CommContext::crossing_for) says so, else the rings
+// (hierarchical_ring).  Identical on every rank.
+Schedule wanted_crossing(const Config& cfg, const CommContext& ctx, size_t bytes);
 // The segment size of the network's hops: UCX's, or the MPI's
 // point-to-point's (smaller: eager in the MPI, runtime/config.h).
 size_t network_segment(const Config& cfg, CommContext::Net net);

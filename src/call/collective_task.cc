@@ -303,6 +303,20 @@ Status CollectiveTask::take_work_memory() {
 
 // Collective: every rank agreed on IPC for this call, and none had tried
 // to set it up on this context.  Ready on every rank or on none.
+// What crosses the nodes in the device hierarchical allreduce
+// (wanted_crossing), for the log: "the device rings", "the device
+// halving-doublings", or the model's pick at a few sizes.
+std::string CollectiveTask::crossing_picks() const {
+    if (!ctx_->halving_doubling_ready() || cfg_.algorithm == Algorithm::hier) return "the device rings";
+    if (cfg_.algorithm == Algorithm::rhd) return "the device halving-doublings";
+    std::string picks;
+    for (size_t bytes : {size_t(4) << 10, size_t(64) << 10, size_t(1) << 20, size_t(16) << 20}) {
+        const bool rhd = wanted_crossing(cfg_, *ctx_, bytes) == Schedule::hierarchical_halving_doubling;
+        picks += (picks.empty() ? "" : ", ") + format_bytes(bytes) + (rhd ? " rhd" : " ring");
+    }
+    return "the device rings or halving-doublings by size (NEXAR_ALGORITHM=auto picks: " + picks + ")";
+}
+
 void CollectiveTask::set_up_ipc() {
     std::unique_ptr<IpcContext> ipc;
     std::string why;
@@ -312,8 +326,8 @@ void CollectiveTask::set_up_ipc() {
                    ctx_->id(), size_);
     else if (ok(s) && me_ == 0)
         NEXAR_INFO("communicator context %u: device allreduces take the hierarchical allreduce: GPU to GPU through "
-                   "IPC among each node's %d ranks, the device ring across the %d nodes",
-                   ctx_->id(), int(ipc->members().size()), ctx_->topology().nodes());
+                   "IPC among each node's %d ranks; across the %d nodes %s",
+                   ctx_->id(), int(ipc->members().size()), ctx_->topology().nodes(), crossing_picks().c_str());
     else if (!ok(s))
         NEXAR_INFO("communicator context %u: no IPC for device buffers (%s): they take the device ring without IPC",
                    ctx_->id(), why.c_str());
@@ -473,7 +487,9 @@ const char* ring_algorithm_name(RingAlgorithm a) {
         case RingAlgorithm::one_shot: return "the one-shot";
         case RingAlgorithm::hierarchical: return "the hierarchical schedule (node rings, rings across nodes)";
         case RingAlgorithm::ipc: return "GPU to GPU through IPC";
-        case RingAlgorithm::ipc_hierarchical: return "the hierarchical allreduce, IPC inside each node";
+        case RingAlgorithm::ipc_hierarchical: return "the hierarchical allreduce, IPC inside each node, rings across";
+        case RingAlgorithm::ipc_hierarchical_halving_doubling:
+            return "the hierarchical allreduce, IPC inside each node, halving-doubling across";
         case RingAlgorithm::halving_doubling: return "the halving-doubling";
         case RingAlgorithm::hierarchical_halving_doubling:
             return "the hierarchical schedule (node rings, halving-doubling across nodes)";
@@ -495,7 +511,9 @@ TaskStep CollectiveTask::decide_route() {
     const CallAgreement& a = agreement_;
     if (!a.ready) return route_to_mpi("some rank's buffers or state cannot take nexar's algorithms");
     // Device buffers of one node, every rank able: GPU to GPU through IPC;
-    // across nodes, the hierarchical allreduce with its node phases there.
+    // across nodes, the hierarchical allreduce with its node phases there
+    // and its phase across nodes the rings or the halving-doublings
+    // (wanted_crossing).
     // Setting IPC up waits for every rank: a blocking or a persistent
     // call's agreement does it; a nonblocking call took IPC only where the
     // context had it at its plan (ipc_possible).  Every rank knows whether
@@ -544,8 +562,12 @@ TaskStep CollectiveTask::decide_route() {
     // on the network only.  The one-shot's limit is on what each rank
     // publishes, times the ranks that read it (one_shot_size).  The schedule is wanted_schedule's (NEXAR_ALGORITHM
     // or the cost model), what runs it ring_algorithm's.
-    if (ipc)
-        algorithm_ = ctx_->topology().nodes() > 1 ? RingAlgorithm::ipc_hierarchical : RingAlgorithm::ipc;
+    if (ipc && ctx_->topology().nodes() == 1)
+        algorithm_ = RingAlgorithm::ipc;
+    else if (ipc)
+        algorithm_ = wanted_crossing(cfg_, *ctx_, bytes_) == Schedule::hierarchical_halving_doubling
+                         ? RingAlgorithm::ipc_hierarchical_halving_doubling
+                         : RingAlgorithm::ipc_hierarchical;
     else if (a.shm && ctx_->boards_ready() && one_shot_size())
         algorithm_ = RingAlgorithm::one_shot;
     else
@@ -662,9 +684,10 @@ TaskStep CollectiveTask::start_run() {
             return built();
         case RingAlgorithm::ipc:
         case RingAlgorithm::ipc_hierarchical:
-            opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the rings across nodes'
+        case RingAlgorithm::ipc_hierarchical_halving_doubling:
+            opt_.segment_bytes = size_t(agreement_.ucx_segment);  // the phase across nodes'
             // (whose scratch is the context's, as the device ring's)
-            if ((algorithm_ == RingAlgorithm::ipc_hierarchical && !reserve_at_turn()) || !ok(take_work_memory()))
+            if ((ipc_hierarchical() && !reserve_at_turn()) || !ok(take_work_memory()))
                 return result_ = finish_ring(Status::no_memory), TaskStep::done;
             return built();
         case RingAlgorithm::hierarchical:
@@ -721,9 +744,10 @@ RingCallRun* CollectiveTask::build_run() {
     const ReduceOp op = element_.op;
     switch (algorithm_) {
         case RingAlgorithm::ipc_hierarchical:
-            return valid_or_null(run_storage_.emplace<IpcHierarchicalRun>(*ctx_, net_, new_device_engine(), src_,
-                                                                          call_.recvbuf, src_ipc_, recv_ipc_,
-                                                                          ring_count_, type, op, opt_));
+        case RingAlgorithm::ipc_hierarchical_halving_doubling:
+            return valid_or_null(run_storage_.emplace<IpcHierarchicalRun>(
+                *ctx_, net_, new_device_engine(), src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_, type, op,
+                opt_, algorithm_ == RingAlgorithm::ipc_hierarchical_halving_doubling));
         case RingAlgorithm::ipc: {
             if (call_.kind == Collective::allreduce)
                 return &run_storage_.emplace<IpcRun>(*ctx_, src_, call_.recvbuf, src_ipc_, recv_ipc_, ring_count_,

@@ -51,7 +51,8 @@ enum class RingAlgorithm {
     one_shot,          // a small allreduce on one node: every rank reads every rank's board
     hierarchical,      // rings inside each node, rings across nodes, rings inside again (or a half of that)
     ipc,               // device buffers on one node: GPU to GPU through CUDA IPC
-    ipc_hierarchical,  // device allreduce across nodes: IPC inside each node, the device ring across
+    ipc_hierarchical,  // device allreduce across nodes: IPC inside each node, the device rings across
+    ipc_hierarchical_halving_doubling,  // the same with the device halving-doublings across nodes
     halving_doubling,  // host calls across nodes of one rank each: log P exchanges each way
     hierarchical_halving_doubling,  // the hierarchical allreduce with halving-doublings across nodes
 };
@@ -218,6 +219,7 @@ private:
     // the other ranks).
     void set_up_agreed_ipc();
     void set_up_ipc();
+    std::string crossing_picks() const;
     RingCallRun* build_run();
     Status place_own_block();
     SegmentEngine& call_engine();
@@ -286,7 +288,11 @@ private:
 
     // Step 2: what runs (decide_route).
     RingAlgorithm algorithm_ = RingAlgorithm::flat;
-    bool ipc() const { return algorithm_ == RingAlgorithm::ipc || algorithm_ == RingAlgorithm::ipc_hierarchical; }
+    bool ipc() const { return algorithm_ == RingAlgorithm::ipc || ipc_hierarchical(); }
+    bool ipc_hierarchical() const {
+        return algorithm_ == RingAlgorithm::ipc_hierarchical ||
+               algorithm_ == RingAlgorithm::ipc_hierarchical_halving_doubling;
+    }
     CopyProposal used_;
     bool timed_ = false;
     std::chrono::steady_clock::time_point t0_;

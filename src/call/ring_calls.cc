@@ -210,9 +210,22 @@ BoardGroup IpcRun::group() const {
 
 void IpcRun::account() const { process_stats().ipc_calls.fetch_add(1, std::memory_order_relaxed); }
 
+namespace {
+// The bytes a hierarchical allreduce's phase across nodes sent, to the
+// stats: its halving-doubling's exchanges where it ran one, else its ring's.
+void count_crossing_bytes(const std::optional<PartnerHops>& partners, const NetHop& ring) {
+    if (partners) {
+        if (const SendChannel* out = partners->out()) count_bytes(out->kind(), partners->bytes_sent());
+    } else if (const SendChannel* out = ring.out()) {
+        count_bytes(*out);
+    }
+}
+}  // namespace
+
 IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, CommContext::Net net, SegmentEngine& engine, const void* src,
                                        void* recvbuf, const nexar_ipc_memory& src_ipc, const nexar_ipc_memory& recv_ipc,
-                                       size_t count, DataType type, ReduceOp op, const RingOptions& opt)
+                                       size_t count, DataType type, ReduceOp op, const RingOptions& opt,
+                                       bool halving_doubling)
     : ctx_(ctx),
       recv_(recvbuf),
       recv_ipc_(recv_ipc),
@@ -221,12 +234,16 @@ IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, CommContext::Net net, S
       op_(op),
       opt_(opt),
       inter_sequence_(ctx.next_sequence()),
-      net_(net),
-      inter_out_(net_.send_to(ctx, ctx.inter_next(), ctx.topology().inter_next(ctx.rank()), opt.depth, engine,
-                              false)),
-      inter_in_(net_.receive_from(ctx, ctx.inter_prev(), ctx.topology().inter_prev(ctx.rank()), opt.depth, engine,
-                                  0)) {
-    valid_ = inter_out_ && inter_in_ && ring_arguments_valid(ctx.inter_peers(), opt);
+      net_(net) {
+    links_.inter = ctx.inter_peers();
+    if (halving_doubling) {
+        if (!ctx.halving_doubling_ready()) return;  // not valid
+        links_.inter_exchanges = &partners_.emplace(ctx, net, engine);
+    } else {
+        links_.inter_out = net_.send_to(ctx, ctx.inter_next(), links_.inter.next_rank, opt.depth, engine, false);
+        links_.inter_in = net_.receive_from(ctx, ctx.inter_prev(), links_.inter.prev_rank, opt.depth, engine, 0);
+    }
+    valid_ = crossing_arguments_valid(links_, opt);
     if (valid_) node_.emplace(ctx, src, recvbuf, src_ipc, recv_ipc, count, type, op, opt, IpcPart::reduce_scatter);
 }
 
@@ -240,16 +257,15 @@ Status IpcHierarchicalRun::poll(bool* moved, std::string* error) {
         const size_t begin = IpcAllreduce::chunk_begin(count_, q, L);
         const size_t items = IpcAllreduce::chunk_begin(count_, q + 1, L) - begin;
         char* chunk = static_cast<char*>(recv_) + begin * datatype_size(type_);
-        inter_.emplace(ctx_.inter_peers(), inter_sequence_, chunk, chunk, items, type_, opt_, *inter_out_,
-                            *inter_in_);
+        inter_.start(links_, inter_sequence_, chunk, chunk, items, type_, opt_);
         // The node's other ranks came (phase 1 needed them): one patience
         // for the whole call (RingOptions::patient_start), spent.
-        if (L > 1) inter_->end_patience();
+        if (L > 1) inter_.end_patience();
         phase_ = 1, *moved = true;
     }
     if (phase_ == 1) {
-        if (!ok(s = inter_->poll(moved, error))) return fail_node(s);
-        if (!inter_->finished()) return s;
+        if (!ok(s = inter_.poll(moved, error))) return fail_node(s);
+        if (!inter_.finished()) return s;
         node_.reset();
         node_.emplace(ctx_, recv_, recv_, recv_ipc_, recv_ipc_, count_, type_, op_, opt_, IpcPart::allgather);
         phase_ = 2, *moved = true;
@@ -263,7 +279,7 @@ Status IpcHierarchicalRun::poll(bool* moved, std::string* error) {
 
 Status IpcHierarchicalRun::check_stall(std::chrono::steady_clock::time_point idle_since, std::string* error) {
     if (phase_ == 1) {
-        Status s = inter_->check_stall(idle_since, error);
+        Status s = inter_.check_stall(idle_since, error);
         return ok(s) ? s : fail_node(s);
     }
     return phase_ == 3 ? Status::ok : node_->check_stall(idle_since, error);
@@ -278,8 +294,9 @@ Status IpcHierarchicalRun::fail_node(Status s) {
 }
 
 void IpcHierarchicalRun::account() const {
-    count_bytes(*inter_out_);
+    count_crossing_bytes(partners_, net_);
     Stats& stats = process_stats();
+    if (partners_) stats.rhd_calls.fetch_add(1, std::memory_order_relaxed);
     stats.hier_calls.fetch_add(1, std::memory_order_relaxed);
     stats.ipc_calls.fetch_add(1, std::memory_order_relaxed);
 }
@@ -332,11 +349,7 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
 
 void HierarchicalRun::account() const {
     if (local_out_) count_bytes(*local_out_);
-    if (partners_) {
-        if (const SendChannel* out = partners_->out()) count_bytes(out->kind(), partners_->bytes_sent());
-    } else if (const SendChannel* out = inter_.out()) {
-        count_bytes(*out);
-    }
+    count_crossing_bytes(partners_, inter_);
     if (halving_doubling_) process_stats().rhd_calls.fetch_add(1, std::memory_order_relaxed);
     process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
 }

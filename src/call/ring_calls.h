@@ -286,7 +286,9 @@ private:
 //   1. the IPC reduce-scatter among the node's L ranks leaves chunk q (of
 //      L) reduced over the node in local index q's receive buffer;
 //   2. the ring of local index q across the P nodes allreduces that chunk
-//      in place (L such rings at once, as in algo/hierarchical.h);
+//      in place (L such rings at once, as in algo/hierarchical.h), or
+//      (`halving_doubling`) its halving-doubling (PartnerHops; requires
+//      ctx.halving_doubling_ready()): algo/hierarchical.h's AcrossNodes;
 //   3. the IPC allgather gives every rank of the node every chunk.
 // No pipeline: inside a node the GPUs move bytes far faster than any
 // link between nodes, so overlapping the phases would hide little (the
@@ -299,9 +301,9 @@ class IpcHierarchicalRun final : public RingCallRun {
 public:
     IpcHierarchicalRun(CommContext& ctx, CommContext::Net net, SegmentEngine& engine, const void* src, void* recvbuf,
                        const nexar_ipc_memory& src_ipc, const nexar_ipc_memory& recv_ipc, size_t count, DataType type,
-                       ReduceOp op, const RingOptions& opt);
+                       ReduceOp op, const RingOptions& opt, bool halving_doubling);
     ~IpcHierarchicalRun() override { inter_.reset(); }
-    // The ring across nodes takes these options (the same on every rank).
+    // The phase across nodes takes these options (the same on every rank).
     bool valid() const { return valid_; }
     Status poll(bool* moved, std::string* error) override;
     bool finished() const override { return phase_ == 3; }
@@ -321,9 +323,9 @@ private:
     uint32_t inter_sequence_;
     std::optional<IpcRun> node_;  // phase 1, then phase 3
     NetHop net_;  // the ring across nodes' channels
-    SendChannel* inter_out_ = nullptr;
-    RecvChannel* inter_in_ = nullptr;
-    std::optional<RingOperation> inter_;
+    std::optional<PartnerHops> partners_;  // or the halving-doubling's
+    HierarchicalLinks links_;  // inter, and inter_out/inter_in or inter_exchanges
+    AcrossNodes inter_;
     int phase_ = 0;  // 0, 1, 2: the phase running (from 1 above); 3: finished
     bool valid_ = false;
 };

@@ -129,6 +129,16 @@ ChannelCost capped_halving_cost(const ChannelCost& halving, const ChannelCost& r
     return ChannelCost{halving.alpha_s, std::min(halving.bytes_per_s, rings.bytes_per_s)};
 }
 
+Schedule crossing_here(const CostModel& rings, const ChannelCost* halving, int nodes, size_t bytes) {
+    if (!halving) return Schedule::hierarchical_ring;
+    CostModel log_costs = rings;
+    log_costs.net = capped_halving_cost(*halving, rings.net);
+    const double b = double(bytes);
+    return crossing_seconds(log_costs, b, nodes, true) < crossing_seconds(rings, b, nodes, false)
+               ? Schedule::hierarchical_halving_doubling
+               : Schedule::hierarchical_ring;
+}
+
 Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const NodeShape& shape, size_t bytes,
                        size_t inter_segment_bytes, Collective part) {
     const double b = double(bytes);

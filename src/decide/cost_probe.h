@@ -78,6 +78,12 @@ Status probe_costs(InterRingProbe& rings, const RingOptions& inter_opt, CostMode
 // staging: S / beta_shm, twice that in the allreduce's units).
 Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const NodeShape& shape, size_t bytes,
                        size_t inter_segment_bytes, Collective part = Collective::allreduce);
+// The phase across nodes of the device hierarchical allreduce (GPU to GPU
+// inside each node): Schedule::hierarchical_halving_doubling where its
+// halving-doublings are priced faster than its rings on `nodes` nodes
+// (crossing_seconds; `halving` as schedule_here's), else
+// Schedule::hierarchical_ring.  Identical on every rank.
+Schedule crossing_here(const CostModel& rings, const ChannelCost* halving, int nodes, size_t bytes);
 // The halving-doubling's network costs as schedule_here prices them: its
 // own alpha, its rate capped at the rings'.
 ChannelCost capped_halving_cost(const ChannelCost& halving, const ChannelCost& rings);

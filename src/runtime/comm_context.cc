@@ -73,6 +73,11 @@ Schedule CommContext::schedule_for(size_t bytes, size_t inter_segment_bytes, Col
                          inter_segment_bytes, part);
 }
 
+Schedule CommContext::crossing_for(size_t bytes) const {
+    return crossing_here(hierarchical_costs(bytes), halving_doubling_measured_ ? &halving_doubling_cost_ : nullptr,
+                         topo_.nodes(), bytes);
+}
+
 RingLinks CommContext::links() const {
     RingLinks l;
     l.worker = worker_;

@@ -246,6 +246,12 @@ public:
     // once timed.  The shape, not this rank's node: identical on every rank.
     // `part`: a reduce-scatter's or allgather's of `bytes` in all.
     Schedule schedule_for(size_t bytes, size_t inter_segment_bytes, Collective part = Collective::allreduce) const;
+    // The device hierarchical allreduce's phase across nodes for a call of
+    // `bytes` (decide/cost_probe.h's crossing_here, on the hierarchical
+    // allreduce's costs for the network `bytes` take): its lanes' rings
+    // (hierarchical_ring) or halving-doublings (hierarchical_halving_doubling,
+    // once timed).  Identical on every rank.
+    Schedule crossing_for(size_t bytes) const;
     // NEXAR_SHM_COPY=auto's measurements on this communicator.
     ShmCopyChooser& copy_chooser() { return copy_chooser_; }
     // NEXAR_THRESHOLD_BYTES=auto's: which path each size of call takes.

@@ -464,6 +464,24 @@ node_fault() {
     (check_fault_report "$log" "$mode" 3 "$took" "$victims") ||
         { grep -a "nexar\[rank" "$log" | tail -n 20; fail "$mode, $what, under NEXAR_ALGORITHM=$algorithm"; }
 }
+# rhd_device_run PATH NP WHAT CLUSTER_OPTIONS...: allreduce_cuda_check on
+# the host-emulated GPU under NEXAR_ALGORITHM=rhd, its device buffers
+# staged through host memory or on the direct path (PATH: staged or
+# direct; UCX moving device memory), every result against values it
+# computes; the job's output in $log.
+rhd_device_run() {
+    local path=$1 np=$2 what=$3 rc direct=()
+    shift 3
+    echo "== allreduce_cuda_check --emulated-gpu --quick, $what, NEXAR_ALGORITHM=rhd, $path path"
+    [ "$path" = direct ] && direct=(-x NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1)
+    crun --ranks "$np" "$@" -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" "${direct[@]}" "$gpu_prog" \
+        --emulated-gpu --quick
+    rc=$?
+    grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 6
+    [ $rc = 0 ] || { tail -n 30 "$log"; fail "allreduce_cuda_check on the halving-doubling, $what ($path), exited with $rc"; }
+    check_stats "$log" "$np" 1
+    if [ "$path" = direct ]; then check_bytes "$log" direct_calls nonzero; fi
+}
 # every_call_rhd NP [FIELD]: each rank's calls that FIELD counts (ring_calls:
 # every call of nexar's) were all the halving-doubling's (NEXAR_ALGORITHM=rhd).
 every_call_rhd() {
@@ -553,6 +571,18 @@ for collective in reduce_scatter_block allgather; do
 done
 grep -aq "the hierarchical allreduce's halving-doubling across nodes ready (2 participants, the others fold in)" \
     "$log" || fail "3 nodes x 2 ranks: no word of the halving-doubling across nodes"
+# Device buffers (the host-emulated GPU) there: the hierarchical allreduce
+# with IPC inside the nodes and the device halving-doublings across them
+# (staged through host memory; on the main lane also the direct path).
+device_paths="staged direct"
+[ $wide = 1 ] || device_paths=staged
+for path in $device_paths; do
+    rhd_device_run $path 6 "3 nodes x 2 ranks" --nodes 3 --ppn 2
+    every_call_rhd 6 hier_calls
+    check_bytes "$log" ipc_calls nonzero
+    grep -aq "through IPC among each node's 2 ranks; across the 3 nodes the device halving-doublings" "$log" ||
+        fail "NEXAR_LOG=info did not say the device allreduces crossed the nodes on the halving-doubling"
+done
 if [ $wide = 1 ]; then
     algorithm=auto
     check_run 6 --nodes 3 --ppn 2 -- --cases 16 --max-count 20000 --big-every 8 --seed 80
@@ -606,24 +636,13 @@ node_fault stall-node 2 "3 nodes x 2 ranks" --nodes 3 --ppn 2
 grep -aq "in exchange [0-9]* of [0-9]* of the halving-doubling allreduce" "$log" ||
     fail "stall-node at 3 nodes x 2 ranks: no rank's error names the halving-doubling"
 # Device buffers (the host-emulated GPU): every collective of
-# allreduce_cuda_check on the halving-doubling across 3 nodes of one rank,
-# staged through host memory and on the direct path (UCX moving device
-# memory), against values it computes.
+# allreduce_cuda_check on the halving-doubling across 3 nodes of one rank.
 device_paths="staged direct"
 [ $wide = 1 ] || device_paths=direct
 for path in $device_paths; do
-    echo "== allreduce_cuda_check --emulated-gpu --quick, 3 nodes x 1 rank, NEXAR_ALGORITHM=rhd, $path path"
-    direct=()
-    [ $path = direct ] && direct=(-x NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1)
-    crun --ranks 3 --nodes 3 --ppn 1 -- -x NEXAR_EMULATED_GPU_PLUGIN="$gpu_plugin" "${direct[@]}" "$gpu_prog" \
-        --emulated-gpu --quick
-    rc=$?
-    grep -av '^nexar: rank\|^nexar\[rank' "$log" | tail -n 6
-    [ $rc = 0 ] || { tail -n 30 "$log"; fail "allreduce_cuda_check on the halving-doubling ($path) exited with $rc"; }
-    check_stats "$log" 3 1
+    rhd_device_run $path 3 "3 nodes x 1 rank" --nodes 3 --ppn 1
     every_call_rhd 3
     for field in reduce_scatter_calls allgather_calls; do check_bytes "$log" $field nonzero; done
-    [ $path = direct ] && check_bytes "$log" direct_calls nonzero
 done
 algorithm=ring
 up 2

@@ -92,6 +92,33 @@ TEST(CostModel, HierarchicalHalvingDoubling) {
     EXPECT_DOUBLE_EQ(hierarchical_halving_doubling_seconds(m, kS, 2, 2, 1), hierarchical_seconds(m, kS, 2, 2, 1));
 }
 
+TEST(CostModel, CrossingAlone) {
+    const CostModel m = round_model();
+    // 8 nodes: the rings 14 messages and 1.75 S through each link; the
+    // halving-doublings 6 messages and the same bytes.
+    EXPECT_NEAR(crossing_seconds(m, kS, 8, false), 14e-6 + 1.75e-3, kTol);
+    EXPECT_NEAR(crossing_seconds(m, kS, 8, true), 6e-6 + 1.75e-3, kTol);
+    // 3 nodes: P' = 2 and the fold's 2 S.
+    EXPECT_NEAR(crossing_seconds(m, kS, 3, false), 4e-6 + 4.0 / 3 * 1e-3, kTol);
+    EXPECT_NEAR(crossing_seconds(m, kS, 3, true), 4e-6 + 3e-3, kTol);
+}
+
+TEST(CostModel, CrossingChoice) {
+    const CostModel m = ethernet_model();
+    const ChannelCost own = m.net;  // the halving-doubling timed as fast as the rings
+    // Untimed: the rings, whatever the size.
+    EXPECT_EQ(crossing_here(m, nullptr, 1024, 8), Schedule::hierarchical_ring);
+    // Many nodes, small: its log P latencies win; at 2 nodes a tie, the
+    // rings'; few nodes not a power of two, large: the fold's bytes lose.
+    EXPECT_EQ(crossing_here(m, &own, 1024, 8), Schedule::hierarchical_halving_doubling);
+    EXPECT_EQ(crossing_here(m, &own, 2, 1 << 20), Schedule::hierarchical_ring);
+    EXPECT_EQ(crossing_here(m, &own, 3, 16 << 20), Schedule::hierarchical_ring);
+    EXPECT_EQ(crossing_here(m, &own, 8, 16 << 20), Schedule::hierarchical_halving_doubling);
+    // Its own alpha far above the rings' (a pause between its steps): the rings.
+    const ChannelCost slow{1e-3, own.bytes_per_s};
+    EXPECT_EQ(crossing_here(m, &slow, 8, 1 << 20), Schedule::hierarchical_ring);
+}
+
 TEST(CostModel, RingFormulasUnchanged) {
     const CostModel m = round_model();
     // 4 x 2 in 2 pieces: node = S/beta_shm = 0.25 ms, net = 1.5 S/beta_net;
