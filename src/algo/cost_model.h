@@ -115,12 +115,6 @@ inline double pipelined_hierarchical_seconds(const CostModel& m, double bytes, i
            std::min(node, net) / K;
 }
 
-inline double hierarchical_seconds(const CostModel& m, double bytes, int nodes, int ranks_per_node, int pieces,
-                                   int lanes = 0) {
-    const double P = nodes;
-    return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, 2 * (P - 1), 2 * (P - 1) / P, lanes);
-}
-
 // log2 of the largest power of two <= n (n >= 1; 0 below).
 inline int floor_log2(long long n) {
     int s = 0;
@@ -137,6 +131,12 @@ inline int floor_log2(long long n) {
 struct ScheduleTerms {
     double messages = 0, bytes_factor = 0;
 };
+// The rings across P nodes, one rank each (or one lane's, all lanes at
+// once): 2(P-1) messages and 2(P-1)/P of the vector.
+inline ScheduleTerms ring_terms(int nodes) {
+    const double P = nodes < 1 ? 1 : nodes;
+    return ScheduleTerms{2 * (P - 1), 2 * (P - 1) / P};
+}
 // The halving-doubling's (the header comment): 2 log2 P' messages and
 // 2(P'-1)/P' of the vector, plus 2 of each where the others fold in.
 inline ScheduleTerms halving_doubling_terms(int nodes) {
@@ -144,6 +144,24 @@ inline ScheduleTerms halving_doubling_terms(int nodes) {
     const double P2 = double(1LL << s);
     const bool folds = (1LL << s) != nodes;
     return ScheduleTerms{2.0 * s + (folds ? 2 : 0), 2 * (P2 - 1) / P2 + (folds ? 2 : 0)};
+}
+
+// The hierarchical allreduce with rings across nodes.
+inline double hierarchical_seconds(const CostModel& m, double bytes, int nodes, int ranks_per_node, int pieces,
+                                   int lanes = 0) {
+    const ScheduleTerms t = ring_terms(nodes);
+    return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, t.messages, t.bytes_factor, lanes);
+}
+
+// The phase across nodes alone, L lanes of S/L at once sharing each
+// node's link: their rings or their halving-doublings (the terms above).
+// What decides the device hierarchical allreduce's phase across nodes,
+// whose node phases (GPU to GPU) cost the same whichever crosses and do
+// not pipeline with it.  With one rank a node, the flat ring's and the
+// halving-doubling's own times.
+inline double crossing_seconds(const CostModel& m, double bytes, int nodes, bool halving_doubling) {
+    const ScheduleTerms t = halving_doubling ? halving_doubling_terms(nodes) : ring_terms(nodes);
+    return t.messages * m.net.alpha_s + t.bytes_factor * bytes / m.net.bytes_per_s;
 }
 
 // The halving-doubling allreduce over all n = nodes * ranks_per_node ranks
@@ -155,10 +173,7 @@ inline double halving_doubling_seconds(const CostModel& m, double bytes, int nod
     const int s = floor_log2(n);
     const long long n2 = 1LL << s;
     const bool folds = n != n2;
-    if (ranks_per_node == 1) {
-        const ScheduleTerms t = halving_doubling_terms(nodes);
-        return t.messages * m.net.alpha_s + t.bytes_factor * bytes / m.net.bytes_per_s;
-    }
+    if (ranks_per_node == 1) return crossing_seconds(m, bytes, nodes, true);
     int even_part = 0;  // log2 of the largest power of two dividing L
     while (even_part < 30 && (ranks_per_node >> even_part) % 2 == 0) ++even_part;
     const int a = nodes < 2 ? s : std::min(s, even_part);  // steps inside a node
@@ -174,17 +189,6 @@ inline double hierarchical_halving_doubling_seconds(const CostModel& m, double b
                                                     int pieces, int lanes = 0) {
     const ScheduleTerms t = halving_doubling_terms(nodes);
     return pipelined_hierarchical_seconds(m, bytes, ranks_per_node, pieces, t.messages, t.bytes_factor, lanes);
-}
-
-// The phase across nodes alone, L lanes of S/L at once sharing each
-// node's link: their rings (2(P-1) messages, 2(P-1)/P S through the link)
-// or their halving-doublings (halving_doubling_terms).  What decides the
-// device hierarchical allreduce's phase across nodes, whose node phases
-// (GPU to GPU) cost the same whichever crosses and do not pipeline with it.
-inline double crossing_seconds(const CostModel& m, double bytes, int nodes, bool halving_doubling) {
-    const double P = nodes < 1 ? 1 : nodes;
-    const ScheduleTerms t = halving_doubling ? halving_doubling_terms(nodes) : ScheduleTerms{2 * (P - 1), 2 * (P - 1) / P};
-    return t.messages * m.net.alpha_s + t.bytes_factor * bytes / m.net.bytes_per_s;
 }
 
 // A ring of `ranks` ranks whose every step costs channel `c`: 2(n-1)

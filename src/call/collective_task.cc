@@ -301,22 +301,23 @@ Status CollectiveTask::take_work_memory() {
     return ring_recv_ ? Status::ok : Status::no_memory;
 }
 
-// Collective: every rank agreed on IPC for this call, and none had tried
-// to set it up on this context.  Ready on every rank or on none.
 // What crosses the nodes in the device hierarchical allreduce
-// (wanted_crossing), for the log: "the device rings", "the device
-// halving-doublings", or the model's pick at a few sizes.
+// (wanted_crossing), for the log: what NEXAR_ALGORITHM fixes, or the
+// model's pick at a few sizes.
 std::string CollectiveTask::crossing_picks() const {
-    if (!ctx_->halving_doubling_ready() || cfg_.algorithm == Algorithm::hier) return "the device rings";
-    if (cfg_.algorithm == Algorithm::rhd) return "the device halving-doublings";
+    const auto halving_at = [&](size_t bytes) {
+        return wanted_crossing(cfg_, *ctx_, bytes) == Schedule::hierarchical_halving_doubling;
+    };
+    if (!ctx_->halving_doubling_ready() || cfg_.algorithm != Algorithm::automatic)
+        return halving_at(0) ? "the device halving-doublings" : "the device rings";
     std::string picks;
-    for (size_t bytes : {size_t(4) << 10, size_t(64) << 10, size_t(1) << 20, size_t(16) << 20}) {
-        const bool rhd = wanted_crossing(cfg_, *ctx_, bytes) == Schedule::hierarchical_halving_doubling;
-        picks += (picks.empty() ? "" : ", ") + format_bytes(bytes) + (rhd ? " rhd" : " ring");
-    }
+    for (size_t bytes : {size_t(4) << 10, size_t(64) << 10, size_t(1) << 20, size_t(16) << 20})
+        picks += (picks.empty() ? "" : ", ") + format_bytes(bytes) + (halving_at(bytes) ? " rhd" : " ring");
     return "the device rings or halving-doublings by size (NEXAR_ALGORITHM=auto picks: " + picks + ")";
 }
 
+// Collective: every rank agreed on IPC for this call, and none had tried
+// to set it up on this context.  Ready on every rank or on none.
 void CollectiveTask::set_up_ipc() {
     std::unique_ptr<IpcContext> ipc;
     std::string why;
@@ -868,7 +869,8 @@ void CollectiveTask::report_run(JobReport& report) const {
     const ReportPath path = ipc()                                         ? ReportPath::ipc
                             : algorithm_ == RingAlgorithm::hierarchical ? ReportPath::hierarchical
                             : algorithm_ == RingAlgorithm::one_shot     ? ReportPath::one_shot
-                            // (the hierarchical allreduce with halving-doublings across nodes: here)
+                            // (the hierarchical allreduce with halving-doublings across nodes: here;
+                            // the device one's is IPC's, above)
                             : algorithm_ == RingAlgorithm::halving_doubling ||
                                       algorithm_ == RingAlgorithm::hierarchical_halving_doubling
                                   ? ReportPath::halving_doubling

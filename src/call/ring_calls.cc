@@ -211,12 +211,30 @@ BoardGroup IpcRun::group() const {
 void IpcRun::account() const { process_stats().ipc_calls.fetch_add(1, std::memory_order_relaxed); }
 
 namespace {
-// The bytes a hierarchical allreduce's phase across nodes sent, to the
-// stats: its halving-doubling's exchanges where it ran one, else its ring's.
-void count_crossing_bytes(const std::optional<PartnerHops>& partners, const NetHop& ring) {
+// Opens this rank's lane's phase across nodes into `links` (its inter
+// fields): the halving-doubling's exchanges (`partners`; requires
+// ctx.halving_doubling_ready()) or the ring's channels (`ring`), their
+// segments moved by `engine`.  False: no network between the nodes.
+bool open_crossing(CommContext& ctx, CommContext::Net net, SegmentEngine& engine, const RingOptions& opt,
+                   bool halving_doubling, NetHop& ring, std::optional<PartnerHops>& partners,
+                   HierarchicalLinks& links) {
+    links.inter = ctx.inter_peers();
+    if (halving_doubling) {
+        links.inter_exchanges = &partners.emplace(ctx, net, engine);
+        return true;
+    }
+    links.inter_out = ring.send_to(ctx, ctx.inter_next(), links.inter.next_rank, opt.depth, engine, false);
+    links.inter_in = ring.receive_from(ctx, ctx.inter_prev(), links.inter.prev_rank, opt.depth, engine, 0);
+    return links.inter_out && links.inter_in;
+}
+
+// The bytes a phase across nodes sent, to the stats: its
+// halving-doubling's exchanges where it ran one (`partners`), else its
+// ring's.
+void count_crossing_bytes(const PartnerHops* partners, const NetHop* ring) {
     if (partners) {
         if (const SendChannel* out = partners->out()) count_bytes(out->kind(), partners->bytes_sent());
-    } else if (const SendChannel* out = ring.out()) {
+    } else if (const SendChannel* out = ring ? ring->out() : nullptr) {
         count_bytes(*out);
     }
 }
@@ -235,15 +253,9 @@ IpcHierarchicalRun::IpcHierarchicalRun(CommContext& ctx, CommContext::Net net, S
       opt_(opt),
       inter_sequence_(ctx.next_sequence()),
       net_(net) {
-    links_.inter = ctx.inter_peers();
-    if (halving_doubling) {
-        if (!ctx.halving_doubling_ready()) return;  // not valid
-        links_.inter_exchanges = &partners_.emplace(ctx, net, engine);
-    } else {
-        links_.inter_out = net_.send_to(ctx, ctx.inter_next(), links_.inter.next_rank, opt.depth, engine, false);
-        links_.inter_in = net_.receive_from(ctx, ctx.inter_prev(), links_.inter.prev_rank, opt.depth, engine, 0);
-    }
-    valid_ = crossing_arguments_valid(links_, opt);
+    if (halving_doubling && !ctx.halving_doubling_ready()) return;  // not valid
+    valid_ = open_crossing(ctx, net, engine, opt, halving_doubling, net_, partners_, links_) &&
+             crossing_arguments_valid(links_, opt);
     if (valid_) node_.emplace(ctx, src, recvbuf, src_ipc, recv_ipc, count, type, op, opt, IpcPart::reduce_scatter);
 }
 
@@ -285,7 +297,7 @@ Status IpcHierarchicalRun::check_stall(std::chrono::steady_clock::time_point idl
     return phase_ == 3 ? Status::ok : node_->check_stall(idle_since, error);
 }
 
-// A failed ring across nodes: this rank's board says so, so that the
+// A failed phase across nodes: this rank's board says so, so that the
 // node's ranks do not wait for its allgather.
 Status IpcHierarchicalRun::fail_node(Status s) {
     IpcContext& ipc = *ctx_.ipc();
@@ -294,7 +306,7 @@ Status IpcHierarchicalRun::fail_node(Status s) {
 }
 
 void IpcHierarchicalRun::account() const {
-    count_crossing_bytes(partners_, net_);
+    count_crossing_bytes(partners_ ? &*partners_ : nullptr, &net_);
     Stats& stats = process_stats();
     if (partners_) stats.rhd_calls.fetch_add(1, std::memory_order_relaxed);
     stats.hier_calls.fetch_add(1, std::memory_order_relaxed);
@@ -317,16 +329,9 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
                                         type, op);
     }
     if (halving_doubling && !ctx.halving_doubling_ready()) return;
-    if (h.lane() >= 0) {  // else its node's ring is all this rank runs
-        h.inter = ctx.inter_peers();
-        if (halving_doubling) {
-            h.inter_exchanges = &partners_.emplace(ctx, net, engine_);
-        } else {
-            h.inter_out = inter_.send_to(ctx, ctx.inter_next(), h.inter.next_rank, inter_opt.depth, engine_, false);
-            h.inter_in = inter_.receive_from(ctx, ctx.inter_prev(), h.inter.prev_rank, inter_opt.depth, engine_, 0);
-            if (!h.inter_out || !h.inter_in) return;  // no network between the nodes: not valid
-        }
-    }
+    // (A rank that carries no lane runs its node's ring only.)
+    if (h.lane() >= 0 && !open_crossing(ctx, net, engine_, inter_opt, halving_doubling, inter_, partners_, h))
+        return;  // no network between the nodes: not valid
     const size_t pieces = hierarchical_pieces(count, datatype_size(type), h.lane_count(), ctx.topology().nodes(),
                                               inter_opt.segment_bytes);
     const bool is_half = half.part != Collective::allreduce;
@@ -349,7 +354,7 @@ HierarchicalRun::HierarchicalRun(CommContext& ctx, CommContext::Net net, const v
 
 void HierarchicalRun::account() const {
     if (local_out_) count_bytes(*local_out_);
-    count_crossing_bytes(partners_, inter_);
+    count_crossing_bytes(partners_ ? &*partners_ : nullptr, &inter_);
     if (halving_doubling_) process_stats().rhd_calls.fetch_add(1, std::memory_order_relaxed);
     process_stats().hier_calls.fetch_add(1, std::memory_order_relaxed);
 }
@@ -364,7 +369,7 @@ HalvingDoublingRun::HalvingDoublingRun(CommContext& ctx, CommContext::Net net, S
 }
 
 void HalvingDoublingRun::account() const {
-    if (const SendChannel* out = hops_.out()) count_bytes(out->kind(), hops_.bytes_sent());
+    count_crossing_bytes(&hops_, nullptr);
     process_stats().rhd_calls.fetch_add(1, std::memory_order_relaxed);
 }
 

@@ -280,9 +280,9 @@ private:
 };
 
 // The hierarchical allreduce of device buffers on nodes of several ranks
-// (issue 27): GPU to GPU through IPC inside the node, the device ring
-// (`engine`: staged through host memory where UCX takes no device memory)
-// across nodes, one phase after the other:
+// (issue 27): GPU to GPU through IPC inside the node, the device rings
+// or halving-doublings (`engine`: staged through host memory where UCX
+// takes no device memory) across nodes, one phase after the other:
 //   1. the IPC reduce-scatter among the node's L ranks leaves chunk q (of
 //      L) reduced over the node in local index q's receive buffer;
 //   2. the ring of local index q across the P nodes allreduces that chunk
@@ -294,7 +294,7 @@ private:
 // link between nodes, so overlapping the phases would hide little (the
 // host buffers' HierarchicalOperation pipelines because shared memory is
 // not much faster than the link).  Phase 2 starts once phase 1's work has
-// ended (its stream's event) and phase 3 once the ring's device work has:
+// ended (its stream's event) and phase 3 once phase 2's device work has:
 // the device engine's streams and the IPC stream never touch a chunk at
 // once.  Requires ctx.ipc() among the node's ranks and ctx.hier_ready().
 class IpcHierarchicalRun final : public RingCallRun {
@@ -324,7 +324,7 @@ private:
     std::optional<IpcRun> node_;  // phase 1, then phase 3
     NetHop net_;  // the ring across nodes' channels
     std::optional<PartnerHops> partners_;  // or the halving-doubling's
-    HierarchicalLinks links_;  // inter, and inter_out/inter_in or inter_exchanges
+    HierarchicalLinks links_;  // only its inter fields: inter, and inter_out/inter_in or inter_exchanges
     AcrossNodes inter_;
     int phase_ = 0;  // 0, 1, 2: the phase running (from 1 above); 3: finished
     bool valid_ = false;

@@ -465,12 +465,13 @@ node_fault() {
         { grep -a "nexar\[rank" "$log" | tail -n 20; fail "$mode, $what, under NEXAR_ALGORITHM=$algorithm"; }
 }
 # rhd_device_run PATH NP WHAT CLUSTER_OPTIONS...: allreduce_cuda_check on
-# the host-emulated GPU under NEXAR_ALGORITHM=rhd, its device buffers
+# the host-emulated GPU under NEXAR_ALGORITHM=rhd (whatever $algorithm
+# says), its device buffers
 # staged through host memory or on the direct path (PATH: staged or
 # direct; UCX moving device memory), every result against values it
 # computes; the job's output in $log.
 rhd_device_run() {
-    local path=$1 np=$2 what=$3 rc direct=()
+    local path=$1 np=$2 what=$3 rc direct=() algorithm=rhd
     shift 3
     echo "== allreduce_cuda_check --emulated-gpu --quick, $what, NEXAR_ALGORITHM=rhd, $path path"
     [ "$path" = direct ] && direct=(-x NEXAR_EMULATED_GPU_CUDA_AWARE_UCX=1)
