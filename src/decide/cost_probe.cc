@@ -129,10 +129,20 @@ ChannelCost capped_halving_cost(const ChannelCost& halving, const ChannelCost& r
     return ChannelCost{halving.alpha_s, std::min(halving.bytes_per_s, rings.bytes_per_s)};
 }
 
+namespace {
+// The model the halving-doublings are priced on: the rings', with the
+// halving-doubling's own network costs (null: untimed, the rings') capped
+// as capped_halving_cost says.
+CostModel halving_doubling_model(const CostModel& rings, const ChannelCost* halving) {
+    CostModel m = rings;
+    if (halving) m.net = capped_halving_cost(*halving, rings.net);
+    return m;
+}
+}  // namespace
+
 Schedule crossing_here(const CostModel& rings, const ChannelCost* halving, int nodes, size_t bytes) {
     if (!halving) return Schedule::hierarchical_ring;
-    CostModel log_costs = rings;
-    log_costs.net = capped_halving_cost(*halving, rings.net);
+    const CostModel log_costs = halving_doubling_model(rings, halving);
     const double b = double(bytes);
     return crossing_seconds(log_costs, b, nodes, true) < crossing_seconds(rings, b, nodes, false)
                ? Schedule::hierarchical_halving_doubling
@@ -143,8 +153,7 @@ Schedule schedule_here(const CostModel& rings, const ChannelCost* halving, const
                        size_t inter_segment_bytes, Collective part) {
     const double b = double(bytes);
     const bool flat = shape.largest < 2;
-    CostModel log_costs = rings;
-    if (halving) log_costs.net = capped_halving_cost(*halving, rings.net);
+    const CostModel log_costs = halving_doubling_model(rings, halving);
     Schedule best = Schedule::flat_ring;
     double best_s = ring_seconds(rings, b, shape.ranks, shape.nodes);
     const auto consider = [&](Schedule s, double seconds) {
